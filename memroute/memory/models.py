@@ -1,0 +1,154 @@
+"""The data the memory stores and returns: scopes, episodes and scored results."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from memroute.memory.errors import InvalidInputError
+
+MAX_CONTENT_CHARS = 1_000_000
+_SCOPE_PART = re.compile(r"^[\w.:@\-]{1,128}$")
+
+
+def _reject_nul(value: str, what: str) -> str:
+    if "\x00" in value:
+        raise ValueError(f"{what} must not contain NUL bytes")
+    return value
+
+
+class Scope(BaseModel):
+    """Who a memory belongs to. Every read and write is confined to one scope."""
+
+    model_config = ConfigDict(frozen=True)
+
+    org_id: str
+    project_id: str = "default"
+    user_id: str | None = None
+    agent_id: str | None = None
+
+    @field_validator("org_id", "project_id", "user_id", "agent_id")
+    @classmethod
+    def _check_part(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not _SCOPE_PART.match(value):
+            raise ValueError(
+                "scope ids are 1-128 characters of letters, digits, '_', '-', '.', ':' or '@'"
+            )
+        return value
+
+    @property
+    def key(self) -> str:
+        """A stable identifier of the scope, the column every statement filters (and shards) by."""
+        raw = json.dumps([self.org_id, self.project_id, self.user_id, self.agent_id])
+        return hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+    def as_dict(self) -> dict[str, str | None]:
+        return self.model_dump()
+
+
+class Episode(BaseModel):
+    """One conversation turn or document passage."""
+
+    model_config = ConfigDict(frozen=True)
+
+    content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
+    producer: str = Field(default="user", min_length=1, max_length=256)
+    session_id: str = Field(default="default", min_length=1, max_length=256)
+    produced_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    uid: str | None = Field(default=None, min_length=1, max_length=256)
+
+    @field_validator("content", "producer", "session_id", "uid")
+    @classmethod
+    def _no_nul(cls, value: str | None) -> str | None:
+        return None if value is None else _reject_nul(value, "text fields")
+
+    @field_validator("content")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("content must not be blank")
+        return value
+
+    @field_validator("produced_at")
+    @classmethod
+    def _aware(cls, value: datetime) -> datetime:
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+    @field_validator("metadata")
+    @classmethod
+    def _json_metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            text = json.dumps(value)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"metadata must be JSON-serializable: {exc}") from exc
+        if "\\u0000" in text:
+            raise ValueError("metadata must not contain NUL characters")
+        return value
+
+    def with_uid(self) -> Episode:
+        """This episode with a uid, generating one if it has none."""
+        return self if self.uid else self.model_copy(update={"uid": str(uuid.uuid4())})
+
+
+def coerce_scope(scope: Scope | dict[str, Any]) -> Scope:
+    """A `Scope` from a scope or a mapping, or a typed error."""
+    if isinstance(scope, Scope):
+        return scope
+    if isinstance(scope, dict):
+        try:
+            return Scope(**scope)
+        except (ValidationError, TypeError) as exc:
+            raise InvalidInputError(f"invalid scope: {exc}") from exc
+    raise InvalidInputError(f"scope must be a Scope or a dict, not {type(scope).__name__}")
+
+
+def coerce_episode(item: Episode | dict[str, Any], position: int) -> Episode:
+    """An `Episode` (with a uid) from an episode or a mapping, or a typed error naming its position."""
+    try:
+        episode = item if isinstance(item, Episode) else Episode(**item)
+    except (ValidationError, TypeError) as exc:
+        raise InvalidInputError(f"episode #{position} is invalid: {exc}") from exc
+    return episode.with_uid()
+
+
+@dataclass(frozen=True)
+class ScoredResult:
+    """One search hit: the matched episode (nucleus), its context cluster and its scores."""
+
+    nucleus: Episode
+    episodes: list[Episode]
+    matched_sentence: str
+    vector_score: float
+    rerank_score: float
+    lexical_score: float | None = None
+    reranker: str = "none"
+    query: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def uid(self) -> str:
+        return self.nucleus.uid or ""
+
+    @property
+    def text(self) -> str:
+        """The cluster's content, one episode per line, chronological."""
+        return "\n".join(e.content for e in self.episodes)
+
+
+def flatten(results: list[ScoredResult]) -> list[Episode]:
+    """The episodes of all results, deduplicated by uid, in chronological order."""
+    seen: dict[str, Episode] = {}
+    for result in results:
+        for episode in result.episodes:
+            seen.setdefault(episode.uid or "", episode)
+    return sorted(seen.values(), key=lambda e: (e.produced_at, e.uid or ""))

@@ -1,0 +1,108 @@
+"""Versioned migrations, run at open under an advisory lock."""
+
+from __future__ import annotations
+
+import re
+
+import structlog
+from psycopg import AsyncConnection
+
+from memroute.memory.errors import EmbedderMismatchError, InvalidInputError
+
+log = structlog.get_logger(__name__)
+
+_IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_LOCK_ID = 0x6D656D726F757465  # "memroute"
+
+
+def check_identifier(name: str) -> str:
+    if not _IDENT.match(name):
+        raise InvalidInputError(f"invalid schema name {name!r}: lowercase letters, digits, '_'")
+    return name
+
+
+def _migrations(schema: str, dim: int) -> list[str]:
+    """Migration N is element N-1. Append only; never edit a released one."""
+    s = schema
+    return [
+        f"""
+        CREATE TABLE {s}.episodes (
+            scope_key   text        NOT NULL,
+            org_id      text        NOT NULL,
+            project_id  text        NOT NULL,
+            user_id     text,
+            agent_id    text,
+            uid         text        NOT NULL,
+            seq         bigserial   NOT NULL,
+            session_id  text        NOT NULL,
+            producer    text        NOT NULL,
+            produced_at timestamptz NOT NULL,
+            content     text        NOT NULL,
+            metadata    jsonb       NOT NULL DEFAULT '{{}}',
+            created_at  timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (scope_key, uid)
+        );
+        CREATE INDEX episodes_session_time ON {s}.episodes (scope_key, session_id, produced_at, seq);
+        CREATE INDEX episodes_time ON {s}.episodes (scope_key, produced_at);
+        CREATE TABLE {s}.sentences (
+            scope_key   text        NOT NULL,
+            episode_uid text        NOT NULL,
+            idx         int         NOT NULL,
+            text        text        NOT NULL,
+            embedding   vector({dim}) NOT NULL,
+            session_id  text        NOT NULL,
+            producer    text        NOT NULL,
+            produced_at timestamptz NOT NULL,
+            metadata    jsonb       NOT NULL DEFAULT '{{}}',
+            tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED,
+            PRIMARY KEY (scope_key, episode_uid, idx),
+            FOREIGN KEY (scope_key, episode_uid)
+                REFERENCES {s}.episodes (scope_key, uid) ON DELETE CASCADE
+        );
+        CREATE INDEX sentences_embedding ON {s}.sentences
+            USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64);
+        CREATE INDEX sentences_scope ON {s}.sentences (scope_key, session_id, produced_at);
+        CREATE INDEX sentences_tsv ON {s}.sentences USING gin (tsv);
+        """,
+    ]
+
+
+async def migrate(conn: AsyncConnection, schema: str, embedder_name: str, dim: int) -> int:
+    """Create or upgrade the schema; record and check the embedder. Returns the version."""
+    check_identifier(schema)
+    s = schema
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
+        await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
+        await conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {s}.schema_version ("
+            "version int PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        await conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {s}.store_info (key text PRIMARY KEY, value text NOT NULL)"
+        )
+        row = await (await conn.execute(
+            f"SELECT key, value FROM {s}.store_info WHERE key IN ('embedder', 'dim')"
+        )).fetchall()
+        info = dict(row)
+        if info:
+            if info.get("embedder") != embedder_name or int(info.get("dim", 0)) != dim:
+                raise EmbedderMismatchError(
+                    f"schema {s!r} was built with embedder {info.get('embedder')} "
+                    f"({info.get('dim')}-d), not {embedder_name} ({dim}-d); use that embedder, "
+                    "another schema (MEMROUTE_DB_SCHEMA), or re-ingest"
+                )
+        else:
+            await conn.execute(
+                f"INSERT INTO {s}.store_info (key, value) VALUES ('embedder', %s), ('dim', %s)",
+                (embedder_name, str(dim)),
+            )
+        cur = await conn.execute(f"SELECT coalesce(max(version), 0) FROM {s}.schema_version")
+        current = (await cur.fetchone())[0]
+        migrations = _migrations(s, dim)
+        for version in range(current + 1, len(migrations) + 1):
+            log.info("schema.migrate", schema=s, version=version)
+            await conn.execute(migrations[version - 1])
+            await conn.execute(f"INSERT INTO {s}.schema_version (version) VALUES (%s)", (version,))
+        return len(migrations)

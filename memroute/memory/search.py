@@ -1,0 +1,189 @@
+"""The SQL of declarative search: vector and lexical lanes, clusters, stored embeddings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+
+from memroute.memory.filters import compile_filter
+from memroute.memory.models import Episode
+
+RRF_K = 60
+
+
+@dataclass
+class SentenceHit:
+    episode_uid: str
+    text: str
+    score: float  # cosine similarity for the vector lane, ts_rank_cd for the lexical lane
+
+
+@dataclass
+class Nucleus:
+    uid: str
+    sentence: str
+    vector_score: float
+    lexical_score: float | None = None
+    fused: float = 0.0
+
+
+@dataclass
+class Cluster:
+    nucleus: Nucleus
+    episode_uids: list[str] = field(default_factory=list)
+
+
+async def vector_lane(conn: AsyncConnection, schema: str, scope_key: str, embedding: np.ndarray,
+                      filters: dict | None, limit: int) -> list[SentenceHit]:
+    """The ``limit`` nearest sentences in the scope that pass the filters (HNSW, iterative)."""
+    where, params = compile_filter(filters, "s")
+    await conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(max(40, limit)),))
+    await conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+    cur = await conn.execute(
+        f"""
+        WITH hits AS MATERIALIZED (
+            SELECT s.episode_uid, s.text, s.embedding <=> %s AS distance
+            FROM {schema}.sentences s
+            WHERE s.scope_key = %s AND {where}
+            ORDER BY s.embedding <=> %s
+            LIMIT %s
+        )
+        SELECT episode_uid, text, distance FROM hits ORDER BY distance
+        """,
+        [embedding, scope_key, *params, embedding, limit],
+    )
+    return [SentenceHit(uid, text, 1.0 - float(dist)) for uid, text, dist in await cur.fetchall()]
+
+
+async def lexical_lane(conn: AsyncConnection, schema: str, scope_key: str, query: str,
+                       filters: dict | None, limit: int) -> list[SentenceHit]:
+    """Full-text matches of any query term (OR), ranked by ``ts_rank_cd``."""
+    where, params = compile_filter(filters, "s")
+    cur = await conn.execute(
+        f"""
+        WITH q AS (
+            SELECT nullif(replace(plainto_tsquery('english', %s)::text, '&', '|'), '')::tsquery AS q
+        )
+        SELECT s.episode_uid, s.text, ts_rank_cd(s.tsv, q.q) AS rank
+        FROM {schema}.sentences s, q
+        WHERE q.q IS NOT NULL AND s.scope_key = %s AND s.tsv @@ q.q AND {where}
+        ORDER BY rank DESC
+        LIMIT %s
+        """,
+        [query, scope_key, *params, limit],
+    )
+    return [SentenceHit(uid, text, float(rank)) for uid, text, rank in await cur.fetchall()]
+
+
+def nuclei_from_hits(vector_hits: list[SentenceHit],
+                     lexical_hits: list[SentenceHit] | None) -> list[Nucleus]:
+    """Distinct episodes from sentence hits, best first (RRF when there are two lanes)."""
+    nuclei: dict[str, Nucleus] = {}
+    for rank, hit in enumerate(vector_hits):
+        if hit.episode_uid not in nuclei:
+            nuclei[hit.episode_uid] = Nucleus(hit.episode_uid, hit.text, hit.score,
+                                              fused=1.0 / (RRF_K + rank + 1))
+    if lexical_hits:
+        seen: set[str] = set()
+        for rank, hit in enumerate(lexical_hits):
+            if hit.episode_uid in seen:
+                continue
+            seen.add(hit.episode_uid)
+            nucleus = nuclei.get(hit.episode_uid)
+            if nucleus is None:
+                nucleus = nuclei[hit.episode_uid] = Nucleus(hit.episode_uid, hit.text, float("nan"))
+            nucleus.lexical_score = hit.score
+            nucleus.fused += 1.0 / (RRF_K + rank + 1)
+    return sorted(nuclei.values(), key=lambda n: -n.fused)
+
+
+_EPISODE_COLUMNS = "e.uid, e.seq, e.session_id, e.producer, e.produced_at, e.content, e.metadata"
+
+
+def _episode(row: dict) -> Episode:
+    return Episode(uid=row["uid"], session_id=row["session_id"], producer=row["producer"],
+                   produced_at=row["produced_at"], content=row["content"],
+                   metadata=row["metadata"] or {})
+
+
+async def fetch_clusters(conn: AsyncConnection, schema: str, scope_key: str, uids: list[str],
+                         before: int, after: int) -> tuple[dict[str, list[str]], dict[str, Episode],
+                                                          dict[str, tuple]]:
+    """For each nucleus uid, its cluster (neighbours in its session), and every episode found."""
+    cur = conn.cursor(row_factory=dict_row)
+    await cur.execute(
+        f"""
+        SELECT n.uid AS nucleus, {_EPISODE_COLUMNS}
+        FROM unnest(%s::text[]) AS n(uid)
+        JOIN {schema}.episodes x ON x.scope_key = %s AND x.uid = n.uid
+        CROSS JOIN LATERAL (
+            (SELECT * FROM {schema}.episodes b
+             WHERE b.scope_key = x.scope_key AND b.session_id = x.session_id
+               AND (b.produced_at, b.seq) < (x.produced_at, x.seq)
+             ORDER BY b.produced_at DESC, b.seq DESC LIMIT %s)
+            UNION ALL
+            (SELECT * FROM {schema}.episodes c WHERE c.scope_key = x.scope_key AND c.uid = x.uid)
+            UNION ALL
+            (SELECT * FROM {schema}.episodes a
+             WHERE a.scope_key = x.scope_key AND a.session_id = x.session_id
+               AND (a.produced_at, a.seq) > (x.produced_at, x.seq)
+             ORDER BY a.produced_at, a.seq LIMIT %s)
+        ) e
+        """,
+        [uids, scope_key, before, after],
+    )
+    members: dict[str, list[tuple[object, int, str]]] = {}
+    episodes: dict[str, Episode] = {}
+    order: dict[str, tuple] = {}
+    for row in await cur.fetchall():
+        members.setdefault(row["nucleus"], []).append((row["produced_at"], row["seq"], row["uid"]))
+        if row["uid"] not in episodes:
+            episodes[row["uid"]] = _episode(row)
+            order[row["uid"]] = (row["produced_at"], row["seq"])
+    clusters = {n: [uid for _, _, uid in sorted(m)] for n, m in members.items()}
+    return clusters, episodes, order
+
+
+async def fetch_sentence_embeddings(conn: AsyncConnection, schema: str, scope_key: str,
+                                    uids: list[str]) -> dict[str, np.ndarray]:
+    """The stored sentence embeddings of each episode, as a matrix per episode uid."""
+    cur = await conn.execute(
+        f"SELECT episode_uid, embedding FROM {schema}.sentences "
+        "WHERE scope_key = %s AND episode_uid = ANY(%s::text[]) ORDER BY episode_uid, idx",
+        [scope_key, uids],
+    )
+    rows: dict[str, list[np.ndarray]] = {}
+    for uid, embedding in await cur.fetchall():
+        vector = embedding.to_numpy() if hasattr(embedding, "to_numpy") else embedding
+        rows.setdefault(uid, []).append(np.asarray(vector, dtype=np.float32))
+    return {uid: np.vstack(vectors) for uid, vectors in rows.items()}
+
+
+def merge_overlapping(nuclei: list[Nucleus], clusters: dict[str, list[str]],
+                      order: dict[str, tuple], max_size: int) -> list[Cluster]:
+    """Deduplicate clusters: a nucleus already inside a better cluster is merged into it.
+
+    Clusters that only share neighbours stay apart (so one busy session does not collapse
+    into a single blob); a merged cluster is capped at ``max_size`` episodes.
+    """
+    merged: list[Cluster] = []
+    owner: dict[str, Cluster] = {}
+    for nucleus in nuclei:  # best first: the first cluster to hold an episode owns it
+        members = clusters.get(nucleus.uid)
+        if members is None:
+            continue
+        home = owner.get(nucleus.uid)
+        if home is None:
+            home = Cluster(nucleus, list(members))
+            merged.append(home)
+        else:
+            extra = [u for u in members if u not in home.episode_uids]
+            home.episode_uids.extend(extra[: max(0, max_size - len(home.episode_uids))])
+        for uid in home.episode_uids:
+            owner.setdefault(uid, home)
+    for cluster in merged:
+        cluster.episode_uids = sorted(set(cluster.episode_uids), key=order.__getitem__)
+    return merged

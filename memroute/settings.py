@@ -1,0 +1,63 @@
+"""Configuration from the environment (``MEMROUTE_*``) through pydantic-settings."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+import platformdirs
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_home() -> Path:
+    """Where memroute keeps its data when ``MEMROUTE_HOME`` is unset.
+
+    As root, the embedded server runs as an OS user ``pgserver`` and widens the
+    permissions of every parent of its data directory, so root's data lives under
+    ``/var/lib/memroute`` rather than inside ``/root``.
+    """
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return Path("/var/lib/memroute")
+    return Path(platformdirs.user_data_dir("memroute", appauthor=False))
+
+
+class MemrouteSettings(BaseSettings):
+    """Every setting can be given as an environment variable ``MEMROUTE_<NAME>``."""
+
+    model_config = SettingsConfigDict(env_prefix="MEMROUTE_", env_file=".env", extra="ignore")
+
+    home: Path = Field(default_factory=default_home)
+    database_url: str | None = None
+    db_schema: str = "memroute"
+    pool_min_size: int = 1
+    pool_max_size: int = 8
+    pool_timeout_s: float = 30.0
+    maintenance_work_mem: str = "1GB"
+
+    embedder: str = "minilm"  # minilm | e5 | openai:<model> | sentence-transformers
+    reranker: str = "offline"  # offline | flashrank[:<model>] | none
+    flashrank_cache_dir: Path | None = None
+    embed_threads: int = Field(default_factory=lambda: min(2, os.cpu_count() or 1))
+    embed_batch_size: int = 64
+
+    lexical: bool = False
+    candidates: int = 60
+    rerank_fusion: Literal["max", "mean", "rrf"] = "max"
+
+    llm_base_url: str | None = None
+    llm_api_key: SecretStr | None = None
+    llm_model: str | None = None
+    llm_router_model: str | None = None
+    llm_timeout_s: float = 30.0
+    llm_max_retries: int = 2
+
+    openai_embedding_model: str = "text-embedding-3-small"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> MemrouteSettings:
+    """The process-wide settings, read once from the environment."""
+    return MemrouteSettings()

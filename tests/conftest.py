@@ -1,0 +1,62 @@
+"""Shared fixtures: one real embedded PostgreSQL server per test session, real models."""
+
+from __future__ import annotations
+
+import os
+
+# A shared 2-core machine makes multi-threaded numeric code 10-35x slower under contention.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from memroute.memory import Memory, Scope
+from memroute.memory.embedders.minilm_onnx import MiniLMOnnxEmbedder
+from memroute.memory.server import ensure_embedded_server, stop_embedded_server
+from memroute.settings import MemrouteSettings
+
+
+@pytest.fixture(scope="session")
+def pg_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("memroute-home")
+
+
+@pytest.fixture(scope="session")
+def pg_url(pg_home: Path):
+    """A real PostgreSQL + pgvector: ``MEMROUTE_TEST_DATABASE_URL`` or an embedded server."""
+    external = os.environ.get("MEMROUTE_TEST_DATABASE_URL")
+    if external:
+        yield external
+        return
+    url = ensure_embedded_server(pg_home)
+    yield url
+    stop_embedded_server(pg_home)
+
+
+@pytest.fixture(scope="session")
+def settings(pg_home: Path, pg_url: str) -> MemrouteSettings:
+    return MemrouteSettings(home=pg_home, database_url=pg_url, embed_threads=1, pool_max_size=6)
+
+
+@pytest.fixture(scope="session")
+def embedder() -> MiniLMOnnxEmbedder:
+    return MiniLMOnnxEmbedder(threads=1)
+
+
+@pytest.fixture(scope="session")
+async def memory(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder) -> AsyncIterator[Memory]:
+    """One open `Memory` for the session, in its own schema; tests isolate by scope."""
+    mem = await Memory.open(settings=settings, embedder=embedder,
+                            schema=f"t_{uuid.uuid4().hex[:10]}")
+    yield mem
+    await mem.close()
+
+
+@pytest.fixture
+def scope() -> Scope:
+    """A fresh scope per test, so tests never see each other's data."""
+    return Scope(org_id=f"org-{uuid.uuid4().hex[:8]}", project_id="tests", user_id="u1")
