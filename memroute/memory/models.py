@@ -134,6 +134,8 @@ class ScoredResult:
     reranker: str = "none"
     query: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # The stored embeddings of the cluster's sentences, so a later rerank needs no store read.
+    sentence_embeddings: Any = field(default=None, repr=False, compare=False)
 
     @property
     def uid(self) -> str:

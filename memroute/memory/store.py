@@ -6,6 +6,7 @@ import asyncio
 import json
 import math
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -326,21 +327,19 @@ class Memory:
                 cluster.nucleus.vector_score = (float((vectors @ embeddings[0]).max())
                                                 if vectors is not None else 0.0)
         start = time.perf_counter()
+        cluster_vectors = [self._stack([stored.get(u) for u in c.episode_uids]) for c in clusters]
         if rerank and self.reranker is not None:
             matrix = await self.reranker.score(
                 [RerankQuery(q, e) for q, e in zip(all_queries, embeddings)],
-                [RerankCandidate(
-                    "\n".join(episodes[u].content for u in c.episode_uids),
-                    np.vstack([stored[u] for u in c.episode_uids if u in stored])
-                    if any(u in stored for u in c.episode_uids)
-                    else np.zeros((0, self.embedder.dim), dtype=np.float32),
-                ) for c in clusters],
+                [RerankCandidate("\n".join(episodes[u].content for u in c.episode_uids), v)
+                 for c, v in zip(clusters, cluster_vectors)],
             )
             scores = fuse_scores(matrix, fusion)
         else:
             scores = np.array([c.nucleus.vector_score for c in clusters], dtype=np.float32)
         timings["rerank_ms"] = (time.perf_counter() - start) * 1000
-        ranked = sorted(zip(clusters, scores), key=lambda pair: -float(pair[1]))[:k]
+        ranked = sorted(zip(clusters, scores, cluster_vectors),
+                        key=lambda item: -float(item[1]))[:k]
         results = [
             ScoredResult(
                 nucleus=episodes[c.nucleus.uid],
@@ -351,7 +350,43 @@ class Memory:
                 lexical_score=c.nucleus.lexical_score,
                 reranker=self.reranker_name if rerank else "none",
                 query=query,
+                sentence_embeddings=vectors,
             )
-            for c, score in ranked
+            for c, score, vectors in ranked
         ]
         return SearchResults(results, timings, self.reranker_name if rerank else "none")
+
+    def _stack(self, parts: list[np.ndarray | None]) -> np.ndarray:
+        present = [p for p in parts if p is not None]
+        return np.vstack(present) if present else np.zeros((0, self.embedder.dim), np.float32)
+
+    async def rerank(self, results: list[ScoredResult], queries: list[str], k: int,
+                     *, mode: str = "fused", fusion: str | None = None) -> list[ScoredResult]:
+        """Rerank pooled results against every query, without reading the store.
+
+        ``mode="fused"`` scores each candidate against each query and fuses the scores
+        (``fusion``, ``max`` by default); ``mode="concat"`` is MemMachine's variant: one
+        query string made of all queries joined.
+        """
+        k = _check_int(k, "k", 1, MAX_K)
+        texts = list(dict.fromkeys(_check_query(q, "queries[]") for q in queries))
+        if not results or not texts:
+            return list(results)[:k]
+        if mode == "concat":
+            texts = [" ".join(texts)]
+        elif mode != "fused":
+            raise InvalidInputError(f"unknown rerank mode {mode!r}: use fused or concat")
+        if self.reranker is None:
+            ranked = sorted(results, key=lambda r: -r.vector_score)
+            return ranked[:k]
+        embeddings = await asyncio.gather(*(self.embedder.embed_query(t) for t in texts))
+        candidates = [
+            RerankCandidate(r.text, r.sentence_embeddings if r.sentence_embeddings is not None
+                            else np.zeros((0, self.embedder.dim), np.float32))
+            for r in results
+        ]
+        matrix = await self.reranker.score(
+            [RerankQuery(t, e) for t, e in zip(texts, embeddings)], candidates)
+        scores = fuse_scores(matrix, fusion or self.settings.rerank_fusion)
+        order = sorted(range(len(results)), key=lambda i: -float(scores[i]))[:k]
+        return [replace(results[i], rerank_score=float(scores[i])) for i in order]
