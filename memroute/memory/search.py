@@ -110,8 +110,7 @@ def _episode(row: dict) -> Episode:
 
 
 async def fetch_clusters(conn: AsyncConnection, schema: str, scope_key: str, uids: list[str],
-                         before: int, after: int) -> tuple[dict[str, list[str]], dict[str, Episode],
-                                                          dict[str, tuple]]:
+                         before: int, after: int) -> tuple[dict[str, list[str]], dict[str, Episode]]:
     """For each nucleus uid, its cluster (neighbours in its session), and every episode found."""
     cur = conn.cursor(row_factory=dict_row)
     await cur.execute(
@@ -137,14 +136,12 @@ async def fetch_clusters(conn: AsyncConnection, schema: str, scope_key: str, uid
     )
     members: dict[str, list[tuple[object, int, str]]] = {}
     episodes: dict[str, Episode] = {}
-    order: dict[str, tuple] = {}
     for row in await cur.fetchall():
         members.setdefault(row["nucleus"], []).append((row["produced_at"], row["seq"], row["uid"]))
         if row["uid"] not in episodes:
             episodes[row["uid"]] = _episode(row)
-            order[row["uid"]] = (row["produced_at"], row["seq"])
     clusters = {n: [uid for _, _, uid in sorted(m)] for n, m in members.items()}
-    return clusters, episodes, order
+    return clusters, episodes
 
 
 async def fetch_sentence_embeddings(conn: AsyncConnection, schema: str, scope_key: str,
@@ -162,28 +159,22 @@ async def fetch_sentence_embeddings(conn: AsyncConnection, schema: str, scope_ke
     return {uid: np.vstack(vectors) for uid, vectors in rows.items()}
 
 
-def merge_overlapping(nuclei: list[Nucleus], clusters: dict[str, list[str]],
-                      order: dict[str, tuple], max_size: int) -> list[Cluster]:
-    """Deduplicate clusters: a nucleus already inside a better cluster is merged into it.
+def merge_overlapping(nuclei: list[Nucleus], clusters: dict[str, list[str]]) -> list[Cluster]:
+    """Deduplicate overlapping clusters, best nucleus first.
 
-    Clusters that only share neighbours stay apart (so one busy session does not collapse
-    into a single blob); a merged cluster is capped at ``max_size`` episodes.
+    A cluster whose nucleus lies inside a better cluster, or that contains a better
+    nucleus, covers the same passage: it is merged into the better one (which already holds
+    that passage with its context). Clusters that only share neighbours stay apart and
+    `flatten` deduplicates their shared episodes, so a busy session never becomes one blob.
     """
     merged: list[Cluster] = []
-    owner: dict[str, Cluster] = {}
-    for nucleus in nuclei:  # best first: the first cluster to hold an episode owns it
+    covered: set[str] = set()
+    chosen: set[str] = set()
+    for nucleus in nuclei:
         members = clusters.get(nucleus.uid)
-        if members is None:
+        if members is None or nucleus.uid in covered or chosen.intersection(members):
             continue
-        home = owner.get(nucleus.uid)
-        if home is None:
-            home = Cluster(nucleus, list(members))
-            merged.append(home)
-        else:
-            extra = [u for u in members if u not in home.episode_uids]
-            home.episode_uids.extend(extra[: max(0, max_size - len(home.episode_uids))])
-        for uid in home.episode_uids:
-            owner.setdefault(uid, home)
-    for cluster in merged:
-        cluster.episode_uids = sorted(set(cluster.episode_uids), key=order.__getitem__)
+        merged.append(Cluster(nucleus, members))
+        covered.update(members)
+        chosen.add(nucleus.uid)
     return merged

@@ -17,7 +17,11 @@ from psycopg_pool import AsyncConnectionPool
 
 from memroute.memory import search as sql
 from memroute.memory.embedders import Embedder, make_embedder
-from memroute.memory.errors import InvalidInputError, StoreUnavailableError
+from memroute.memory.errors import (
+    InvalidInputError,
+    ModelUnavailableError,
+    StoreUnavailableError,
+)
 from memroute.memory.models import (
     Episode,
     Scope,
@@ -182,6 +186,11 @@ class Memory:
             return uids
         sentences = [(e, i, text) for e in new for i, text in enumerate(split_sentences(e.content))]
         vectors = await self.embedder.embed_documents([text for _, _, text in sentences])
+        if getattr(vectors, "shape", None) != (len(sentences), self.embedder.dim):
+            raise ModelUnavailableError(
+                f"embedder {self.embedder.name} returned {getattr(vectors, 'shape', None)} "
+                f"for {len(sentences)} sentences of dimension {self.embedder.dim}; nothing stored"
+            )
         await self._write(scope, new, sentences, vectors)
         log.debug("memory.add", episodes=len(new), sentences=len(sentences), skipped=len(existing))
         return uids
@@ -217,7 +226,7 @@ class Memory:
                 f"COPY {s}.sentences (scope_key, episode_uid, idx, text, embedding, session_id, "
                 "producer, produced_at, metadata) FROM STDIN"
             ) as copy:
-                for (e, idx, text), vector in zip(sentences, vectors):
+                for (e, idx, text), vector in zip(sentences, vectors, strict=True):
                     if e.uid in inserted:  # a concurrent add of the same uid wrote its own
                         await copy.write_row([scope.key, e.uid, idx, text, vector, e.session_id,
                                               e.producer, e.produced_at, json.dumps(e.metadata)])
@@ -309,7 +318,7 @@ class Memory:
                 if not nuclei:
                     return SearchResults([], timings, self.reranker_name)
                 start = time.perf_counter()
-                members, episodes, order = await sql.fetch_clusters(
+                members, episodes = await sql.fetch_clusters(
                     conn, self.schema, scope.key, [n.uid for n in nuclei], before, after)
                 need_vectors = rerank and self.reranker is not None or any(
                     math.isnan(n.vector_score) for n in nuclei)
@@ -320,7 +329,7 @@ class Memory:
         except OperationalError as exc:
             raise StoreUnavailableError(f"search failed, database unavailable: {exc}") from exc
 
-        clusters = sql.merge_overlapping(nuclei, members, order, max_size=4 * (before + after + 1))
+        clusters = sql.merge_overlapping(nuclei, members)
         for cluster in clusters:  # lexical-only nuclei get their real cosine similarity
             if math.isnan(cluster.nucleus.vector_score):
                 vectors = stored.get(cluster.nucleus.uid)
