@@ -1,0 +1,142 @@
+"""Build (or reuse) the evaluation store of a data slice, as the protocol describes.
+
+Wikipedia sets: every sentence of every paragraph becomes an episode ``"{title}: {sentence}"``,
+exact duplicates once, all in ONE scope and session, shuffled with a fixed seed, with strictly
+increasing timestamps. LoCoMo: one scope per conversation, one episode per turn.
+
+Ingestion is cached: the schema is named from a hash of the slice, the seed and the embedder,
+so a later run with the same inputs reuses it, and an interrupted ingestion resumes (``add`` is
+idempotent by uid and uids derive from the content).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+import structlog
+
+from memroute.evals.datasets import Dataset, Question
+from memroute.memory import Episode, Memory, Scope
+from memroute.memory.embedders import Embedder
+
+log = structlog.get_logger(__name__)
+
+STORE_FORMAT = "v1"  # bump when the way episodes are built changes
+POOLED_SESSION = "pooled"
+START = datetime(2024, 1, 1, tzinfo=timezone.utc)
+BATCH = 512
+
+Progress = Callable[[int, int], None]  # (done, total)
+
+
+def content_uid(content: str) -> str:
+    return hashlib.sha256(content.encode()).hexdigest()[:32]
+
+
+def pooled_episodes(dataset: Dataset, seed: int) -> list[Episode]:
+    """The shuffled, deduplicated sentence episodes of a Wikipedia data set."""
+    contents: dict[str, str] = {}  # content -> title, first occurrence wins
+    for question in dataset.questions:
+        for paragraph in question.paragraphs:
+            for content in paragraph.contents():
+                contents.setdefault(content, paragraph.title)
+    order = list(contents)
+    random.Random(seed).shuffle(order)
+    return [
+        Episode(uid=content_uid(c), content=c, producer="system", session_id=POOLED_SESSION,
+                produced_at=START + timedelta(seconds=i), metadata={"title": contents[c]})
+        for i, c in enumerate(order)
+    ]
+
+
+def conversation_episodes(dataset: Dataset, conversation: str) -> list[Episode]:
+    return [
+        Episode(uid=t.uid, content=t.text, producer=t.speaker, session_id=t.session_id,
+                produced_at=t.produced_at, metadata={"dia_id": t.dia_id})
+        for t in dataset.conversations[conversation]
+    ]
+
+
+def schema_name(dataset: Dataset, seed: int, embedder_name: str) -> str:
+    key = f"{STORE_FORMAT}|{dataset.name}|{dataset.store_key}|{seed}|{embedder_name}"
+    return f"ev_{dataset.name}_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+@dataclass
+class EvalStore:
+    """An ingested store and the scope each question searches."""
+
+    memory: Memory
+    schema: str
+    scopes: dict[str, Scope]  # "" -> the pooled scope, else conversation id -> scope
+    episodes: int
+    ingest_s: float
+    reused: bool
+    added: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def scope_for(self, question: Question) -> Scope:
+        return self.scopes[question.conversation or ""]
+
+
+def _scope(dataset: Dataset, conversation: str | None) -> Scope:
+    return Scope(org_id="memroute-eval", project_id=dataset.name,
+                 user_id=conversation or "pooled")
+
+
+def planned_episodes(dataset: Dataset, seed: int) -> dict[str, list[Episode]]:
+    """What the store must hold, per scope key ("" for the pooled scope)."""
+    if dataset.is_conversational:
+        return {c: conversation_episodes(dataset, c) for c in dataset.conversations}
+    return {"": pooled_episodes(dataset, seed)}
+
+
+async def build_store(dataset: Dataset, memory: Memory, seed: int,
+                      progress: Progress | None = None) -> EvalStore:
+    """Ingest what is missing into ``memory`` (opened on `schema_name`) and describe it."""
+    start = time.perf_counter()
+    plan = planned_episodes(dataset, seed)
+    scopes = {key: _scope(dataset, key or None) for key in plan}
+    total = sum(len(v) for v in plan.values())
+    missing: list[tuple[Scope, list[Episode]]] = []
+    done = 0
+    for key, episodes in plan.items():
+        have = (await memory.count(scopes[key]))["episodes"]
+        if have >= len(episodes):
+            done += len(episodes)
+        else:
+            missing.append((scopes[key], episodes))
+    if progress:
+        progress(done, total)
+    added = 0
+    for scope, episodes in missing:
+        for i in range(0, len(episodes), BATCH):
+            batch = episodes[i:i + BATCH]
+            await memory.add(scope, batch)
+            added += len(batch)
+            done += len(batch)
+            if progress:
+                progress(done, total)
+    elapsed = time.perf_counter() - start
+    log.info("eval.store", schema=memory.schema, episodes=total, added=added,
+             seconds=round(elapsed, 1))
+    return EvalStore(memory, memory.schema, scopes, total, elapsed, reused=not missing,
+                     added=added)
+
+
+async def open_store(dataset: Dataset, *, seed: int, embedder: Embedder,
+                     reranker: str | None, settings, progress: Progress | None = None
+                     ) -> EvalStore:
+    """Open the cached schema for this slice and embedder, ingesting what is missing."""
+    memory = await Memory.open(schema=schema_name(dataset, seed, embedder.name),
+                               embedder=embedder, reranker=reranker, settings=settings)
+    try:
+        return await build_store(dataset, memory, seed, progress)
+    except BaseException:
+        await memory.close()
+        raise

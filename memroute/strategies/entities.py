@@ -1,0 +1,123 @@
+"""Rule-based text analysis for the offline planner: entities, key terms, stored titles.
+
+No models and no data downloads: capitalized phrases, quoted phrases and the ``Title:`` prefix
+of stored contents stand in for named entities. English only.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+
+STOPWORDS = frozenset(
+    """a about above after again against all also am an and any are as at be because been
+    before being below between both but by can could did do does doing down during each few
+    for from further had has have having he her here hers herself him himself his how i if in
+    into is it its itself just me more most my myself no nor not now of off on once only or
+    other our ours out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we
+    were what when where which while who whom whose why will with would you your yours
+    yourself many much one ones another known called named""".split()
+)
+# Words that start sentences or questions and are capitalized only for that reason.
+_FUNCTION_CAPS = STOPWORDS | frozenset(
+    "whom whose which what who when where why how is are was were do does did has have had "
+    "can could will would should may might in on at by for from of the a an this that these "
+    "those his her its their he she it they we i".split()
+)
+_CALENDAR = frozenset(
+    "january february march april may june july august september october november december "
+    "monday tuesday wednesday thursday friday saturday sunday".split()
+)
+# Lowercase words allowed inside a capitalized phrase ("Kiss and Tell", "Bank of America").
+# "and" is left out: in running text it joins two entities far more often than it sits in one.
+_CONNECTORS = frozenset("of the for de la le du von van der den di da del y on in at & to"
+                        .split())
+_TOKEN = re.compile(r"[\w][\w'’.\-]*[\w]|[\w]|&", re.UNICODE)
+_QUOTED = re.compile(r"[\"“”]([^\"“”]{2,80})[\"“”]")
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def fold(text: str) -> str:
+    """Lowercase, accents removed, whitespace collapsed: the form entities are compared in."""
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(ch for ch in text if not unicodedata.combining(ch))
+    text = text.replace("’", "'").lower()
+    return " ".join(re.sub(r"[^\w' &]+", " ", text).split())
+
+
+def split_title(content: str) -> tuple[str | None, str]:
+    """``"Title: sentence"`` -> ``("Title", "sentence")``; other text -> ``(None, text)``."""
+    head, sep, tail = content.partition(": ")
+    if sep and 0 < len(head) <= 120 and "\n" not in head and (head[:1].isupper() or head[:1].isdigit()):
+        return head.strip(), tail.strip()
+    return None, content.strip()
+
+
+def _is_cap(token: str) -> bool:
+    return token[:1].isupper() or (token[:1].isdigit() and len(token) <= 4)
+
+
+def capitalized_phrases(text: str) -> list[str]:
+    """Maximal runs of capitalized tokens (digits allowed after the first token), with short
+    lowercase connectors inside ("Bank of America"), plus quoted phrases. Sentence-initial
+    function words ("The", "In", "Which") and calendar words do not start a phrase."""
+    phrases: list[str] = [m.group(1).strip() for m in _QUOTED.finditer(text)]
+    tokens = [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(text)]
+    i = 0
+    while i < len(tokens):
+        word = tokens[i][0]
+        if not word[:1].isupper() or word.lower() in _FUNCTION_CAPS or word.lower() in _CALENDAR:
+            i += 1
+            continue
+        j = i + 1
+        end = i
+        while j < len(tokens):
+            nxt = tokens[j][0]
+            gap = text[tokens[j - 1][2]:tokens[j][1]]
+            if any(ch in gap for ch in ",;:()[]\"“”!?") or "\n" in gap:
+                break
+            if _is_cap(nxt) and nxt.lower() not in _CALENDAR:
+                end = j
+                j += 1
+            elif nxt.lower() in _CONNECTORS and j + 1 < len(tokens) and _is_cap(tokens[j + 1][0]):
+                j += 1
+            else:
+                break
+        phrase = text[tokens[i][1]:tokens[end][2]].strip(" .'’-")
+        if phrase:
+            phrases.append(phrase)
+        i = end + 1
+    unique: dict[str, str] = {}
+    for phrase in phrases:
+        unique.setdefault(_strip_article(fold(phrase)), phrase)
+    return [p for key, p in unique.items() if key]
+
+
+def _strip_article(folded: str) -> str:
+    return folded[4:] if folded.startswith("the ") else folded
+
+
+def mentioned(entity: str, text: str) -> bool:
+    """Whether ``entity`` (or every content word of it) already occurs in ``text``."""
+    e, t = _strip_article(fold(entity)), fold(text)
+    if not e:
+        return True
+    if re.search(rf"(?<!\w){re.escape(e)}(?!\w)", t):
+        return True
+    words = [w for w in _WORD.findall(e) if w not in STOPWORDS]
+    have = set(_WORD.findall(t))
+    return bool(words) and all(w in have for w in words)
+
+
+def key_terms(query: str, drop: Iterable[str] = ()) -> list[str]:
+    """The query's content words, in order, without stopwords, question words or ``drop``."""
+    dropped = {w for d in drop for w in _WORD.findall(fold(d))}
+    out: dict[str, str] = {}
+    for word in _TOKEN.findall(query):
+        low = fold(word)
+        if not low or low in STOPWORDS or low in _FUNCTION_CAPS or low in dropped:
+            continue
+        out.setdefault(low, word)
+    return list(out.values())
