@@ -284,7 +284,7 @@ def _print_line_errors(errors: list[Any], shown: int = 20) -> None:
 
 async def _ingest(file: Path, fmt: str, scope: Any, batch_size: int, skip_invalid: bool,
                   limit: int | None, seed: int) -> dict[str, Any]:
-    from memroute.ingest import read_dataset, read_jsonl, store_batches
+    from memroute.ingest import conversation_scope, read_dataset, read_jsonl, store_batches
     from memroute.memory.errors import InvalidInputError
 
     start = time.perf_counter()
@@ -293,8 +293,8 @@ async def _ingest(file: Path, fmt: str, scope: Any, batch_size: int, skip_invali
         groups = [(scope, parsed.episodes)]
         errors, records = parsed.errors, parsed.records
     else:
-        groups = [(_sub_scope(scope, sub), episodes)
-                  for sub, episodes in read_dataset(file, fmt, limit=limit, seed=seed)]
+        groups = [(conversation_scope(scope, conversation), episodes)
+                  for conversation, episodes in read_dataset(file, fmt, limit=limit, seed=seed)]
         errors, records = [], sum(len(e) for _, e in groups)
     if errors:
         if not state.json:
@@ -329,14 +329,6 @@ async def _ingest(file: Path, fmt: str, scope: Any, batch_size: int, skip_invali
         "added": total - before, "episodes": total,
         "elapsed_s": round(time.perf_counter() - start, 3),
     }
-
-
-def _sub_scope(scope: Any, sub: Any) -> Any:
-    """The caller's scope, or (for per-conversation data sets) the caller's scope narrowed."""
-    if sub is None or sub is scope:
-        return scope
-    changes = {k: v for k, v in sub.as_dict().items() if v is not None and k != "org_id"}
-    return scope.model_copy(update=changes)
 
 
 class _progress:

@@ -107,21 +107,30 @@ def read_jsonl(path: Path) -> ParsedFile:
 
 
 def read_dataset(path: Path, fmt: str, *, limit: int | None = None,
-                 seed: int = 0) -> list[tuple[Scope | None, list[Episode]]]:
-    """Episodes of a benchmark data file, grouped by the scope suffix they belong to.
+                 seed: int = 0) -> list[tuple[str | None, list[Episode]]]:
+    """The episodes of a benchmark data file, laid out as the evaluation protocol stores them.
 
-    Uses the evaluation package's loaders (one store layout per data set, as in the
-    evaluation protocol). Returns ``(scope_suffix, episodes)`` pairs; ``None`` means the
-    caller's scope itself (pooled Wikipedia sets), a `Scope` gives the per-conversation
-    agent id for LoCoMo.
+    Reuses the evaluation package's loaders. Returns ``(conversation, episodes)`` pairs:
+    ``None`` for the pooled Wikipedia sets (one scope, one shuffled session), else the
+    LoCoMo conversation id whose turns form one scope.
     """
     try:
-        from memroute.evals import datasets
+        from memroute.evals.datasets import load_dataset
+        from memroute.evals.store import planned_episodes
     except ImportError as exc:
         raise InvalidInputError(
-            f"--format {fmt} needs memroute.evals.datasets, which is not available: {exc}"
+            f"--format {fmt} needs the evaluation package, which is not available: {exc}"
         ) from exc
-    return datasets.episodes_for_ingest(fmt, Path(path), limit=limit, seed=seed)
+    plan = planned_episodes(load_dataset(fmt, Path(path), limit=limit), seed)
+    return [(key or None, episodes) for key, episodes in plan.items()]
+
+
+def conversation_scope(scope: Scope, conversation: str | None) -> Scope:
+    """The caller's scope, or for one LoCoMo conversation: that scope with ``user_id`` set
+    to the conversation id."""
+    if conversation is None:
+        return scope
+    return Scope(**{**scope.as_dict(), "user_id": conversation})
 
 
 def batched(items: list[Episode], size: int) -> Iterator[list[Episode]]:

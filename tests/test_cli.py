@@ -1,0 +1,290 @@
+"""The `memroute` CLI against the real embedded store (through typer's CliRunner)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memroute import sample_data
+from memroute.cli import app
+from memroute.settings import get_settings
+
+SHARED_HOTPOTQA = Path("/work/shared/data/hotpotqa/hotpotqa_dev_distractor_800.jsonl")
+
+
+@pytest.fixture(scope="module")
+def schema() -> str:
+    return f"cli_{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch, pg_url: str, pg_home: Path, schema: str):
+    """Runs `memroute ...` on the test server, in this module's schema."""
+    for name, value in {"MEMROUTE_DATABASE_URL": pg_url, "MEMROUTE_DB_SCHEMA": schema,
+                        "MEMROUTE_HOME": str(pg_home), "MEMROUTE_EMBED_THREADS": "1",
+                        "MEMROUTE_POOL_MAX_SIZE": "2"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("MEMROUTE_SCOPE", raising=False)
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | None = None):
+        get_settings.cache_clear()
+        return runner.invoke(app, list(args), input=input)
+
+    yield invoke
+    get_settings.cache_clear()
+
+
+@pytest.fixture
+def scope_arg() -> str:
+    return f"cli-{uuid.uuid4().hex[:8]}/tests/u1"
+
+
+def write_jsonl(path: Path, lines: list[object]) -> Path:
+    path.write_text("\n".join(l if isinstance(l, str) else json.dumps(l) for l in lines) + "\n")
+    return path
+
+
+def count(cli, scope_arg: str) -> int:
+    result = cli("db", "status", "--scope", scope_arg, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)["counts"]["episodes"]
+
+
+def test_ingest_then_search(cli, scope_arg: str) -> None:
+    sample = str(sample_data.path())
+    result = cli("ingest", sample, "--scope", scope_arg, "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["valid"] == 40 and report["added"] == 40 and report["episodes"] == 40
+    assert report["invalid"] == 0
+
+    again = json.loads(cli("ingest", sample, "--scope", scope_arg, "--json").stdout)
+    assert again["added"] == 0 and again["episodes"] == 40  # fixed uids: idempotent
+
+    found = cli("search", "Which clinic does Biscuit go to?", "--scope", scope_arg, "-k", "3",
+                "--json")
+    assert found.exit_code == 0, found.output
+    payload = json.loads(found.stdout)
+    ranked = payload["results"]
+    assert len(ranked) == 3
+    assert [r["rank"] for r in ranked] == [1, 2, 3]
+    assert ranked[0]["rerank_score"] >= ranked[1]["rerank_score"] >= ranked[2]["rerank_score"]
+    texts = [r["content"] + " ".join(c["content"] for c in r["context"]) for r in ranked]
+    assert any("Riverside Animal Clinic" in text for text in texts)
+    assert {"embed_ms", "probe_ms"} <= set(payload["timings_ms"])
+
+    table = cli("search", "Which clinic does Biscuit go to?", "--scope", scope_arg)
+    assert table.exit_code == 0
+    assert "Biscuit" in table.stdout and "total" in table.stdout
+
+
+def test_search_filters_and_scope_isolation(cli, scope_arg: str) -> None:
+    assert cli("ingest", str(sample_data.path()), "--scope", scope_arg).exit_code == 0
+    result = cli("search", "laptop order", "--scope", scope_arg, "--filters",
+                 '{"producer": "support"}', "--json", "-k", "20")
+    rows = json.loads(result.stdout)["results"]
+    assert rows and {r["producer"] for r in rows} == {"support"}
+
+    other = cli("search", "laptop order", "--scope", f"other-{uuid.uuid4().hex[:6]}", "--json")
+    assert other.exit_code == 0 and json.loads(other.stdout)["results"] == []
+
+
+def test_bad_lines_are_reported_and_nothing_is_written(cli, scope_arg: str,
+                                                       tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "bad.jsonl", [
+        {"content": "first good line", "session_id": "s1"},
+        {"content": "   "},
+        "{not json",
+        {"content": "fourth good line", "colour": "red"},
+        "",
+        {"content": "good again", "produced_at": "yesterday"},
+        {"content": "last good line"},
+    ])
+    result = cli("ingest", str(path), "--scope", scope_arg)
+    assert result.exit_code == 2
+    assert "line 2:" in result.stderr and "line 3:" in result.stderr
+    assert "line 4:" in result.stderr and "colour" in result.stderr
+    assert "line 6:" in result.stderr and "produced_at" in result.stderr
+    assert "line 1:" not in result.stderr and "line 7:" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("error: 4 of 6 line(s)")
+    assert "Traceback" not in result.output
+    assert count(cli, scope_arg) == 0
+
+    as_json = cli("ingest", str(path), "--scope", scope_arg, "--json")
+    assert as_json.exit_code == 2
+    assert [e["line"] for e in json.loads(as_json.stdout)["errors"]] == [2, 3, 4, 6]
+
+    skipped = cli("ingest", str(path), "--scope", scope_arg, "--skip-invalid", "--json")
+    assert skipped.exit_code == 0, skipped.output
+    assert json.loads(skipped.stdout)["added"] == 2
+    assert count(cli, scope_arg) == 2
+
+
+def test_lines_without_uid_get_stable_uids(cli, scope_arg: str, tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "chat.jsonl", [
+        {"content": "ok", "producer": "user"},
+        {"content": "ok", "producer": "user"},  # a repeated line is a second episode
+        {"content": "see you tomorrow", "producer": "assistant",
+         "produced_at": "2024-05-01T10:00:00Z", "metadata": {"topic": "smalltalk"}},
+    ])
+    first = json.loads(cli("ingest", str(path), "--scope", scope_arg, "--json").stdout)
+    second = json.loads(cli("ingest", str(path), "--scope", scope_arg, "--json").stdout)
+    assert (first["added"], second["added"], second["episodes"]) == (3, 0, 3)
+
+
+def test_errors_are_one_line_unless_debug(cli, scope_arg: str, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    bad_filter = cli("search", "x", "--scope", scope_arg, "--filters", '{"a": {"$regex": 1}}')
+    assert bad_filter.exit_code == 2
+    assert bad_filter.stderr.count("\n") == 1 and "$regex" in bad_filter.stderr
+
+    not_json = cli("search", "x", "--scope", scope_arg, "--filters", "{oops", "--json")
+    assert not_json.exit_code == 2
+    assert json.loads(not_json.stderr)["kind"] == "FilterError"
+
+    missing = cli("ingest", str(tmp_path / "nope.jsonl"), "--scope", scope_arg)
+    assert missing.exit_code == 2 and "cannot read" in missing.stderr
+
+    assert cli("search", "x", "--scope", "bad scope!").exit_code == 2
+    assert cli("ingest", str(tmp_path), "--format", "csv").exit_code == 2
+
+    monkeypatch.setenv("MEMROUTE_DATABASE_URL",
+                       "postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
+    down = cli("search", "x", "--scope", scope_arg)
+    assert down.exit_code == 3
+    assert down.stderr.startswith("error: cannot connect") and down.stderr.count("\n") == 1
+    assert "Traceback" not in down.output
+
+    debug = cli("search", "x", "--scope", scope_arg, "--debug")
+    assert debug.exit_code != 0
+    assert type(debug.exception).__name__ == "StoreUnavailableError"  # raised, not swallowed
+
+
+def test_logs_go_to_stderr_and_debug_shows_them(cli, scope_arg: str) -> None:
+    quiet = cli("db", "erase", "--scope", scope_arg, "--yes", "--json")
+    assert quiet.exit_code == 0
+    assert json.loads(quiet.stdout) == {"scope": scope_arg, "session": None, "deleted": 0}
+    assert "memory.delete" not in quiet.output  # an info event: hidden by default
+
+    loud = cli("db", "erase", "--scope", scope_arg, "--yes", "--json", "--debug")
+    assert json.loads(loud.stdout)["deleted"] == 0  # stdout stays one JSON document
+    assert "memory.delete" in loud.stderr and "memory.open" in loud.stderr
+
+
+def test_erase_asks_first(cli, scope_arg: str) -> None:
+    assert cli("ingest", str(sample_data.path()), "--scope", scope_arg).exit_code == 0
+    refused = cli("db", "erase", "--scope", scope_arg, "--json")
+    assert refused.exit_code == 2 and "--yes" in refused.stderr
+
+    declined = cli("db", "erase", "--scope", scope_arg, input="n\n")
+    assert declined.exit_code == 2 and count(cli, scope_arg) == 40
+
+    session = cli("db", "erase", "--scope", scope_arg, "--session", "laptop-support",
+                  input="y\n")
+    assert session.exit_code == 0, session.output
+    assert "erased 12 episode(s)" in session.stdout
+    assert count(cli, scope_arg) == 28
+
+    everything = cli("db", "erase", "--scope", scope_arg, "--yes", "--json")
+    assert json.loads(everything.stdout)["deleted"] == 28
+    assert count(cli, scope_arg) == 0
+
+
+def test_db_commands_with_an_external_database(cli, pg_url: str) -> None:
+    status = cli("db", "status", "--json")
+    assert status.exit_code == 0
+    info = json.loads(status.stdout)
+    assert info["mode"] == "external" and info["schema"].startswith("cli_")
+    url = cli("db", "url")
+    assert url.exit_code == 0 and url.stdout.strip() == pg_url
+    for action in ("start", "stop"):
+        refused = cli("db", action)
+        assert refused.exit_code == 2 and "MEMROUTE_DATABASE_URL" in refused.stderr
+
+
+@pytest.mark.slow
+def test_db_start_status_stop_embedded(cli, monkeypatch: pytest.MonkeyPatch,
+                                       tmp_path: Path) -> None:
+    monkeypatch.delenv("MEMROUTE_DATABASE_URL")
+    monkeypatch.setenv("MEMROUTE_HOME", str(tmp_path))
+    before = json.loads(cli("db", "status", "--json").stdout)
+    assert before["mode"] == "embedded" and before["running"] is False
+    try:
+        started = cli("db", "start", "--json")
+        assert started.exit_code == 0, started.output
+        url = json.loads(started.stdout)["url"]
+        status = json.loads(cli("db", "status", "--json").stdout)
+        assert status["running"] is True and status["url"] == url and status["pid"]
+        assert cli("db", "url").stdout.strip() == url
+    finally:
+        stopped = cli("db", "stop", "--json")
+    assert json.loads(stopped.stdout)["stopped"] is True
+    assert json.loads(cli("db", "status", "--json").stdout)["running"] is False
+    assert "not running" in cli("db", "stop").stdout
+
+
+def test_ingest_hotpotqa_slice(cli, scope_arg: str) -> None:
+    if not SHARED_HOTPOTQA.exists():
+        pytest.skip("shared HotpotQA data not present")
+    result = cli("ingest", str(SHARED_HOTPOTQA), "--format", "hotpotqa", "--limit", "2",
+                 "--scope", scope_arg, "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    record = json.loads(SHARED_HOTPOTQA.read_text().splitlines()[0])
+    first_title = record["context"]["title"][0]
+    first_sentence = record["context"]["sentences"][0][0].strip()
+    assert report["added"] == report["valid"] > 40  # two questions' paragraphs, pooled
+    found = json.loads(cli("search", f"{first_title}: {first_sentence}", "--scope", scope_arg,
+                           "-k", "1", "--json").stdout)["results"]
+    assert found[0]["content"] == f"{first_title}: {first_sentence}"
+    assert found[0]["producer"] == "system" and found[0]["metadata"]["title"] == first_title
+
+
+def test_ingest_locomo_makes_one_scope_per_conversation(cli, scope_arg: str,
+                                                        tmp_path: Path) -> None:
+    def conversation(sample_id: str, speaker: str) -> dict:
+        return {
+            "sample_id": sample_id,
+            "conversation": {
+                "speaker_a": speaker, "speaker_b": "Sam",
+                "session_1_date_time": "1:56 pm on 8 May, 2023",
+                "session_1": [
+                    {"speaker": speaker, "dia_id": "D1:1", "text": f"{speaker} adopted a cat."},
+                    {"speaker": "Sam", "dia_id": "D1:2", "text": "What is the cat called?"},
+                    {"speaker": speaker, "dia_id": "D1:3", "text": "Her name is Miso.",
+                     "blip_caption": "a grey cat on a sofa"},
+                ],
+            },
+            "qa": [{"question": "What is the cat's name?", "answer": "Miso",
+                    "evidence": ["D1:3"], "category": 4}],
+        }
+
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps([conversation("conv-a", "Ana"), conversation("conv-b", "Bo")]))
+    result = cli("ingest", str(path), "--format", "locomo", "--scope", scope_arg, "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    org, project, _ = scope_arg.split("/")
+    assert report["scopes"] == [f"{org}/{project}/conv-a", f"{org}/{project}/conv-b"]
+    assert report["added"] == 6
+    hits = json.loads(cli("search", "cat name", "--scope", f"{org}/{project}/conv-b",
+                          "--json").stdout)["results"]
+    turns = hits + [c for h in hits for c in h["context"]]
+    assert {t["producer"] for t in turns} == {"Bo", "Sam"} and len(turns) == 3
+    miso = next(t for t in turns if "Miso" in t["content"])
+    assert "[image: a grey cat on a sofa]" in miso["content"]
+    assert miso["metadata"]["dia_id"] == "D1:3"
+
+
+def test_version_and_help(cli) -> None:
+    from memroute import __version__
+
+    assert cli("--version").stdout.strip() == f"memroute {__version__}"
+    help_text = cli("--help").stdout
+    for command in ("ingest", "search", "db"):
+        assert command in help_text
