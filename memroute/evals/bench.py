@@ -1,0 +1,231 @@
+"""`make bench`: ingestion throughput and search latency of the memory on this machine.
+
+Prints a table and one JSON line, and writes ``bench-out/memory.json``. Sentences come from
+the shared benchmark data (``--data-dir``); their real embeddings are cached in
+``bench-out/`` so later runs skip the embedding. Stores larger than the number of real
+sentences are filled with synthetic neighbours of real vectors (noise added, renormalized);
+the output says how many.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import platform
+import random
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+
+from memroute.memory import Episode, Memory, Scope
+from memroute.memory.embedders.base import l2_normalize
+from memroute.memory.embedders.minilm_onnx import MiniLMOnnxEmbedder
+from memroute.settings import MemrouteSettings
+
+OUT = Path("bench-out")
+
+
+def shared_sentences(data_dir: Path) -> list[str]:
+    """Unique "title: sentence" texts from the shared HotpotQA, 2Wiki and MuSiQue files."""
+    from memroute.memory.splitter import split_sentences
+
+    seen: dict[str, None] = {}
+    hotpot = data_dir / "hotpotqa" / "hotpotqa_dev_distractor_800.jsonl"
+    for line in hotpot.open():
+        row = json.loads(line)
+        for title, sents in zip(row["context"]["title"], row["context"]["sentences"]):
+            for s in sents:
+                if s.strip():
+                    seen.setdefault(f"{title}: {s.strip()}")
+    for row in json.loads((data_dir / "2wikimultihopqa" / "2wikimultihopqa_dev_334.json").read_text()):
+        for title, sents in row["context"]:
+            for s in sents:
+                if s.strip():
+                    seen.setdefault(f"{title}: {s.strip()}")
+    for line in (data_dir / "musique" / "musique_ans_dev_200.jsonl").open():
+        for p in json.loads(line)["paragraphs"]:
+            for s in split_sentences(p["paragraph_text"]):
+                seen.setdefault(f"{p['title']}: {s}")
+    return list(seen)
+
+
+def questions(data_dir: Path, n: int) -> list[str]:
+    hotpot = data_dir / "hotpotqa" / "hotpotqa_dev_distractor_800.jsonl"
+    return [json.loads(line)["question"] for line in hotpot.open()][:n]
+
+
+async def cached_embeddings(embedder: MiniLMOnnxEmbedder, texts: list[str]) -> np.ndarray:
+    key = hashlib.sha256(("\n".join(texts) + embedder.name).encode()).hexdigest()[:16]
+    path = OUT / f"embeddings-{key}.npy"
+    if path.exists():
+        return np.load(path)
+    vectors = await embedder.embed_documents(texts)
+    OUT.mkdir(exist_ok=True)
+    np.save(path, vectors)
+    return vectors
+
+
+class PrecomputedEmbedder:
+    """Serves known vectors for stored texts (to time ingestion without embedding)."""
+
+    def __init__(self, real: MiniLMOnnxEmbedder, table: dict[str, np.ndarray]) -> None:
+        self.name, self.dim, self._real, self._table = real.name, real.dim, real, table
+
+    async def embed_documents(self, texts: list[str]) -> np.ndarray:
+        return np.vstack([self._table[t] for t in texts])
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        return await self._real.embed_query(text)
+
+
+def episodes_for(texts: list[str], offset: int = 0) -> list[Episode]:
+    t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    return [Episode(content=t, uid=f"b{offset + i}", session_id="bench", producer="system",
+                    produced_at=t0 + timedelta(seconds=offset + i)) for i, t in enumerate(texts)]
+
+
+async def drop_schema(memory: Memory) -> None:
+    async with memory._pool.connection() as conn:
+        await conn.execute(f"DROP SCHEMA IF EXISTS {memory.schema} CASCADE")
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    return {"p50": float(np.percentile(values, 50)), "p95": float(np.percentile(values, 95)),
+            "mean": float(np.mean(values))}
+
+
+async def measure_ingestion(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder,
+                            texts: list[str], table: dict[str, np.ndarray]) -> dict:
+    """Sentences/s with embedding included and excluded, and the embedder's own rate."""
+    scope = Scope(org_id="bench", project_id="ingest")
+    start = time.perf_counter()
+    await embedder.embed_documents(texts)
+    embed_only = len(texts) / (time.perf_counter() - start)
+    figures = {"sentences": len(texts), "embedder_sentences_per_s": embed_only}
+    for label, emb in (("with_embedding", embedder),
+                       ("without_embedding", PrecomputedEmbedder(embedder, table))):
+        memory = await Memory.open(settings=settings, schema="bench_ingest", embedder=emb)
+        await drop_schema(memory)
+        await memory.close()
+        memory = await Memory.open(settings=settings, schema="bench_ingest", embedder=emb)
+        start = time.perf_counter()
+        for i in range(0, len(texts), 500):
+            await memory.add(scope, episodes_for(texts[i:i + 500], i))
+        figures[f"{label}_sentences_per_s"] = len(texts) / (time.perf_counter() - start)
+        await memory.close()
+    figures["ratio_to_embedder"] = figures["with_embedding_sentences_per_s"] / embed_only
+    return figures
+
+
+async def build_store(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder, size: int,
+                      texts: list[str], vectors: np.ndarray) -> tuple[Memory, Scope, int]:
+    """A store of ``size`` sentences: real ones first, then synthetic neighbours."""
+    rng = np.random.default_rng(0)
+    table = dict(zip(texts, vectors))
+    all_texts = list(texts[:size])
+    synthetic = max(0, size - len(all_texts))
+    for j in range(synthetic):
+        base = j % len(texts)
+        name = f"{texts[base]} [synthetic {j}]"
+        table[name] = l2_normalize(vectors[base] + rng.normal(0, 0.35, vectors.shape[1]))
+        all_texts.append(name)
+    schema = f"bench_{size}"
+    memory = await Memory.open(settings=settings, schema=schema,
+                               embedder=PrecomputedEmbedder(embedder, table))
+    scope = Scope(org_id="bench", project_id=str(size))
+    if (await memory.count(scope))["sentences"] != size:
+        await drop_schema(memory)
+        await memory.close()
+        memory = await Memory.open(settings=settings, schema=schema,
+                                   embedder=PrecomputedEmbedder(embedder, table))
+        for i in range(0, size, 2000):
+            await memory.add(scope, episodes_for(all_texts[i:i + 2000], i))
+    memory.embedder = embedder  # queries are embedded for real
+    return memory, scope, synthetic
+
+
+async def measure_search(memory: Memory, scope: Scope, queries: list[str]) -> dict:
+    figures = {}
+    for label, rerank in (("no_rerank", False), ("rerank", True)):
+        for q in queries[:10]:  # warm-up
+            await memory.search_scored(scope, q, k=10, rerank=rerank, context=(0, 0))
+        times, stages = [], {}
+        for q in queries:
+            start = time.perf_counter()
+            hits = await memory.search_scored(scope, q, k=10, rerank=rerank, context=(0, 0))
+            times.append((time.perf_counter() - start) * 1000)
+            for stage, ms in hits.timings.items():
+                stages.setdefault(stage, []).append(ms)
+        figures[label] = {"latency_ms": percentiles(times),
+                          "stages_ms_p50": {s: float(np.median(v)) for s, v in stages.items()}}
+    times = []
+    for q in queries:
+        start = time.perf_counter()
+        await memory.search_scored(scope, q, k=10, rerank=False, context=(1, 2))
+        times.append((time.perf_counter() - start) * 1000)
+    figures["no_rerank_context_1_2"] = {"latency_ms": percentiles(times)}
+    return figures
+
+
+async def run(args: argparse.Namespace) -> dict:
+    base = MemrouteSettings()
+    settings = base.model_copy(update={"embed_threads": args.threads, "db_schema": "bench"})
+    embedder = MiniLMOnnxEmbedder(threads=args.threads)
+    texts = shared_sentences(Path(args.data_dir))
+    random.Random(0).shuffle(texts)
+    texts = texts[: args.max_real]
+    vectors = await cached_embeddings(embedder, texts)
+    table = dict(zip(texts, vectors))
+    report: dict = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "threads": {"embedder_intra_op": args.threads,
+                                "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")}},
+        "ingestion": await measure_ingestion(settings, embedder, texts[: args.ingest_n], table),
+        "search": {},
+    }
+    qs = questions(Path(args.data_dir), args.queries)
+    for size in args.sizes:
+        memory, scope, synthetic = await build_store(settings, embedder, size, texts, vectors)
+        report["search"][str(size)] = {"synthetic_sentences": synthetic,
+                                       **await measure_search(memory, scope, qs)}
+        await memory.close()
+    return report
+
+
+def print_report(report: dict) -> None:
+    ing = report["ingestion"]
+    print(f"threads: {report['machine']['threads']}")
+    print(f"embedder alone:             {ing['embedder_sentences_per_s']:8.1f} sentences/s")
+    print(f"ingestion with embedding:   {ing['with_embedding_sentences_per_s']:8.1f} sentences/s "
+          f"({ing['ratio_to_embedder']:.0%} of the embedder)")
+    print(f"ingestion without embedding:{ing['without_embedding_sentences_per_s']:8.1f} sentences/s")
+    for size, fig in report["search"].items():
+        for label in ("no_rerank", "rerank", "no_rerank_context_1_2"):
+            lat = fig[label]["latency_ms"]
+            print(f"search {int(size):>7,} sentences {label:<22} p50 {lat['p50']:6.1f} ms  "
+                  f"p95 {lat['p95']:6.1f} ms  (synthetic {fig['synthetic_sentences']})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", default=os.environ.get("MEMROUTE_DATA_DIR", "../shared/data"))
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--max-real", type=int, default=100_000)
+    parser.add_argument("--ingest-n", type=int, default=3000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    report = asyncio.run(run(args))
+    OUT.mkdir(exist_ok=True)
+    (OUT / "memory.json").write_text(json.dumps(report, indent=2))
+    print_report(report)
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""Offline models: the splitter, the embedder's failure modes, the rerankers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import structlog
+
+from memroute.memory import ModelUnavailableError, make_embedder, make_reranker
+from memroute.memory.embedders.minilm_onnx import MiniLMOnnxEmbedder
+from memroute.memory.rerankers import OfflineReranker, RerankCandidate, RerankQuery, fuse_scores
+from memroute.memory.splitter import split_sentences
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Dr. Smith met J. R. R. Tolkien in the U.S. in 1950. They talked.",
+     ["Dr. Smith met J. R. R. Tolkien in the U.S. in 1950.", "They talked."]),
+    ('He said "Stop." Then he left! Why? Nobody knows.',
+     ['He said "Stop."', "Then he left!", "Why?", "Nobody knows."]),
+    ("It costs $5.50 today, e.g. for members.", ["It costs $5.50 today, e.g. for members."]),
+    ("   ", []),
+    ("no terminal punctuation", ["no terminal punctuation"]),
+])
+def test_split_sentences(text: str, expected: list[str]) -> None:
+    assert split_sentences(text) == expected
+
+
+def test_split_sentences_cuts_runaway_text() -> None:
+    pieces = split_sentences("word " * 2000)
+    assert len(pieces) > 1 and all(len(p) <= 2000 for p in pieces)
+    assert " ".join(pieces).split() == ("word " * 2000).split()
+
+
+def test_missing_model_fails_at_load(tmp_path) -> None:
+    with pytest.raises(ModelUnavailableError, match="not found"):
+        MiniLMOnnxEmbedder(tmp_path / "absent.onnx")
+
+
+def test_corrupt_model_fails_at_load(tmp_path) -> None:
+    bad = tmp_path / "model.onnx"
+    bad.write_bytes(b"\x08\x01garbage" * 100)
+    with pytest.raises(ModelUnavailableError, match="cannot load"):
+        MiniLMOnnxEmbedder(bad)
+
+
+def test_unknown_names_are_clear() -> None:
+    with pytest.raises(ModelUnavailableError, match="unknown embedder"):
+        make_embedder("word2vec")
+    with pytest.raises(ModelUnavailableError, match="unknown reranker"):
+        make_reranker("colbert")
+
+
+def test_flashrank_without_local_model_falls_back_with_a_warning() -> None:
+    with structlog.testing.capture_logs() as logs:
+        reranker = make_reranker("flashrank")
+    assert isinstance(reranker, OfflineReranker)
+    assert any(e["event"] == "reranker.fallback" and e["log_level"] == "warning" for e in logs)
+    assert make_reranker("none") is None
+
+
+async def test_offline_reranker_prefers_relevant_clusters(embedder) -> None:
+    texts = ["The Eiffel Tower is 330 metres tall.", "Bananas are yellow.",
+             "Paris hosts the Eiffel Tower, a wrought-iron tower."]
+    vectors = await embedder.embed_documents(texts)
+    query = RerankQuery("How tall is the Eiffel Tower?",
+                        await embedder.embed_query("How tall is the Eiffel Tower?"))
+    scores = await OfflineReranker().score(
+        [query], [RerankCandidate(t, v[None, :]) for t, v in zip(texts, vectors)])
+    assert scores.shape == (1, 3)
+    assert scores[0].argmax() == 0 and scores[0].argmin() == 1
+
+
+def test_fuse_scores() -> None:
+    matrix = np.array([[0.9, 0.1, 0.5], [0.2, 0.8, 0.5]])
+    assert fuse_scores(matrix, "max").tolist() == [0.9, 0.8, 0.5]
+    assert np.allclose(fuse_scores(matrix, "mean"), [0.55, 0.45, 0.5])
+    rrf = fuse_scores(matrix, "rrf")  # ranks (1, 3) and (3, 1) tie, and beat (2, 2) at k=60
+    assert rrf[0] == pytest.approx(rrf[1]) and rrf[0] > rrf[2]
+    with pytest.raises(ValueError):
+        fuse_scores(matrix, "median")
