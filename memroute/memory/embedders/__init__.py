@@ -9,7 +9,7 @@ __all__ = ["Embedder", "l2_normalize", "make_embedder"]
 
 
 def make_embedder(spec: str = "minilm", *, threads: int = 1, batch_size: int = 64) -> Embedder:
-    """An embedder from a short name: ``minilm`` (default), ``e5``, ``openai[:model]``."""
+    """An embedder by name: ``minilm`` (default), ``e5``, ``torch``, ``openai[:model]``."""
     name, _, arg = spec.partition(":")
     if name == "minilm":
         from memroute.memory.embedders.minilm_onnx import MiniLMOnnxEmbedder
@@ -19,8 +19,12 @@ def make_embedder(spec: str = "minilm", *, threads: int = 1, batch_size: int = 6
         from memroute.memory.embedders.e5 import E5SmallEmbedder
 
         return E5SmallEmbedder(threads=threads)
+    if name == "torch":
+        from memroute.memory.embedders.torch_minilm import TorchMiniLMEmbedder
+
+        return TorchMiniLMEmbedder(threads=threads, batch_size=batch_size)
     if name == "openai":
         from memroute.memory.embedders.openai_embedder import OpenAIEmbedder
 
         return OpenAIEmbedder(arg or "text-embedding-3-small")
-    raise ModelUnavailableError(f"unknown embedder {spec!r}: use minilm, e5 or openai[:model]")
+    raise ModelUnavailableError(f"unknown embedder {spec!r}: use minilm, e5, torch or openai[:model]")
