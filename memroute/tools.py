@@ -1,0 +1,153 @@
+"""A memory search tool for tool-calling agents, with MemGPT-style pagination.
+
+``memory_search(query, page=0)`` answers "Showing 10 of 124 results (page 1/13):" and the
+numbered results, so the model can page through more evidence. The full ranked list of a
+query is kept (LRU) so paging neither re-searches nor reorders. With ``agent_mode=True`` the
+query goes through the retrieval agent (routing, split, chain) instead of direct search.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from typing import Any
+
+from langchain_core.tools import StructuredTool, ToolException
+from pydantic import BaseModel, Field
+
+from memroute._bridge import run_async, run_blocking, unwrap
+from memroute.memory import Memory, Scope, ScoredResult, SyncMemory
+from memroute.memory.errors import InvalidInputError, MemrouteError
+from memroute.memory.models import coerce_scope
+
+DESCRIPTION = (
+    "Search long-term memory (earlier conversations and stored notes) for facts that help "
+    "answer a question. Returns numbered results, {page_size} per page, best first. If what "
+    "you need is not on the page, call again with the same query and page=1, 2, ..."
+)
+
+
+class MemorySearchInput(BaseModel):
+    """The arguments the model fills in."""
+
+    query: str = Field(description="What to look for: a question or a few keywords.")
+    page: int = Field(default=0, ge=0, description="Which page of results; 0 is the first.")
+
+
+class MemorySearch:
+    """Paged search over one scope of a memory, directly or through the retrieval agent."""
+
+    def __init__(self, memory: Memory | SyncMemory, scope: Scope | dict, *, page_size: int = 10,
+                 max_results: int = 100, filters: dict[str, Any] | None = None,
+                 agent_mode: bool = False, agent: Any = None, strategy: str = "auto",
+                 budget: Any = None, cache_size: int = 32) -> None:
+        if not 1 <= page_size <= 100 or not 1 <= max_results <= 1000:
+            raise InvalidInputError("page_size must be in [1, 100] and max_results in [1, 1000]")
+        self.memory, self._shared = unwrap(memory)
+        self.scope = coerce_scope(scope)
+        self.page_size = page_size
+        self.max_results = max_results
+        self.filters = filters
+        self.agent_mode = agent_mode or agent is not None
+        self._agent = agent
+        self.strategy = strategy
+        self.budget = budget
+        self._cache: OrderedDict[str, tuple[list[ScoredResult], str]] = OrderedDict()
+        self._cache_size = cache_size
+
+    @property
+    def agent(self) -> Any:
+        if self._agent is None:
+            from memroute import RetrievalAgent
+
+            self._agent = RetrievalAgent(memory=self.memory)
+        return self._agent
+
+    async def _ranked(self, query: str) -> tuple[list[ScoredResult], str]:
+        """Every result for ``query`` (up to ``max_results``) and a note on how it was found."""
+        key = " ".join(query.split())
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
+        if self.agent_mode:
+            found = await self.agent.aretrieve(query, scope=self.scope, k=self.max_results,
+                                               filters=self.filters, strategy=self.strategy,
+                                               budget=self.budget)
+            entry = (list(found.results), f" · route {found.route}, {len(found.queries)} "
+                     f"quer{'y' if len(found.queries) == 1 else 'ies'}")
+        else:
+            results = await self.memory.search_scored(self.scope, query, k=self.max_results,
+                                                      filters=self.filters)
+            entry = (list(results), "")
+        self._cache[key] = entry
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return entry
+
+    async def apage(self, query: str, page: int = 0) -> tuple[str, list[dict[str, Any]]]:
+        """The text the model reads for one page, and the page's results as data."""
+        try:
+            results, note = await run_async(self._ranked(query), self._shared)
+        except MemrouteError as exc:
+            raise ToolException(f"memory_search failed: {exc}") from exc
+        if not results:
+            return f"No results found for {query!r}.", []
+        pages = math.ceil(len(results) / self.page_size)
+        if page >= pages:
+            return (f"Page {page} is past the end: {len(results)} results make {pages} "
+                    f"page(s), numbered 0 to {pages - 1}.", [])
+        start = page * self.page_size
+        shown = results[start:start + self.page_size]
+        lines = [f"Showing {len(shown)} of {len(results)} results (page {page + 1}/{pages}){note}:"]
+        for rank, result in enumerate(shown, start=start + 1):
+            lines.append(format_result(rank, result))
+        if page + 1 < pages:
+            lines.append(f"(More: call memory_search with page={page + 1}.)")
+        return "\n".join(lines), [artifact(rank, r) for rank, r in enumerate(shown, start + 1)]
+
+    def page(self, query: str, page: int = 0) -> tuple[str, list[dict[str, Any]]]:
+        """Blocking `apage`, for sync agents (needs a `SyncMemory`)."""
+        return run_blocking(self.apage(query, page))
+
+    def as_tool(self, name: str = "memory_search", description: str | None = None
+                ) -> StructuredTool:
+        return StructuredTool.from_function(
+            func=self.page, coroutine=self.apage, name=name,
+            description=description or DESCRIPTION.format(page_size=self.page_size),
+            args_schema=MemorySearchInput, response_format="content_and_artifact",
+            handle_tool_error=True,
+        )
+
+
+def format_result(rank: int, result: ScoredResult) -> str:
+    """One numbered result: when, where and its score, then the turns of its cluster."""
+    nucleus = result.nucleus
+    head = (f"{rank}. [{nucleus.produced_at:%Y-%m-%d %H:%M}, session {nucleus.session_id}] "
+            f"(score {result.rerank_score:.2f})")
+    turns = [f"   {e.producer}: {' '.join(e.content.split())}" for e in result.episodes]
+    return "\n".join([head, *turns])
+
+
+def artifact(rank: int, result: ScoredResult) -> dict[str, Any]:
+    nucleus = result.nucleus
+    return {"rank": rank, "uid": result.uid, "score": result.rerank_score,
+            "session_id": nucleus.session_id, "producer": nucleus.producer,
+            "produced_at": nucleus.produced_at.isoformat(), "content": nucleus.content,
+            "context_uids": [e.uid for e in result.episodes if e.uid != result.uid]}
+
+
+def memory_search_tool(memory: Memory | SyncMemory, scope: Scope | dict, *,
+                       page_size: int = 10, max_results: int = 100,
+                       filters: dict[str, Any] | None = None, agent_mode: bool = False,
+                       agent: Any = None, strategy: str = "auto", budget: Any = None,
+                       name: str = "memory_search", description: str | None = None
+                       ) -> StructuredTool:
+    """A LangChain tool ``memory_search(query, page=0)`` bound to one memory and scope.
+
+    ``agent_mode=True`` routes each new query through the retrieval agent (pass ``agent`` to
+    reuse one, e.g. with an LLM planner); otherwise it is a direct search.
+    """
+    search = MemorySearch(memory, scope, page_size=page_size, max_results=max_results,
+                          filters=filters, agent_mode=agent_mode, agent=agent,
+                          strategy=strategy, budget=budget)
+    return search.as_tool(name=name, description=description)
