@@ -14,6 +14,7 @@ import structlog
 from pgvector.psycopg import register_vector_async
 from psycopg import AsyncConnection, OperationalError
 from psycopg_pool import AsyncConnectionPool
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from memroute.memory import search as sql
 from memroute.memory.embedders import Embedder, make_embedder
@@ -49,6 +50,28 @@ MAX_CONTEXT = 50
 MAX_EXTRA_QUERIES = 16
 
 _DEFAULT = object()
+
+
+def _transient(exc: BaseException) -> bool:
+    """Connection-level failures (server restart, killed backend, pool timeout)."""
+    return isinstance(exc, OperationalError)
+
+
+async def _with_retry(operation, what: str):
+    """Run ``operation`` (a coroutine function), retrying connection failures.
+
+    Safe because every retried operation is idempotent: reads, deletes and `add` (by uid).
+    """
+    try:
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception(_transient), stop=stop_after_attempt(4),
+            wait=wait_exponential(multiplier=0.2, max=3), reraise=True,
+        ):
+            with attempt:
+                return await operation()
+    except OperationalError as exc:
+        raise StoreUnavailableError(f"{what} failed, database unavailable: {exc}") from exc
+    raise AssertionError("unreachable")
 
 
 class SearchResults(list[ScoredResult]):
@@ -175,12 +198,16 @@ class Memory:
         if not unique:
             return []
         s = self.schema
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(
-                f"SELECT uid FROM {s}.episodes WHERE scope_key = %s AND uid = ANY(%s::text[])",
-                [scope.key, list(unique)],
-            )
-            existing = {row[0] for row in await cur.fetchall()}
+
+        async def existing_uids() -> set[str]:
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(
+                    f"SELECT uid FROM {s}.episodes WHERE scope_key = %s AND uid = ANY(%s::text[])",
+                    [scope.key, list(unique)],
+                )
+                return {row[0] for row in await cur.fetchall()}
+
+        existing = await _with_retry(existing_uids, "add")
         new = [e for uid, e in unique.items() if uid not in existing]
         if not new:
             return uids
@@ -191,7 +218,7 @@ class Memory:
                 f"embedder {self.embedder.name} returned {getattr(vectors, 'shape', None)} "
                 f"for {len(sentences)} sentences of dimension {self.embedder.dim}; nothing stored"
             )
-        await self._write(scope, new, sentences, vectors)
+        await _with_retry(lambda: self._write(scope, new, sentences, vectors), "add")
         log.debug("memory.add", episodes=len(new), sentences=len(sentences), skipped=len(existing))
         return uids
 
@@ -249,9 +276,14 @@ class Memory:
                 raise InvalidInputError("uids must be a list of strings")
             where += " AND uid = ANY(%s::text[])"
             params.append(list(uids))
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(f"DELETE FROM {self.schema}.episodes WHERE {where}", params)
-            count = cur.rowcount
+
+        async def run() -> int:
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(f"DELETE FROM {self.schema}.episodes WHERE {where}",
+                                         params)
+                return cur.rowcount
+
+        count = await _with_retry(run, "delete")
         log.info("memory.delete", scope=scope.key, session_id=session_id,
                  uids=len(uids) if uids is not None else None, deleted=count)
         return count
@@ -259,13 +291,17 @@ class Memory:
     async def count(self, scope: Scope | dict) -> dict[str, int]:
         """How many episodes and sentences the scope holds."""
         scope = coerce_scope(scope)
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(
-                f"SELECT (SELECT count(*) FROM {self.schema}.episodes WHERE scope_key = %s), "
-                f"(SELECT count(*) FROM {self.schema}.sentences WHERE scope_key = %s)",
-                [scope.key, scope.key],
-            )
-            episodes, sentences = await cur.fetchone()
+
+        async def run() -> tuple[int, int]:
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(
+                    f"SELECT (SELECT count(*) FROM {self.schema}.episodes WHERE scope_key = %s), "
+                    f"(SELECT count(*) FROM {self.schema}.sentences WHERE scope_key = %s)",
+                    [scope.key, scope.key],
+                )
+                return await cur.fetchone()
+
+        episodes, sentences = await _with_retry(run, "count")
         return {"episodes": episodes, "sentences": sentences}
 
     # -- search ---------------------------------------------------------------------------
@@ -306,29 +342,31 @@ class Memory:
         start = time.perf_counter()
         embeddings = list(await asyncio.gather(*(self.embedder.embed_query(q) for q in all_queries)))
         timings["embed_ms"] = (time.perf_counter() - start) * 1000
-        try:
+
+        async def read():
             async with self._pool.connection() as conn, conn.transaction():
-                start = time.perf_counter()
-                hits = await sql.vector_lane(conn, self.schema, scope.key, embeddings[0], filters,
-                                             limit)
+                t0 = time.perf_counter()
+                hits = await sql.vector_lane(conn, self.schema, scope.key, embeddings[0],
+                                             filters, limit)
                 lexical_hits = (await sql.lexical_lane(conn, self.schema, scope.key, query,
                                                        filters, limit) if lexical else None)
-                timings["probe_ms"] = (time.perf_counter() - start) * 1000
+                timings["probe_ms"] = (time.perf_counter() - t0) * 1000
                 nuclei = sql.nuclei_from_hits(hits, lexical_hits)
                 if not nuclei:
-                    return SearchResults([], timings, self.reranker_name)
-                start = time.perf_counter()
+                    return nuclei, {}, {}, {}
+                t0 = time.perf_counter()
                 members, episodes = await sql.fetch_clusters(
                     conn, self.schema, scope.key, [n.uid for n in nuclei], before, after)
-                need_vectors = rerank and self.reranker is not None or any(
-                    math.isnan(n.vector_score) for n in nuclei)
-                stored = (await sql.fetch_sentence_embeddings(conn, self.schema, scope.key,
-                                                              list(episodes))
-                          if need_vectors else {})
-                timings["context_ms"] = (time.perf_counter() - start) * 1000
-        except OperationalError as exc:
-            raise StoreUnavailableError(f"search failed, database unavailable: {exc}") from exc
+                # Stored vectors travel with each result, so a later multi-query rerank
+                # (Memory.rerank) needs no second read of the store.
+                stored = await sql.fetch_sentence_embeddings(conn, self.schema, scope.key,
+                                                             list(episodes))
+                timings["context_ms"] = (time.perf_counter() - t0) * 1000
+                return nuclei, members, episodes, stored
 
+        nuclei, members, episodes, stored = await _with_retry(read, "search")
+        if not nuclei:
+            return SearchResults([], timings, self.reranker_name)
         clusters = sql.merge_overlapping(nuclei, members)
         for cluster in clusters:  # lexical-only nuclei get their real cosine similarity
             if math.isnan(cluster.nucleus.vector_score):
