@@ -1,0 +1,193 @@
+"""`RetrievalAgent`: the retrieval graph behind a small async API (and a sync facade)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import AsyncIterator
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from memroute._sync import run_sync
+from memroute.graph import (
+    Event,
+    Final,
+    GraphPolicies,
+    HopRecord,
+    NodeCost,
+    RetrievalContext,
+    compiled_retrieval_graph,
+    parse_event,
+)
+from memroute.graph.state import OUTPUT_KEYS
+from memroute.memory.models import Scope, ScoredResult
+from memroute.memory.rerankers import Reranker, make_reranker
+from memroute.memory.store import Memory
+from memroute.settings import MemrouteSettings
+from memroute.strategies.base import Planner
+from memroute.strategies.budget import Budget
+
+Strategy = Literal["auto", "direct", "split", "chain"]
+_COUNTS = ("llm_calls", "input_tokens", "output_tokens", "wall_ms")
+
+
+@dataclass(frozen=True)
+class Costs:
+    """What a retrieval spent: one record per node run, summed per node and in total."""
+
+    nodes: list[NodeCost]
+
+    def _sum(self, records: list[NodeCost]) -> dict[str, Any]:
+        total: dict[str, Any] = {key: sum(r[key] for r in records) for key in _COUNTS}
+        total["estimated"] = any(r["estimated"] for r in records)
+        return total
+
+    @property
+    def by_node(self) -> dict[str, dict[str, Any]]:
+        names = list(dict.fromkeys(r["node"] for r in self.nodes))
+        return {n: self._sum([r for r in self.nodes if r["node"] == n]) for n in names}
+
+    @property
+    def totals(self) -> dict[str, Any]:
+        return self._sum(self.nodes)
+
+    @property
+    def llm_calls(self) -> int:
+        return self.totals["llm_calls"]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"nodes": [dict(r) for r in self.nodes], "by_node": self.by_node,
+                "totals": self.totals}
+
+
+@dataclass(frozen=True)
+class RetrievalResult:
+    """The graph's output: evidence, the route and queries taken, costs, and why it stopped."""
+
+    results: list[ScoredResult]
+    route: str
+    queries: list[str]
+    costs: Costs
+    stop_reason: str
+    prompt_versions: dict[str, str] = field(default_factory=dict)
+    sub_queries: list[str] = field(default_factory=list)
+    hops: list[HopRecord] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    route_reason: str = ""
+    planner: str = ""
+
+    @classmethod
+    def from_output(cls, output: dict[str, Any]) -> RetrievalResult:
+        return cls(results=list(output.get("results") or []), route=output.get("route", ""),
+                   queries=list(output.get("queries") or []),
+                   costs=Costs(list(output.get("costs") or [])),
+                   stop_reason=output.get("stop_reason", ""),
+                   prompt_versions=dict(output.get("prompt_versions") or {}),
+                   sub_queries=list(output.get("sub_queries") or []),
+                   hops=list(output.get("hops") or []), notes=list(output.get("notes") or []),
+                   route_reason=output.get("route_reason", ""),
+                   planner=output.get("planner", ""))
+
+    def trace(self) -> dict[str, Any]:
+        """Everything but the evidence objects, as JSON-ready data."""
+        data = {k: v for k, v in asdict(self).items() if k not in ("results", "costs")}
+        data["costs"] = self.costs.as_dict()
+        data["result_uids"] = [r.uid for r in self.results]
+        return data
+
+
+def make_planner(llm: Any = None, *, settings: MemrouteSettings, **llm_options: Any) -> Planner:
+    """An `LLMPlanner` for ``llm`` (or for ``MEMROUTE_LLM_*`` when a model is configured),
+    else the offline planner."""
+    from memroute.strategies.llm_clients import openai_client_from_settings
+    from memroute.strategies.llm_planner import LLMPlanner
+
+    if llm is None and settings.llm_model:
+        llm = openai_client_from_settings(settings)
+    if llm is not None:
+        return LLMPlanner(llm, settings=settings, **llm_options)
+    from memroute.strategies.offline_planner import OfflinePlanner
+
+    return OfflinePlanner()
+
+
+class RetrievalAgent:
+    """Routes each query (direct, SplitQuery or ChainOfQuery), searches memory, and reranks.
+
+    ``llm``: ``None`` (the offline planner, unless ``MEMROUTE_LLM_MODEL`` is set), an
+    ``openai.AsyncOpenAI`` or a LangChain ``BaseChatModel``; ``router_llm`` or
+    ``router_model`` serve ToolSelect with a cheaper model. ``reranker``: ``None`` keeps the
+    memory's reranker; a `Reranker` or a spec (``"offline"``, ``"flashrank"``) replaces it
+    for every search and the final rerank. ``planner`` overrides all of the above.
+    """
+
+    def __init__(self, memory: Memory, llm: Any = None, reranker: Reranker | str | None = None,
+                 planner: Planner | None = None, *, model: str | None = None,
+                 router_llm: Any = None, router_model: str | None = None,
+                 settings: MemrouteSettings | None = None, max_hops: int = 3,
+                 sufficient_confidence: float = 0.8,
+                 rerank_mode: Literal["fused", "concat"] = "fused",
+                 search_concurrency: int = 4, context: tuple[int, int] | None = None,
+                 policies: GraphPolicies | None = None) -> None:
+        self.settings = settings or memory.settings
+        if reranker is not None:  # a view of the same store (same pool) with another reranker
+            memory = copy.copy(memory)
+            memory.reranker = make_reranker(reranker) if isinstance(reranker, str) else reranker
+        self.memory = memory
+        llm_options = {k: v for k, v in {"model": model, "router_llm": router_llm,
+                                         "router_model": router_model}.items() if v is not None}
+        self.planner = planner or make_planner(llm, settings=self.settings, **llm_options)
+        self.options = {"max_hops": max_hops, "sufficient_confidence": sufficient_confidence,
+                        "rerank_mode": rerank_mode, "search_concurrency": search_concurrency,
+                        "context": context}
+        RetrievalContext(memory=self.memory, planner=self.planner, **self.options)  # validate
+        self.policies = policies or GraphPolicies.from_settings(self.settings)
+        self.graph = compiled_retrieval_graph(self.policies)
+
+    def context(self) -> RetrievalContext:
+        """A fresh runtime context for one run (its own search-concurrency cap)."""
+        return RetrievalContext(memory=self.memory, planner=self.planner, **self.options)
+
+    @staticmethod
+    def _input(query: str, scope: Scope | dict, k: int, filters: dict | None,
+               strategy: Strategy, budget: Budget | dict | None) -> dict[str, Any]:
+        return {"query": query, "scope": scope, "k": k, "filters": filters,
+                "strategy": strategy, "budget": budget}
+
+    async def aretrieve(self, query: str, *, scope: Scope | dict, k: int = 10,
+                        filters: dict | None = None, strategy: Strategy = "auto",
+                        budget: Budget | dict | None = None,
+                        config: dict | None = None) -> RetrievalResult:
+        """Retrieve the top ``k`` results for ``query`` within ``scope``."""
+        output = await self.graph.ainvoke(
+            self._input(query, scope, k, filters, strategy, budget), config,
+            context=self.context())
+        return RetrievalResult.from_output(output)
+
+    def retrieve(self, query: str, **kwargs: Any) -> RetrievalResult:
+        """Sync facade of `aretrieve` (runs on memroute's background loop)."""
+        return run_sync(self.aretrieve(query, **kwargs))
+
+    async def astream(self, query: str, *, scope: Scope | dict, k: int = 10,
+                      filters: dict | None = None, strategy: Strategy = "auto",
+                      budget: Budget | dict | None = None,
+                      config: dict | None = None) -> AsyncIterator[Event]:
+        """Progress events in order: route, sub-queries, searches, hops, then `Final`
+        whose ``result`` is the `RetrievalResult`."""
+        final: Final | None = None
+        values: dict[str, Any] = {}
+        async for mode, chunk in self.graph.astream(
+                self._input(query, scope, k, filters, strategy, budget), config,
+                context=self.context(), stream_mode=["custom", "values"]):
+            if mode == "values":
+                values = chunk
+                continue
+            event = parse_event(chunk)
+            if isinstance(event, Final):
+                final = event
+            elif event is not None:
+                yield event
+        result = RetrievalResult.from_output({k: values.get(k) for k in OUTPUT_KEYS
+                                              if k in values})
+        yield Final(result.route, result.stop_reason, result.queries, len(result.results),
+                    result) if final is None else Final(final.route, final.stop_reason,
+                                                        final.queries, final.results, result)

@@ -1,0 +1,37 @@
+"""``final_rerank``: rerank the pooled evidence against every query used, keep the top k."""
+
+from __future__ import annotations
+
+import time
+
+from langgraph.runtime import Runtime
+
+from memroute.graph.context import ContextResolver
+from memroute.graph.events import Final, as_payload
+from memroute.graph.state import RetrievalState
+from memroute.graph.steps import node_cost
+
+NODE = "final_rerank"
+
+
+def make_final_rerank(resolve: ContextResolver):
+    async def final_rerank(state: RetrievalState, runtime: Runtime) -> dict:
+        """One query: its search's order stands. Several: `Memory.rerank` against all of them
+        (fused per candidate, or MemMachine's concatenated query), without reading the store."""
+        ctx = await resolve(runtime.context)
+        started = time.time()
+        pool = list((state.get("pool") or {}).values())
+        queries = list(dict.fromkeys(state.get("queries") or [state["query"]]))
+        k = state["k"]
+        if len(queries) <= 1:
+            results = sorted(pool, key=lambda r: -r.rerank_score)[:k]
+        else:
+            results = await ctx.memory.rerank(pool, queries, k, mode=ctx.rerank_mode)
+        stop_reason = state.get("stop_reason") or "done"
+        runtime.stream_writer(as_payload(Final(state.get("route", ""), stop_reason,
+                                               list(state.get("queries") or []), len(results))))
+        return {"results": results, "stop_reason": stop_reason,
+                "costs": [node_cost(NODE, started, detail=f"{len(pool)} pooled, "
+                                    f"{len(queries)} queries, {ctx.rerank_mode}")]}
+
+    return final_rerank

@@ -1,0 +1,59 @@
+"""``memory_search``: the one node that reads the store. Every route's searches run here."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from langgraph.runtime import Runtime
+from langgraph.types import Command, Send
+
+from memroute.graph.context import ContextResolver
+from memroute.graph.events import SearchDone, as_payload
+from memroute.graph.state import RetrievalState
+from memroute.graph.steps import node_cost
+from memroute.memory.models import Scope
+
+NODE = "memory_search"
+
+
+@dataclass(frozen=True)
+class SearchTask:
+    """One search, sent to ``memory_search`` with `Send`."""
+
+    query: str
+    role: Literal["direct", "split", "chain"]
+    hop: int
+    scope: Scope
+    k: int
+    filters: dict[str, Any] | None = None
+
+
+def send_search(state: RetrievalState, query: str, role: Literal["direct", "split", "chain"],
+                hop: int = 0) -> Send:
+    return Send(NODE, SearchTask(query, role, hop, state["scope"], state["k"],
+                                 state.get("filters")))
+
+
+def make_memory_search(resolve: ContextResolver):
+    async def memory_search(task: SearchTask, runtime: Runtime) -> Command:
+        """Search memory for one query and pool the hits by episode uid."""
+        ctx = await resolve(runtime.context)
+        options = {"context": ctx.context} if ctx.context is not None else {}
+        async with ctx.searches:
+            started = time.time()
+            results = await ctx.memory.search_scored(task.scope, task.query, k=task.k,
+                                                     filters=task.filters, **options)
+            cost = node_cost(NODE, started, detail=f"{task.role}: {task.query}")
+        pool = {r.uid: replace(r, extra={**r.extra, "role": task.role, "hop": task.hop})
+                for r in results}
+        update: dict[str, Any] = {"queries": [task.query], "pool": pool, "costs": [cost]}
+        if task.role == "chain":
+            update["hop"] = task.hop
+            update["last_hits"] = [r.uid for r in results]
+        runtime.stream_writer(as_payload(SearchDone(task.query, task.role, task.hop,
+                                                    len(results))))
+        return Command(update=update, goto="chain_judge" if task.role == "chain" else "final_rerank")
+
+    return memory_search

@@ -1,0 +1,101 @@
+"""The retrieval graph's state: a narrow input, a narrow output, and the working fields.
+
+State carries data only; dependencies (memory, planner, options) travel in the runtime
+context (`memroute.graph.context.RetrievalContext`). Everything here is plain data
+(str, int, float, dict, list, `Scope`, `Budget`, `ScoredResult`); a `ScoredResult` carries
+its sentence embeddings as a numpy array (needed by the final rerank), so a checkpointer
+must be able to serialize numpy arrays and dataclasses.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, Literal
+
+from typing_extensions import NotRequired, Required, TypedDict
+
+from memroute.memory.models import Scope, ScoredResult
+from memroute.strategies.budget import Budget
+
+Strategy = Literal["auto", "direct", "split", "chain"]
+
+
+def merge_pool(left: dict[str, ScoredResult] | None,
+               right: dict[str, ScoredResult] | None) -> dict[str, ScoredResult]:
+    """Pool evidence by episode uid, keeping the better-scored copy (the earlier one on ties)."""
+    merged = dict(left or {})
+    for uid, result in (right or {}).items():
+        kept = merged.get(uid)
+        if kept is None or result.rerank_score > kept.rerank_score:
+            merged[uid] = result
+    return merged
+
+
+def merge_dict(left: dict[str, str] | None, right: dict[str, str] | None) -> dict[str, str]:
+    return {**(left or {}), **(right or {})}
+
+
+class NodeCost(TypedDict):
+    """What one node run spent. Times are ``time.time()`` instants (seconds)."""
+
+    node: str
+    llm_calls: int
+    input_tokens: int
+    output_tokens: int
+    wall_ms: float
+    estimated: bool
+    started_at: float
+    ended_at: float
+    detail: NotRequired[str]
+
+
+class HopRecord(TypedDict):
+    """One ChainOfQuery hop: the query searched and the judge's verdict on the evidence."""
+
+    hop: int
+    query: str
+    is_sufficient: bool | None
+    confidence: float | None
+    evidence_indices: list[int]
+    new_query: str
+    decision: str  # "continue" or the stop reason
+
+
+class RetrievalInput(TypedDict, total=False):
+    """What a caller passes in."""
+
+    query: Required[str]
+    scope: Required[Scope | dict[str, Any]]
+    k: int
+    filters: dict[str, Any] | None
+    strategy: Strategy
+    budget: Budget | dict[str, Any] | None
+
+
+class RetrievalOutput(TypedDict, total=False):
+    """What a caller gets back."""
+
+    results: list[ScoredResult]  # top k after the final rerank
+    route: str  # "direct" | "split" | "chain"
+    route_reason: str
+    queries: Annotated[list[str], operator.add]  # every query that hit memory, in order
+    sub_queries: list[str]
+    hops: Annotated[list[HopRecord], operator.add]
+    costs: Annotated[list[NodeCost], operator.add]
+    stop_reason: str
+    notes: Annotated[list[str], operator.add]  # fallbacks and budget decisions, in order
+    prompt_versions: Annotated[dict[str, str], merge_dict]
+    planner: str
+
+
+class RetrievalState(RetrievalInput, RetrievalOutput, total=False):
+    """Input, output and the working fields of one retrieval."""
+
+    started_at: float  # time.time() when tool_select began
+    pool: Annotated[dict[str, ScoredResult], merge_pool]
+    hop: int  # ChainOfQuery searches done so far
+    last_hits: list[str]  # uids of the latest ChainOfQuery search, best first
+    selected: Annotated[list[str], operator.add]  # uids the chain judge marked as evidence
+
+
+OUTPUT_KEYS = tuple(RetrievalOutput.__annotations__)

@@ -1,0 +1,80 @@
+"""The LLM planner: the agent's three decisions asked of a chat model, through prompt files."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from memroute.prompts import load_prompt
+from memroute.settings import MemrouteSettings
+from memroute.strategies import chain_of_query, split_query, tool_select
+from memroute.strategies.base import ChainJudgment, PlannerResult, RouteDecision, SplitPlan
+from memroute.strategies.budget import CallLimits
+from memroute.strategies.llm import StructuredLLM
+from memroute.strategies.llm_clients import make_backend
+
+PROMPTS = (tool_select.PROMPT, split_query.PROMPT, chain_of_query.PROMPT, "repair")
+
+
+class LLMPlanner:
+    """Implements `Planner` with a chat model; a cheaper ``router_llm``/``router_model`` may
+    serve ToolSelect. ``llm`` is an ``openai.AsyncOpenAI`` (with ``model``), a LangChain
+    ``BaseChatModel`` or a `ChatBackend`.
+
+    Bad model output never raises: it yields a `PlannerResult` with an ``error``. Transient
+    errors propagate for the graph's retry policy. `with_limits` binds what a step may spend.
+    """
+
+    def __init__(self, llm: Any, *, model: str | None = None, router_llm: Any = None,
+                 router_model: str | None = None, settings: MemrouteSettings | None = None,
+                 repair: bool = True, **openai_options: Any) -> None:
+        main = make_backend(llm, model, settings=settings, **openai_options)
+        if router_llm is None and router_model is None and settings and settings.llm_router_model:
+            router_model = settings.llm_router_model
+        if router_llm is None and router_model is None:
+            router = main
+        else:
+            router = make_backend(router_llm if router_llm is not None else llm,
+                                  router_model or model, settings=settings, **openai_options)
+        self.llm = StructuredLLM(main, repair=repair)
+        self.router_llm = StructuredLLM(router, repair=repair)
+        self.limits = CallLimits()
+        self.name = f"llm:{main.model}" + (f"+router:{router.model}" if router is not main else "")
+
+    @property
+    def prompt_versions(self) -> dict[str, str]:
+        """The sha256 of every prompt file this planner sends, by prompt name."""
+        return {name: load_prompt(name).sha256 for name in PROMPTS}
+
+    def with_limits(self, limits: CallLimits) -> LLMPlanner:
+        """This planner bound to what the next step may spend (the clients are shared)."""
+        bound = copy.copy(self)
+        bound.limits = limits
+        return bound
+
+    async def route(self, query: str) -> PlannerResult[RouteDecision]:
+        messages = load_prompt(tool_select.PROMPT).render(query=chain_of_query.as_data(query, 2000))
+        result = await self.router_llm.call(
+            messages, tool_select.RouteReply, limits=self.limits, max_tokens=tool_select.MAX_TOKENS,
+            min_output_tokens=tool_select.MIN_OUTPUT_TOKENS)
+        return result.to_planner(result.value and tool_select.to_decision(result.value))
+
+    async def split(self, query: str) -> PlannerResult[SplitPlan]:
+        messages = load_prompt(split_query.PROMPT).render(query=chain_of_query.as_data(query, 2000))
+        result = await self.llm.call(
+            messages, split_query.SplitReply, limits=self.limits,
+            max_tokens=split_query.MAX_TOKENS, min_output_tokens=split_query.MIN_OUTPUT_TOKENS)
+        return result.to_planner(result.value and split_query.to_plan(query, result.value))
+
+    async def judge(self, query: str, evidence: list[str], previous_queries: list[str],
+                    hop: int) -> PlannerResult[ChainJudgment]:
+        messages = load_prompt(chain_of_query.PROMPT).render(
+            query=chain_of_query.as_data(query, 2000),
+            previous=chain_of_query.format_queries(previous_queries),
+            evidence=chain_of_query.format_evidence(evidence))
+        result = await self.llm.call(
+            messages, chain_of_query.JudgeReply, limits=self.limits,
+            max_tokens=chain_of_query.MAX_TOKENS,
+            min_output_tokens=chain_of_query.MIN_OUTPUT_TOKENS)
+        return result.to_planner(
+            result.value and chain_of_query.to_judgment(result.value, len(evidence)))

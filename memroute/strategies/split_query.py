@@ -1,0 +1,64 @@
+"""SplitQuery: one LLM call breaks a query into 2-6 independent single-fact sub-queries.
+
+Not splitting is the default. The graph searches the original query and every sub-query
+(concurrently) and pools the evidence.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel
+
+from memroute.strategies.base import CostProfile, SplitPlan
+
+PROMPT = "split_query"
+MAX_SUB_QUERIES = 6
+MAX_QUERY_CHARS = 300
+MAX_TOKENS = 320
+MIN_OUTPUT_TOKENS = 48
+
+# Provisional until the evaluation issue measures it (docs/evaluation.md): accuracy sits
+# between the prototype's direct and planner figures; tokens are the prompt's o200k_base
+# size on shared HotpotQA questions plus a reply of two or three sub-queries.
+COST_PROFILE = CostProfile(accuracy_score=0.72, token_cost=560.0, time_cost=0.12, llm_calls=1)
+
+# Comparison or derived wording: a sub-query must ask one plain fact about one subject.
+_DERIVED = re.compile(
+    r"\b(compare[sd]?|comparison|versus|vs\.?|difference|differ|both|either|neither|same as|"
+    r"(more|less|fewer|greater|older|younger|larger|smaller|bigger|longer|shorter|higher|lower|"
+    r"earlier|later|faster|slower)\s+than|which\s+(one\s+)?(is|was|came|has|had)\b.*\bor\b)",
+    re.IGNORECASE,
+)
+
+
+class SplitReply(BaseModel):
+    """What the model is asked to return."""
+
+    sub_queries: list[str] = []
+
+
+def _key(text: str) -> str:
+    return " ".join(re.sub(r"[^\w ]+", " ", text.casefold()).split())
+
+
+def clean_sub_queries(query: str, candidates: list[object]) -> list[str]:
+    """Stripped, non-empty, distinct single-fact sub-queries (at most 6), never the query itself."""
+    seen = {_key(query)}
+    kept: list[str] = []
+    for item in candidates:
+        if not isinstance(item, str):
+            continue
+        text = " ".join(item.split())[:MAX_QUERY_CHARS]
+        key = _key(text)
+        if not key or key in seen or _DERIVED.search(text):
+            continue
+        seen.add(key)
+        kept.append(text)
+        if len(kept) == MAX_SUB_QUERIES:
+            break
+    return kept
+
+
+def to_plan(query: str, reply: SplitReply) -> SplitPlan:
+    return SplitPlan(sub_queries=clean_sub_queries(query, list(reply.sub_queries)))
