@@ -101,6 +101,7 @@ def _strip_article(folded: str) -> str:
 
 def mentioned(entity: str, text: str) -> bool:
     """Whether ``entity`` (or every content word of it) already occurs in ``text``."""
+    entity = re.sub(r"\s*\([^)]*\)\s*$", "", entity)  # "Kiss and Tell (1945 film)"
     e, t = _strip_article(fold(entity)), fold(text)
     if not e:
         return True

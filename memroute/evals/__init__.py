@@ -1,0 +1,1 @@
+"""Evaluation: benchmark loaders, the pooled store, metrics and the ``memroute eval`` runner."""

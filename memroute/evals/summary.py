@@ -1,0 +1,177 @@
+"""Aggregate per-question rows into ``summary.json`` (the protocol's layout) and ``summary.md``."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from memroute.evals.scoring import LOCOMO_METRICS, WIKI_METRICS
+
+COST_FIELDS = ("llm_calls", "input_tokens", "output_tokens")
+
+
+def _mean(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return round(float(np.mean(present)), 4) if present else None
+
+
+def _metric_names(dataset: str, ks: list[int]) -> list[str]:
+    base = LOCOMO_METRICS if dataset == "locomo" else WIKI_METRICS
+    return [f"{m}@{k}" for k in ks for m in base]
+
+
+def _costs(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Means per question of the total calls/tokens and of each node's tokens."""
+    totals = {f: [] for f in COST_FIELDS}
+    by_node: dict[str, dict[str, list[float]]] = defaultdict(lambda: {"input": [], "output": [],
+                                                                       "llm_calls": []})
+    estimated = False
+    for row in rows:
+        costs = row.get("costs") or {}
+        nodes = {n: c for n, c in costs.items() if n != "total"}
+        total = costs.get("total") or {f: sum(c.get(f, 0.0) for c in nodes.values())
+                                        for f in COST_FIELDS}
+        for f in COST_FIELDS:
+            totals[f].append(float(total.get(f, 0.0)))
+        for node, c in nodes.items():
+            by_node[node]["input"].append(float(c.get("input_tokens", 0.0)))
+            by_node[node]["output"].append(float(c.get("output_tokens", 0.0)))
+            by_node[node]["llm_calls"].append(float(c.get("llm_calls", 0.0)))
+            estimated = estimated or bool(c.get("estimated"))
+    n = max(len(rows), 1)
+    out: dict[str, Any] = {f: round(sum(v) / n, 2) for f, v in totals.items()}
+    out["tokens_by_node"] = {
+        node: {"input": round(sum(v["input"]) / n, 2), "output": round(sum(v["output"]) / n, 2),
+               "llm_calls": round(sum(v["llm_calls"]) / n, 3)}
+        for node, v in sorted(by_node.items())
+    }
+    out["tokens_estimated"] = estimated
+    return out
+
+
+def summarize_strategy(rows: list[dict[str, Any]], dataset: str, ks: list[int]
+                       ) -> dict[str, Any]:
+    """Every aggregate of one strategy. Costs, latency and routes are taken at the first k."""
+    by_k = {k: [r for r in rows if r["k"] == k] for k in ks}
+    out: dict[str, Any] = {"n": len(by_k[ks[0]])}
+    for name in _metric_names(dataset, ks):
+        k = int(name.rsplit("@", 1)[1])
+        out[name] = _mean([r["metrics"].get(name) for r in by_k[k]])
+    head = by_k[ks[0]]
+    out.update(_costs(head))
+    latency = [r["latency_ms"] for r in head]
+    out["latency_ms_mean"] = round(float(np.mean(latency)), 1) if latency else None
+    out["latency_ms_p50"] = round(float(np.percentile(latency, 50)), 1) if latency else None
+    out["latency_ms_p95"] = round(float(np.percentile(latency, 95)), 1) if latency else None
+    headline = _metric_names(dataset, ks[:1])[0]
+    routes: dict[str, dict[str, Any]] = {}
+    for route in sorted({r["route"] for r in head}):
+        taken = [r for r in head if r["route"] == route]
+        routes[route] = {"n": len(taken), headline: _mean([r["metrics"].get(headline)
+                                                           for r in taken])}
+    out["routes"] = routes
+    types: dict[str, dict[str, Any]] = {}
+    for qtype in sorted({r["type"] for r in head}):
+        entry: dict[str, Any] = {"n": sum(1 for r in head if r["type"] == qtype)}
+        for name in _metric_names(dataset, ks):
+            k = int(name.rsplit("@", 1)[1])
+            entry[name] = _mean([r["metrics"].get(name) for r in by_k[k] if r["type"] == qtype])
+        types[qtype] = entry
+    out["types"] = types
+    stops: dict[str, int] = defaultdict(int)
+    for r in head:
+        stops[r.get("stop_reason") or "none"] += 1
+    out["stop_reasons"] = dict(stops)
+    out["queries_mean"] = round(float(np.mean([len(r["queries"]) for r in head])), 2) if head \
+        else None
+    for name in ("em", "f1", "judge"):
+        values = [r.get(name) for r in head]
+        out[name] = _mean(values) if any(v is not None for v in values) else None
+    if any(r.get("answer") is not None for r in head):
+        out["judge_unreadable"] = sum(1 for r in head if r.get("answer") is not None
+                                      and r.get("judge") is None and "judge" in r)
+    return out
+
+
+def summarize(rows: list[dict[str, Any]], *, dataset: str, strategies: list[str], ks: list[int],
+              meta: dict[str, Any]) -> dict[str, Any]:
+    summary = dict(meta)
+    summary["strategies"] = {
+        s: summarize_strategy([r for r in rows if r["strategy"] == s], dataset, ks)
+        for s in strategies if any(r["strategy"] == s for r in rows)
+    }
+    return summary
+
+
+# -- markdown ---------------------------------------------------------------------------------
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.3f}" if value <= 1.0 else f"{value:,.1f}"
+    return str(value)
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def render_markdown(summary: dict[str, Any]) -> str:
+    dataset, ks = summary["dataset"], summary["ks"]
+    strategies = summary["strategies"]
+    metric_names = _metric_names(dataset, ks)
+    cfg = summary["config"]
+    parts = [
+        f"# memroute eval: {dataset}",
+        "",
+        f"{summary['n_questions']} questions, seed {summary['seed']}, "
+        f"data sha256 `{summary['data_sha256'][:16]}…`"
+        + (" — **partial run (interrupted)**" if summary.get("partial") else ""),
+        "",
+        f"embedder `{cfg['embedder']}`, reranker `{cfg['reranker']}`, planner "
+        f"`{cfg['planner']}`, lexical {cfg.get('lexical')}, final rerank "
+        f"`{cfg.get('rerank_mode')}`, context {cfg.get('context')}, engine `{cfg.get('engine')}`",
+        "",
+        "## Recall by strategy",
+        "",
+        _table(["strategy", "n", *metric_names],
+               [[s, v["n"], *[v.get(m) for m in metric_names]] for s, v in strategies.items()]),
+        "",
+        "## Cost and latency per question (first k)",
+        "",
+        _table(["strategy", "LLM calls", "input tokens", "output tokens", "queries",
+                "p50 ms", "p95 ms"],
+               [[s, v["llm_calls"], v["input_tokens"], v["output_tokens"], v["queries_mean"],
+                 v["latency_ms_p50"], v["latency_ms_p95"]] for s, v in strategies.items()]),
+        "",
+    ]
+    headline = metric_names[0]
+    parts += ["## By route taken (Table-4 style)", ""]
+    parts.append(_table(["strategy", "route", "n", headline],
+                        [[s, r, d["n"], d.get(headline)] for s, v in strategies.items()
+                         for r, d in v["routes"].items()]))
+    parts += ["", "## By question type", ""]
+    type_metrics = [m for m in metric_names if m.split("@")[0] in (
+        "sf_recall", "para_recall", "evidence_recall")]
+    parts.append(_table(["strategy", "type", "n", *type_metrics],
+                        [[s, t, d["n"], *[d.get(m) for m in type_metrics]]
+                         for s, v in strategies.items() for t, d in v["types"].items()]))
+    nodes = sorted({n for v in strategies.values() for n in v["tokens_by_node"]})
+    if nodes:
+        parts += ["", "## Tokens per node (Table-5 style, mean per question)", ""]
+        parts.append(_table(["strategy", *[f"{n} in/out" for n in nodes]],
+                            [[s, *[(f"{v['tokens_by_node'][n]['input']:.0f}/"
+                                    f"{v['tokens_by_node'][n]['output']:.0f}")
+                                   if n in v["tokens_by_node"] else "–" for n in nodes]]
+                             for s, v in strategies.items()]))
+    if any(v.get("em") is not None or v.get("judge") is not None for v in strategies.values()):
+        parts += ["", "## Answer accuracy", ""]
+        parts.append(_table(["strategy", "EM", "F1", "judge"],
+                            [[s, v.get("em"), v.get("f1"), v.get("judge")]
+                             for s, v in strategies.items()]))
+    return "\n".join(parts) + "\n"
