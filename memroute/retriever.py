@@ -1,0 +1,130 @@
+"""`MemrouteRetriever`: the retrieval agent as a LangChain retriever.
+
+Natively async: ``ainvoke`` runs the agent's graph on the caller's loop (with a `Memory`);
+``invoke`` runs it on memroute's background loop (with a `SyncMemory`). ``k``, ``filters``,
+``strategy``, ``budget`` and ``scope`` are fields, per-call keyword arguments
+(``retriever.invoke(q, k=5)``), and configurable fields (`with_config_fields`). The graph
+runs as a child run of the retriever, so traces show routing, LLM calls and searches nested.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
+from langchain_core.runnables import ConfigurableField, RunnableSerializable
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator
+
+from memroute._bridge import run_async, run_blocking, unwrap
+from memroute.memory.errors import InvalidInputError
+from memroute.memory.models import Scope, ScoredResult, coerce_scope
+
+Strategy = Literal["auto", "direct", "split", "chain"]
+CALL_OPTIONS = ("k", "filters", "strategy", "budget", "scope")
+
+
+class MemrouteRetriever(BaseRetriever):
+    """Retrieve episodes from a memroute memory through the retrieval agent.
+
+    ``memory``: a `Memory` (async use) or a `SyncMemory` (sync use; async also works).
+    ``agent``: a `RetrievalAgent` to use (e.g. with an LLM planner); by default one is built
+    on ``memory`` with ``llm`` (``None``: the offline planner unless ``MEMROUTE_LLM_MODEL``).
+    ``include_context``: page content is the matched episode with its neighbouring turns
+    (the search's context cluster) rather than the episode alone.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    memory: Any
+    scope: Scope
+    k: int = Field(default=10, ge=1, le=1000)
+    filters: dict[str, Any] | None = None
+    strategy: Strategy = "auto"
+    budget: Any = None
+    agent: Any = None
+    llm: Any = None
+    include_context: bool = True
+
+    _shared_loop: bool = PrivateAttr(default=False)
+
+    @field_validator("scope", mode="before")
+    @classmethod
+    def _scope(cls, value: Any) -> Scope:
+        return coerce_scope(value)
+
+    def model_post_init(self, context: Any, /) -> None:
+        memory, self._shared_loop = unwrap(self.memory)
+        if self.agent is None:
+            from memroute.agent import RetrievalAgent
+
+            self.agent = RetrievalAgent(memory=memory, llm=self.llm)
+
+    # -- LangChain hooks -----------------------------------------------------------------
+
+    def _get_ls_params(self, **kwargs: Any) -> LangSmithRetrieverParams:
+        memory, _ = unwrap(self.memory)
+        return LangSmithRetrieverParams(
+            ls_retriever_name="memroute", ls_vector_store_provider="pgvector",
+            ls_embedding_provider="memroute", ls_embedding_model=memory.embedder.name)
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
+                                **options: Any) -> list[Document]:
+        return run_blocking(self._retrieve(query, run_manager.get_child(), options))
+
+    async def _aget_relevant_documents(self, query: str, *,
+                                       run_manager: AsyncCallbackManagerForRetrieverRun,
+                                       **options: Any) -> list[Document]:
+        return await run_async(self._retrieve(query, run_manager.get_child(), options),
+                               self._shared_loop)
+
+    # -- the work ------------------------------------------------------------------------
+
+    def _options(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(overrides) - set(CALL_OPTIONS))
+        if unknown:
+            raise InvalidInputError(
+                f"unknown retriever option(s) {', '.join(unknown)}; use {', '.join(CALL_OPTIONS)}")
+        options = {name: getattr(self, name) for name in CALL_OPTIONS}
+        options.update(overrides)
+        options["scope"] = coerce_scope(options["scope"])
+        return options
+
+    async def _retrieve(self, query: str, callbacks: Any, overrides: dict[str, Any]
+                        ) -> list[Document]:
+        options = self._options(overrides)
+        result = await self.agent.aretrieve(query, config={"callbacks": callbacks}, **options)
+        return [self.to_document(r, result.route, options["scope"]) for r in result.results]
+
+    def to_document(self, result: ScoredResult, route: str, scope: Scope) -> Document:
+        """One result as a `Document` whose id is the matched episode's uid."""
+        episode = result.nucleus
+        content = result.text if self.include_context else episode.content
+        return Document(id=result.uid, page_content=content, metadata={
+            "uid": result.uid,
+            "score": result.rerank_score,
+            "rerank_score": result.rerank_score,
+            "vector_score": result.vector_score,
+            "route": route,
+            "query": result.query,
+            "hop": int(result.extra.get("hop", 0)),
+            "session_id": episode.session_id,
+            "producer": episode.producer,
+            "produced_at": episode.produced_at.isoformat(),
+            "scope": scope.as_dict(),
+            "matched_sentence": result.matched_sentence,
+            "context_uids": [e.uid for e in result.episodes if e.uid != result.uid],
+            "episode_metadata": episode.metadata,
+        })
+
+    def with_config_fields(self, prefix: str = "") -> RunnableSerializable:
+        """This retriever with ``k``, ``filters``, ``strategy``, ``budget`` and ``scope``
+        settable per run: ``config={"configurable": {"k": 5}}`` (ids get ``prefix``)."""
+        return self.configurable_fields(**{
+            name: ConfigurableField(id=f"{prefix}{name}", name=name,
+                                    description=f"memroute retriever {name}")
+            for name in CALL_OPTIONS})
