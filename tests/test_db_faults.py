@@ -1,0 +1,109 @@
+"""Database faults: killed connections and server restarts lose nothing acknowledged."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+
+import pytest
+from psycopg import AsyncConnection
+
+from memroute.memory import Episode, Memory, Scope, StoreUnavailableError
+from memroute.memory.server import restart_embedded_server
+from memroute.memory.splitter import split_sentences
+
+needs_embedded = pytest.mark.skipif(bool(os.environ.get("MEMROUTE_TEST_DATABASE_URL")),
+                                    reason="restarts only the embedded server")
+
+WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split()
+
+
+def batch(tag: str, n: int) -> list[Episode]:
+    rng = random.Random(tag)
+    return [Episode(uid=f"{tag}-{i}", session_id=tag,
+                    content=" ".join(rng.choice(WORDS) for _ in range(8)).capitalize() + ". "
+                    + " ".join(rng.choice(WORDS) for _ in range(6)).capitalize() + ".")
+            for i in range(n)]
+
+
+async def kill_backends(url: str) -> int:
+    async with await AsyncConnection.connect(url, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE pid <> pg_backend_pid() AND datname = current_database() "
+            "AND backend_type = 'client backend'")
+        return (await cur.fetchone())[0]
+
+
+async def assert_consistent(memory: Memory, scope: Scope, acknowledged: list[Episode]) -> None:
+    """Acknowledged episodes are all there, and no episode lacks any of its sentences."""
+    async with memory._pool.connection() as conn:
+        cur = await conn.execute(
+            f"SELECT e.uid, e.content, count(s.idx) FROM {memory.schema}.episodes e "
+            f"LEFT JOIN {memory.schema}.sentences s ON s.scope_key = e.scope_key "
+            "AND s.episode_uid = e.uid WHERE e.scope_key = %s GROUP BY e.uid, e.content",
+            [scope.key])
+        rows = {uid: (content, n) for uid, content, n in await cur.fetchall()}
+    assert {e.uid for e in acknowledged} <= set(rows)
+    for content, n in rows.values():
+        assert n == len(split_sentences(content))
+
+
+async def ingest_while_killing(memory: Memory, scope: Scope, url: str, rounds: int) -> list[Episode]:
+    acknowledged: list[Episode] = []
+
+    async def writer() -> None:
+        for r in range(rounds):
+            episodes = batch(f"r{r}", 40)
+            try:
+                await memory.add(scope, episodes)
+                acknowledged.extend(episodes)
+            except StoreUnavailableError:
+                pass  # not acknowledged: may be absent, never half-written
+
+    async def killer() -> None:
+        for _ in range(rounds):
+            await asyncio.sleep(random.uniform(0.0, 0.15))
+            await kill_backends(url)
+
+    await asyncio.gather(writer(), killer())
+    return acknowledged
+
+
+async def test_killed_connections_during_ingestion_and_search(memory: Memory, scope: Scope,
+                                                              pg_url: str) -> None:
+    acknowledged = await ingest_while_killing(memory, scope, pg_url, rounds=6)
+    await assert_consistent(memory, scope, acknowledged)
+    await kill_backends(pg_url)
+    hits = await memory.search_scored(scope, "alpha bravo", k=3)  # the pool recovers
+    assert hits
+
+
+@needs_embedded
+async def test_server_restart_keeps_data_and_pool_recovers(memory: Memory, scope: Scope,
+                                                           pg_home) -> None:
+    episodes = batch("restart", 20)
+    await memory.add(scope, episodes)
+    before = await memory.count(scope)
+    await asyncio.to_thread(restart_embedded_server, pg_home)
+    assert await memory.count(scope) == before
+    assert await memory.search_scored(scope, "charlie delta", k=2)
+    await assert_consistent(memory, scope, episodes)
+
+
+@pytest.mark.stress
+async def test_stress_many_kills_and_restarts(memory: Memory, pg_url: str, pg_home) -> None:
+    scope = Scope(org_id="stress-db", project_id="faults")
+    await memory.delete(scope)
+    acknowledged = await ingest_while_killing(memory, scope, pg_url, rounds=40)
+    for i in range(5):
+        if not os.environ.get("MEMROUTE_TEST_DATABASE_URL"):
+            restart = asyncio.to_thread(restart_embedded_server, pg_home)
+            searches = [memory.search_scored(scope, f"{WORDS[i]} echo", k=3) for _ in range(5)]
+            results = await asyncio.gather(restart, *searches, return_exceptions=True)
+            assert all(not isinstance(r, Exception) or isinstance(r, StoreUnavailableError)
+                       for r in results)
+        await assert_consistent(memory, scope, acknowledged)
+    assert await memory.search_scored(scope, "golf hotel", k=3)
+    print(f"acknowledged {len(acknowledged)} episodes through 40 kill rounds and 5 restarts")
