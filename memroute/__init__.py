@@ -4,8 +4,8 @@ from typing import Any
 
 from memroute.memory import Episode, Memory, Scope, ScoredResult, SyncMemory, flatten
 
-__all__ = ["Budget", "Episode", "Memory", "MemrouteRetriever", "RetrievalAgent", "RetrievalResult", "Scope",
-           "ScoredResult", "SyncMemory", "flatten"]
+__all__ = ["Budget", "Episode", "Memory", "MemrouteRetriever", "RetrievalAgent",
+           "RetrievalResult", "Scope", "ScoredResult", "SyncMemory", "flatten"]
 __version__ = "0.1.0"
 
 _LAZY = {"RetrievalAgent": "memroute.agent", "RetrievalResult": "memroute.agent",

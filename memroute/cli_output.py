@@ -95,3 +95,92 @@ def timings_line(timings: dict[str, float], reranker: str) -> str:
     parts = [f"{name.removesuffix('_ms')} {ms:.1f} ms" for name, ms in timings.items()]
     total = sum(timings.values())
     return " · ".join(parts + [f"total {total:.1f} ms", f"reranker {reranker}"])
+
+
+# -- the agent -----------------------------------------------------------------------------
+
+def event_line(event: Any) -> str | None:
+    """A one-line account of a streamed agent event (None for the final one)."""
+    kind = getattr(event, "event", "")
+    if kind == "route":
+        return f"route: {event.route} ({event.source}{': ' + event.reason if event.reason else ''})"
+    if kind == "sub_queries":
+        return "sub-queries: " + " | ".join(event.queries)
+    if kind == "search":
+        where = f" hop {event.hop}" if event.role == "chain" else ""
+        return f"search{where} [{event.role}]: {event.query!r} → {event.hits} hits"
+    if kind == "hop":
+        verdict = "?" if event.is_sufficient is None else ("yes" if event.is_sufficient else "no")
+        confidence = "-" if event.confidence is None else f"{event.confidence:.2f}"
+        then = f"next {event.new_query!r}" if event.decision == "continue" else event.decision
+        return f"hop {event.hop}: sufficient {verdict} (confidence {confidence}) → {then}"
+    return None
+
+
+def hops_table(hops: list[dict[str, Any]]) -> Table:
+    table = Table(title="ChainOfQuery hops", title_justify="left")
+    for name, justify in (("hop", "right"), ("query", "left"), ("sufficient", "center"),
+                          ("confidence", "right"), ("evidence", "left"), ("then", "left")):
+        table.add_column(name, justify=justify, overflow="fold")
+    for hop in hops:
+        sufficient = hop.get("is_sufficient")
+        confidence = hop.get("confidence")
+        then = (f"next: {hop.get('new_query')}" if hop.get("decision") == "continue"
+                else f"stop: {hop.get('decision')}")
+        table.add_row(str(hop.get("hop")), hop.get("query", ""),
+                      "-" if sufficient is None else ("yes" if sufficient else "no"),
+                      "-" if confidence is None else f"{confidence:.2f}",
+                      ",".join(str(i) for i in hop.get("evidence_indices") or []) or "-", then)
+    return table
+
+
+def costs_table(costs: Any) -> Table:
+    """Per node and in total: LLM calls, input and output tokens, wall time."""
+    table = Table(title="Cost", title_justify="left")
+    table.add_column("node")
+    for name in ("runs", "llm calls", "input tokens", "output tokens", "wall ms"):
+        table.add_column(name, justify="right")
+    for node, total in costs.by_node.items():
+        runs = sum(1 for record in costs.nodes if record["node"] == node)
+        table.add_row(node, str(runs), str(total["llm_calls"]), str(total["input_tokens"]),
+                      str(total["output_tokens"]), f"{total['wall_ms']:.1f}")
+    totals = costs.totals
+    mark = " (estimated)" if totals["estimated"] else ""
+    table.add_row("total", str(len(costs.nodes)), str(totals["llm_calls"]),
+                  f"{totals['input_tokens']}{mark}", f"{totals['output_tokens']}{mark}",
+                  f"{totals['wall_ms']:.1f}", style="bold")
+    return table
+
+
+def print_explanation(console: Console, result: Any) -> None:
+    """``ask --explain``: route, sub-queries or hops, the evidence, the cost table."""
+    head = Text.assemble(("route ", "bold"), result.route)
+    if result.route_reason:
+        head.append(f" — {result.route_reason}")
+    head.append(f"  (planner {result.planner or '-'})", style="dim")
+    console.print(head)
+    if result.sub_queries:
+        console.print(Text("sub-queries", style="bold"))
+        for number, query in enumerate(result.sub_queries, start=1):
+            console.print(Text(f"  {number}. {query}"))
+    if result.hops:
+        console.print(hops_table(result.hops))
+    console.print(Text.assemble(("queries used ", "bold"), " | ".join(result.queries)))
+    for note in result.notes:
+        console.print(Text(f"note: {note}", style="dim"))
+    console.print(results_table(result.results, title="Evidence"))
+    console.print(costs_table(result.costs))
+    console.print(Text.assemble(("stop reason ", "bold"), result.stop_reason))
+
+
+def answer_dict(query: str, scope: Scope, result: Any) -> dict[str, Any]:
+    """``ask --json``: the agent's trace and its results."""
+    trace = result.trace()
+    trace.pop("result_uids", None)
+    results = []
+    for rank, item in enumerate(result.results, start=1):
+        row = result_dict(rank, item)
+        row["hop"] = item.extra.get("hop", 0)
+        row["role"] = item.extra.get("role")
+        results.append(row)
+    return {"query": query, "scope": scope_label(scope), **trace, "results": results}

@@ -1,7 +1,9 @@
-"""``make demo``: the bundled sample in the default embedded store, searched directly.
+"""``make demo``: the bundled sample in the default embedded store, searched and asked.
 
-Opens the default `Memory` (``MEMROUTE_HOME``), stores the sample into the ``demo/sample``
-scope (idempotent: fixed uids), and shows search results with scores and stage timings.
+Opens the default `Memory` (``MEMROUTE_HOME``), stores the sample into the
+``demo/sample/maya`` scope (idempotent: fixed uids), shows direct search results with scores
+and stage timings, then runs the retrieval agent (offline planner, no LLM) on questions of
+each kind (direct, split, chain) with ``memroute ask --explain``'s output.
 """
 
 from __future__ import annotations
@@ -25,15 +27,48 @@ async def ingest_sample(memory: Memory, scope: Scope = DEMO_SCOPE) -> int:
     return len(episodes)
 
 
+def evidence_found(results: list, evidence: tuple[str, ...]) -> int:
+    """How many of the answer's turns the results hold (as matches or as context)."""
+    found = {e.uid for r in results for e in r.episodes}
+    return sum(uid in found for uid in evidence)
+
+
 async def show_searches(memory: Memory, console: Console, scope: Scope = DEMO_SCOPE) -> None:
+    """Direct search (no agent) on the first question of each kind."""
+    firsts: dict[str, sample_data.SampleQuestion] = {}
     for question in sample_data.questions():
+        firsts.setdefault(question.kind, question)
+    for question in firsts.values():
         results = await memory.search_scored(scope, question.question, k=3)
-        found = {r.uid for r in results} | {e.uid for r in results for e in r.episodes}
-        hit = sum(uid in found for uid in question.evidence)
-        console.rule(f"[bold]{question.question}[/bold]  [dim]({question.kind})[/dim]")
+        console.rule(f"[bold]search[/bold] {question.question}", style="cyan")
         console.print(out.results_table(results))
-        console.print(f"evidence found {hit}/{len(question.evidence)} · "
+        console.print(f"evidence found {evidence_found(results, question.evidence)}/"
+                      f"{len(question.evidence)} · "
                       + out.timings_line(results.timings, results.reranker), style="dim")
+
+
+async def show_agent(memory: Memory, console: Console, scope: Scope = DEMO_SCOPE,
+                     k: int = 5) -> dict[str, str]:
+    """The agent on every sample question, explained; returns the route taken per question."""
+    from memroute.agent import RetrievalAgent
+    from memroute.strategies.offline_planner import OfflinePlanner
+
+    agent = RetrievalAgent(memory=memory, planner=OfflinePlanner())
+    routes = {}
+    for question in sample_data.questions():
+        console.rule(f"[bold]ask --explain[/bold] {question.question}  "
+                     f"[dim](a {question.kind} question)[/dim]", style="magenta")
+        result = None
+        async for event in agent.astream(question.question, scope=scope, k=k):
+            if event.event == "final":
+                result = event.result
+            elif line := out.event_line(event):
+                console.print(f"· {line}", style="dim", markup=False)
+        out.print_explanation(console, result)
+        console.print(f"evidence found {evidence_found(result.results, question.evidence)}/"
+                      f"{len(question.evidence)}", style="dim")
+        routes[question.question] = result.route
+    return routes
 
 
 async def main() -> None:
@@ -49,6 +84,12 @@ async def main() -> None:
         console.print(f"sample: {stored} turns in scope {out.scope_label(DEMO_SCOPE)} "
                       f"({counts['episodes']} stored) · ready in {time.perf_counter() - start:.1f}s")
         await show_searches(memory, console)
+        routes = await show_agent(memory, console)
+        kinds = {q.question: q.kind for q in sample_data.questions()}
+        matched = sum(routes[q] == kinds[q] for q in routes)
+        console.rule()
+        console.print(f"the offline planner routed {matched}/{len(routes)} questions as "
+                      f"labelled · total {time.perf_counter() - start:.1f}s")
     finally:
         await memory.close()
 

@@ -28,7 +28,8 @@ def cli(monkeypatch: pytest.MonkeyPatch, pg_url: str, pg_home: Path, schema: str
                         "MEMROUTE_HOME": str(pg_home), "MEMROUTE_EMBED_THREADS": "1",
                         "MEMROUTE_POOL_MAX_SIZE": "2"}.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.delenv("MEMROUTE_SCOPE", raising=False)
+    for name in ("MEMROUTE_SCOPE", "MEMROUTE_LLM_MODEL", "MEMROUTE_LLM_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
     runner = CliRunner()
 
     def invoke(*args: str, input: str | None = None):
@@ -288,3 +289,67 @@ def test_version_and_help(cli) -> None:
     help_text = cli("--help").stdout
     for command in ("ingest", "search", "db"):
         assert command in help_text
+
+
+@pytest.fixture
+def sample_scope(cli, scope_arg: str) -> str:
+    assert cli("ingest", str(sample_data.path()), "--scope", scope_arg).exit_code == 0
+    return scope_arg
+
+
+def test_ask_direct_matches_search(cli, sample_scope: str) -> None:
+    question = "When is my dentist appointment?"
+    asked = cli("ask", question, "--scope", sample_scope, "--strategy", "direct", "-k", "4",
+                "--json")
+    assert asked.exit_code == 0, asked.output
+    answer = json.loads(asked.stdout)
+    searched = json.loads(cli("search", question, "--scope", sample_scope, "-k", "4",
+                              "--json").stdout)
+    assert answer["route"] == "direct" and answer["queries"] == [question]
+    assert [r["uid"] for r in answer["results"]] == [r["uid"] for r in searched["results"]]
+    assert {r["role"] for r in answer["results"]} == {"direct"}
+    assert answer["costs"]["totals"]["llm_calls"] == 0 and answer["planner"] == "offline"
+    assert answer["stop_reason"] and answer["scope"] == sample_scope
+
+
+def test_ask_explain_shows_hops_evidence_and_costs(cli, sample_scope: str) -> None:
+    result = cli("ask", "What is the address of the clinic where Biscuit's vet works?",
+                 "--scope", sample_scope, "--strategy", "chain", "--explain", "-k", "5")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "route chain" in out and "ChainOfQuery hops" in out
+    assert "Evidence" in out and "Cost" in out and "chain_judge" in out and "total" in out
+    assert "stop reason" in out
+    assert "hop 1: sufficient" in result.stderr  # progress streamed as it happened
+    assert "search hop 1 [chain]" in result.stderr
+
+    as_json = json.loads(cli("ask", "What is the address of the clinic where Biscuit's vet "
+                             "works?", "--scope", sample_scope, "--strategy", "chain",
+                             "-k", "5", "--json").stdout)
+    assert as_json["route"] == "chain" and as_json["hops"][0]["hop"] == 1
+    assert len(as_json["queries"]) == len(as_json["hops"])
+    assert {n["node"] for n in as_json["costs"]["nodes"]} >= {"memory_search", "final_rerank"}
+
+
+def test_ask_split_lists_sub_queries(cli, sample_scope: str) -> None:
+    result = cli("ask", "Which airline do I prefer, and who is my dentist?", "--scope",
+                 sample_scope, "--strategy", "split", "--json")
+    answer = json.loads(result.stdout)
+    assert answer["route"] == "split"
+    assert answer["queries"][0] == "Which airline do I prefer, and who is my dentist?" or \
+        answer["sub_queries"] == [q for q in answer["queries"] if q in answer["sub_queries"]]
+    explained = cli("ask", "Which airline do I prefer, and who is my dentist?", "--scope",
+                    sample_scope, "--strategy", "split", "--explain").stdout
+    assert "route split" in explained
+    for query in answer["sub_queries"]:
+        assert query in " ".join(explained.split())
+
+
+def test_ask_rejects_bad_options(cli, sample_scope: str) -> None:
+    bad = cli("ask", "x", "--scope", sample_scope, "--strategy", "deep")
+    assert bad.exit_code == 2 and "--strategy" in bad.stderr
+    no_llm = cli("ask", "x", "--scope", sample_scope, "--planner", "llm")
+    assert no_llm.exit_code == 2 and "MEMROUTE_LLM_MODEL" in no_llm.stderr
+    budget = json.loads(cli("ask", "Who is Biscuit's vet and who is my dentist?", "--scope",
+                            sample_scope, "--max-llm-calls", "0", "--json").stdout)
+    assert budget["costs"]["totals"]["llm_calls"] == 0
