@@ -184,11 +184,16 @@ async def run_eval(cfg: EvalConfig, *, settings: MemrouteSettings | None = None,
                                         reranker=cfg.reranker or settings.reranker,
                                         settings=settings, progress=reporter.ingest)
     chat = answering.as_chat_model(llm, settings.llm_model) if (cfg.answer or cfg.judge) else None
+    if planner is None and cfg.planner == "offline":
+        from memroute.strategies.offline_planner import OfflinePlanner
+
+        planner = OfflinePlanner()  # explicitly: a configured LLM would otherwise plan
     retrieval = Retrieval(store.memory, planner=planner,
                           llm=llm if cfg.planner == "llm" else None,
                           rerank_mode=cfg.rerank_mode, context=cfg.context_window())
     jobs = _jobs(dataset.questions, cfg.strategies, cfg.ks)
     rows: list[dict[str, Any]] = []
+    prompt_versions: dict[str, str] = {}
     partial = False
     search_started = time.perf_counter()
     queue: asyncio.Queue[Job] = asyncio.Queue()
@@ -203,6 +208,7 @@ async def run_eval(cfg: EvalConfig, *, settings: MemrouteSettings | None = None,
                 got = await retrieval.retrieve(job.question.question,
                                                store.scope_for(job.question), job.strategy, job.k)
                 row = _row(job, got, dataset)
+                prompt_versions.update(got.prompt_versions)
                 if chat is not None and job.k == answer_k:
                     await _answer(row, job, got, chat, cfg.judge)
                 rows.append(row)
@@ -215,7 +221,7 @@ async def run_eval(cfg: EvalConfig, *, settings: MemrouteSettings | None = None,
         except (asyncio.CancelledError, KeyboardInterrupt):
             partial = True
             log.warning("eval.interrupted", done=len(rows), total=len(jobs))
-    meta = _meta(cfg, dataset, store, retrieval, chat, settings, embedder.name)
+    meta = _meta(cfg, dataset, store, retrieval, chat, settings, embedder.name, prompt_versions)
     meta["partial"] = partial
     meta["n_rows"] = len(rows)
     meta["timing"] = {"total_s": round(time.perf_counter() - started, 1),
@@ -229,11 +235,9 @@ async def run_eval(cfg: EvalConfig, *, settings: MemrouteSettings | None = None,
 
 
 def _meta(cfg: EvalConfig, dataset: Dataset, store: EvalStore, retrieval: Retrieval, chat: Any,
-          settings: MemrouteSettings, embedder_name: str) -> dict[str, Any]:
-    prompts: dict[str, str] = {}
-    agent_prompts = getattr(retrieval.agent, "prompt_hashes", None)
-    if cfg.planner == "llm" and agent_prompts:
-        prompts.update(agent_prompts() if callable(agent_prompts) else agent_prompts)
+          settings: MemrouteSettings, embedder_name: str,
+          prompt_versions: dict[str, str]) -> dict[str, Any]:
+    prompts: dict[str, str] = dict(prompt_versions)
     if chat is not None:
         prompts.update(answering.prompt_hashes())
     no_evidence = sum(1 for q in dataset.questions
@@ -249,8 +253,8 @@ def _meta(cfg: EvalConfig, dataset: Dataset, store: EvalStore, retrieval: Retrie
         "config": {
             "embedder": embedder_name,
             "reranker": store.memory.reranker_name,
-            "planner": "offline" if cfg.planner == "offline" else (
-                settings.llm_router_model or settings.llm_model or "llm"),
+            "planner": retrieval.planner_name if cfg.planner == "offline" else (
+                settings.llm_model or retrieval.planner_name),
             "answer_model": getattr(chat, "name", None) if cfg.answer or cfg.judge else None,
             "judge_model": getattr(chat, "name", None) if cfg.judge else None,
             "prompts": prompts,
