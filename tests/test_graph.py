@@ -406,3 +406,49 @@ async def test_bad_input_is_a_typed_error(memory, corpus, kwargs):
     args = {"query": DIRECT_Q, "scope": corpus, **kwargs}
     with pytest.raises(InvalidInputError):
         await agent.aretrieve(args.pop("query"), **args)
+
+
+async def test_the_uncompiled_graph_embeds_in_a_host_graph(memory, corpus):
+    from dataclasses import dataclass
+
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    from memroute.graph import RetrievalContext, build_retrieval_graph
+
+    class Host(TypedDict, total=False):
+        query: str
+        scope: dict
+        k: int
+        strategy: str
+        results: list
+        route: str
+        answer: str
+
+    @dataclass
+    class HostContext:
+        user: str
+        memroute: RetrievalContext
+
+    def answer(state: Host) -> dict:
+        return {"answer": state["results"][0].nucleus.content}
+
+    retrieval = build_retrieval_graph()
+    assert not hasattr(retrieval, "ainvoke")  # uncompiled: the host compiles it
+    host = StateGraph(Host, context_schema=HostContext)
+    host.add_node("retrieve", retrieval.compile())
+    host.add_node("answer", answer)
+    host.add_edge(START, "retrieve")
+    host.add_edge("retrieve", "answer")
+    host.add_edge("answer", END)
+    planner = ScriptedChatModel.of([route("direct")])
+    from memroute.strategies.llm_planner import LLMPlanner
+
+    context = HostContext("u1", RetrievalContext(memory=memory, planner=LLMPlanner(planner)))
+    chunks = [c async for c in host.compile().astream(
+        {"query": DIRECT_Q, "scope": corpus.model_dump(), "k": 3}, context=context,
+        stream_mode=["custom", "values"], subgraphs=True)]
+    custom = [payload["event"] for _, mode, payload in chunks if mode == "custom"]
+    assert custom == ["route", "search", "final"]
+    final = [payload for ns, mode, payload in chunks if mode == "values" and ns == ()][-1]
+    assert final["route"] == "direct" and "Blue Falcon" in final["answer"]

@@ -1,0 +1,182 @@
+"""The AsyncOpenAI path against a tiny scripted OpenAI-compatible server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import openai
+import pytest
+from fake_chat import corpus_episodes, judge, route
+
+from memroute import RetrievalAgent, Scope
+from memroute.graph import GraphPolicies
+from memroute.settings import MemrouteSettings
+from memroute.strategies.budget import CallLimits
+from memroute.strategies.llm import StructuredLLM
+from memroute.strategies.llm_clients import OpenAIChat
+from memroute.strategies.tool_select import RouteReply
+
+FAST = GraphPolicies(llm_timeout_s=2.0, llm_max_attempts=2, retry_initial_interval_s=0.01,
+                     retry_max_interval_s=0.02)
+SHORT_TIMEOUT = GraphPolicies(llm_timeout_s=0.3, llm_max_attempts=2,
+                              retry_initial_interval_s=0.01, retry_max_interval_s=0.02)
+MESSAGES = [{"role": "system", "content": "Route it."}, {"role": "user", "content": "Q?"}]
+
+
+def reply(content: str, usage: bool = True) -> dict:
+    body = {"id": "c1", "object": "chat.completion", "created": 0, "model": "scripted",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": content}}]}
+    if usage:
+        body["usage"] = {"prompt_tokens": 111, "completion_tokens": 7, "total_tokens": 118}
+    return {"status": 200, "body": body}
+
+
+def error(status: int, message: str) -> dict:
+    return {"status": status, "body": {"error": {"message": message, "type": "server_error"}}}
+
+
+def hang(seconds: float = 5.0) -> dict:
+    return {"delay": seconds, **reply(route("chain"))}
+
+
+class FakeOpenAI:
+    """Answers POST /v1/chat/completions from a script and records every request body."""
+
+    def __init__(self) -> None:
+        self.script: list[dict] = []
+        self.requests: list[dict] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                length = int(self.headers.get("Content-Length", 0))
+                outer.requests.append(json.loads(self.rfile.read(length)))
+                step = outer.script.pop(0) if outer.script else error(500, "script exhausted")
+                time.sleep(step.get("delay", 0))
+                data = json.dumps(step["body"]).encode()
+                try:
+                    self.send_response(step["status"])
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up
+                    pass
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def client(self) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(base_url=self.url, api_key="test-key")
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAI]:
+    fake = FakeOpenAI()
+    yield fake
+    fake.close()
+
+
+@pytest.fixture(scope="module")
+async def corpus(memory) -> Scope:
+    scope = Scope(org_id=f"org-{uuid.uuid4().hex[:8]}", project_id="openai")
+    await memory.add(scope, corpus_episodes())
+    return scope
+
+
+async def ask(backend: OpenAIChat, limits: CallLimits = CallLimits()):
+    return await StructuredLLM(backend).call(MESSAGES, RouteReply, limits=limits, max_tokens=64)
+
+
+async def test_a_server_without_json_schema_gets_a_schema_in_json_object(server):
+    server.script = [error(500, "response_format json_schema not supported"),
+                     reply(route("split")), reply(route("chain"))]
+    backend = OpenAIChat(server.client(), "local-model")
+    assert (await ask(backend)).value.route == "split"
+    assert (await ask(backend)).value.route == "chain"
+    formats = [r["response_format"] for r in server.requests]
+    assert formats[0]["type"] == "json_schema"
+    assert formats[0]["json_schema"]["schema"] == RouteReply.model_json_schema()
+    assert formats[1] == formats[2] == {"type": "json_object",
+                                        "schema": RouteReply.model_json_schema()}
+
+
+async def test_usage_comes_from_the_server_or_is_estimated(server):
+    server.script = [reply(route("direct")), reply(route("direct"), usage=False)]
+    backend = OpenAIChat(server.client(), "m", response_format="json_schema")
+    reported = await ask(backend)
+    assert (reported.usage.input_tokens, reported.usage.output_tokens) == (111, 7)
+    assert not reported.usage.estimated
+    estimated = await ask(backend)
+    assert estimated.usage.estimated and 0 < estimated.usage.input_tokens < 111
+
+
+async def test_request_carries_model_max_tokens_and_merged_system(server):
+    server.script = [reply(route("direct"))]
+    backend = OpenAIChat(server.client(), "gemma", response_format="json_object",
+                         merge_system=True)
+    await ask(backend, CallLimits(output_tokens=20))
+    sent = server.requests[0]
+    assert sent["model"] == "gemma" and sent["max_tokens"] == 20 and sent["temperature"] == 0
+    assert [m["role"] for m in sent["messages"]] == ["user"]
+    assert sent["messages"][0]["content"].startswith("Route it.")
+
+
+async def test_client_errors_are_not_retried_as_format_problems_once_confirmed(server):
+    server.script = [reply(route("direct")), error(401, "bad key")]
+    backend = OpenAIChat(server.client(), "m")
+    await ask(backend)
+    with pytest.raises(openai.AuthenticationError):
+        await ask(backend)
+    assert len(server.requests) == 2
+
+
+async def test_rate_limit_then_success_is_retried_by_the_graph(server, memory, corpus):
+    server.script = [error(429, "rate limited"), reply(route("chain")),
+                     reply(judge(True, "", 0.9, [0]))]
+    agent = RetrievalAgent(memory, llm=server.client(), model="m", policies=FAST)
+    result = await agent.aretrieve("Where was the director of Harbor Lights born?",
+                                   scope=corpus, k=5)
+    assert result.route == "chain" and result.stop_reason == "sufficient"
+    assert len(server.requests) == 3
+    assert result.costs.by_node["tool_select"]["llm_calls"] == 2  # the 429 attempt is charged
+
+
+async def test_a_hanging_server_times_out_and_the_graph_falls_back(server, memory, corpus):
+    server.script = [hang(), hang()]
+    agent = RetrievalAgent(memory, llm=server.client(), model="m", policies=SHORT_TIMEOUT)
+    started = time.perf_counter()
+    result = await agent.aretrieve("Where was the director of Harbor Lights born?",
+                                   scope=corpus, k=5)
+    assert time.perf_counter() - started < 4
+    assert result.route == "direct" and result.results
+    assert result.stop_reason == "router_failed: timeout after 0.3s"
+    assert len(server.requests) == 2
+
+
+async def test_settings_configure_the_client_and_a_cheaper_router_model(server, memory, corpus):
+    settings = MemrouteSettings(llm_base_url=server.url, llm_api_key="k", llm_model="big",
+                                llm_router_model="small", llm_timeout_s=2.0)
+    server.script = [reply(route("split")), reply('{"sub_queries": ["When was Oakridge '
+                                                  'College founded?"]}')]
+    agent = RetrievalAgent(memory, settings=settings, policies=FAST)
+    result = await agent.aretrieve("Which was founded first, Oakridge College or Pinecrest "
+                                   "University?", scope=corpus, k=4)
+    assert result.route == "split" and result.planner == "llm:big+router:small"
+    assert [r["model"] for r in server.requests] == ["small", "big"]
