@@ -166,3 +166,42 @@ async def test_async_invoke_with_a_sync_memory(sync_memory, scope: Scope) -> Non
     sync_memory.add(scope, sample_data.episodes()[:5])
     text = await memory_search_tool(sync_memory, scope).ainvoke({"query": "sister Priya"})
     assert text.startswith("Showing ") and "Priya" in text
+
+
+def scripted_split_agent(memory: Memory):
+    from fake_chat import ScriptedChatModel, route, split
+
+    from memroute import RetrievalAgent
+
+    llm = ScriptedChatModel.of([route("split"), split("Where does Priya live?",
+                                                      "Where does Jonah Reyes live?")])
+    return RetrievalAgent(memory=memory, llm=llm)
+
+
+async def test_agent_mode_routes_through_the_retrieval_agent(memory: Memory,
+                                                             filled: Scope) -> None:
+    question = "Where do Priya and Jonah Reyes live?"
+    expected = await scripted_split_agent(memory).aretrieve(question, scope=filled, k=100)
+    total, pages = len(expected.results), math.ceil(len(expected.results) / 3)
+    # One scripted router + split reply only: page 2 must come from the first run's list.
+    tool = memory_search_tool(memory, filled, agent=scripted_split_agent(memory), page_size=3)
+    model = ToolCallingFakeModel(messages=script(
+        call(question, 0, "a1"), call(question, 1, "a2"), AIMessage(content="done")))
+    final = await agent_loop(model, tool).ainvoke({"messages": [HumanMessage(question)]})
+    first, second = [m for m in final["messages"] if isinstance(m, ToolMessage)]
+    assert first.status == second.status == "success"
+    assert first.content.splitlines()[0] == (
+        f"Showing 3 of {total} results (page 1/{pages}) · route split, 3 queries:")
+    assert [a["uid"] for a in first.artifact + second.artifact] == \
+        [r.uid for r in expected.results[:6]]
+
+
+async def test_agent_mode_builds_an_offline_agent(memory: Memory, filled: Scope) -> None:
+    from memroute import RetrievalAgent
+
+    tool = memory_search_tool(memory, filled, agent_mode=True, strategy="direct")
+    text = await tool.ainvoke({"query": "Who looks after Biscuit?"})
+    expected = await RetrievalAgent(memory=memory).aretrieve(
+        "Who looks after Biscuit?", scope=filled, k=100, strategy="direct")
+    assert "· route direct, 1 query:" in text.splitlines()[0]
+    assert f"of {len(expected.results)} results" in text
