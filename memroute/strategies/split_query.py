@@ -19,9 +19,9 @@ MAX_TOKENS = 320
 MIN_OUTPUT_TOKENS = 48
 
 # Provisional until the evaluation issue measures it (docs/evaluation.md): accuracy sits
-# between the prototype's direct and planner figures; tokens are the prompt's o200k_base
-# size on shared HotpotQA questions plus a reply of two or three sub-queries.
-COST_PROFILE = CostProfile(accuracy_score=0.72, token_cost=560.0, time_cost=0.12, llm_calls=1)
+# between the prototype's direct and planner figures; tokens measured by
+# tests/test_graph_costs.py on 10 shared HotpotQA questions (255 in + 16 out).
+COST_PROFILE = CostProfile(accuracy_score=0.72, token_cost=270.0, time_cost=0.12, llm_calls=1)
 
 # Comparison or derived wording: a sub-query must ask one plain fact about one subject.
 _DERIVED = re.compile(
