@@ -12,6 +12,7 @@ import asyncio
 import time
 
 from rich.console import Console
+from rich.text import Text
 
 from memroute import cli_output as out
 from memroute import sample_data
@@ -40,7 +41,8 @@ async def show_searches(memory: Memory, console: Console, scope: Scope = DEMO_SC
         firsts.setdefault(question.kind, question)
     for question in firsts.values():
         results = await memory.search_scored(scope, question.question, k=3)
-        console.rule(f"[bold]search[/bold] {question.question}", style="cyan")
+        console.rule(f"direct search · a {question.kind} question", style="cyan")
+        console.print(Text.assemble(("$ memroute search ", "dim"), (question.question, "bold")))
         console.print(out.results_table(results))
         console.print(f"evidence found {evidence_found(results, question.evidence)}/"
                       f"{len(question.evidence)} · "
@@ -56,8 +58,9 @@ async def show_agent(memory: Memory, console: Console, scope: Scope = DEMO_SCOPE
     agent = RetrievalAgent(memory=memory, planner=OfflinePlanner())
     routes = {}
     for question in sample_data.questions():
-        console.rule(f"[bold]ask --explain[/bold] {question.question}  "
-                     f"[dim](a {question.kind} question)[/dim]", style="magenta")
+        console.rule(f"the agent · a {question.kind} question", style="magenta")
+        console.print(Text.assemble(("$ memroute ask --explain ", "dim"),
+                                    (question.question, "bold")))
         result = None
         async for event in agent.astream(question.question, scope=scope, k=k):
             if event.event == "final":
