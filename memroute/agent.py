@@ -22,6 +22,7 @@ from memroute.graph.state import OUTPUT_KEYS
 from memroute.memory.models import Scope, ScoredResult
 from memroute.memory.rerankers import Reranker, make_reranker
 from memroute.memory.store import Memory
+from memroute.memory.sync import SyncMemory
 from memroute.settings import MemrouteSettings
 from memroute.strategies.base import Planner
 from memroute.strategies.budget import Budget
@@ -120,14 +121,16 @@ class RetrievalAgent:
     for every search and the final rerank. ``planner`` overrides all of the above.
     """
 
-    def __init__(self, memory: Memory, llm: Any = None, reranker: Reranker | str | None = None,
-                 planner: Planner | None = None, *, model: str | None = None,
-                 router_llm: Any = None, router_model: str | None = None,
+    def __init__(self, memory: Memory | SyncMemory, llm: Any = None,
+                 reranker: Reranker | str | None = None, planner: Planner | None = None, *,
+                 model: str | None = None, router_llm: Any = None, router_model: str | None = None,
                  settings: MemrouteSettings | None = None, max_hops: int = 3,
                  sufficient_confidence: float = 0.8,
                  rerank_mode: Literal["fused", "concat"] = "fused",
                  search_concurrency: int = 4, context: tuple[int, int] | None = None,
                  policies: GraphPolicies | None = None) -> None:
+        if isinstance(memory, SyncMemory):  # a sync caller: run on the loop it was opened on
+            memory = memory.memory
         self.settings = settings or memory.settings
         if reranker is not None:  # a view of the same store (same pool) with another reranker
             memory = copy.copy(memory)
@@ -164,7 +167,8 @@ class RetrievalAgent:
         return RetrievalResult.from_output(output)
 
     def retrieve(self, query: str, **kwargs: Any) -> RetrievalResult:
-        """Sync facade of `aretrieve` (runs on memroute's background loop)."""
+        """Sync facade of `aretrieve`, for a memory opened with `SyncMemory.open` (both run on
+        memroute's background loop). Not for use inside a running event loop."""
         return run_sync(self.aretrieve(query, **kwargs))
 
     async def astream(self, query: str, *, scope: Scope | dict, k: int = 10,

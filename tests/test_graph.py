@@ -106,10 +106,17 @@ async def test_strategy_override_makes_no_router_call(memory, corpus):
     assert model.calls == [] and result.costs.totals["llm_calls"] == 0
 
 
-async def test_sync_retrieve(memory, corpus):
-    agent, _ = make_agent(memory, [route("direct")])
-    result = agent.retrieve(DIRECT_Q, scope=corpus, k=2)
+def test_sync_retrieve(settings, embedder):
+    from memroute.memory import SyncMemory
+
+    with SyncMemory.open(settings=settings, embedder=embedder,
+                         schema=f"s_{uuid.uuid4().hex[:10]}") as memory:
+        scope = Scope(org_id="sync")
+        memory.add(scope, corpus_episodes())
+        agent, _ = make_agent(memory, [route("chain"), judge(True, "", 0.9)])
+        result = agent.retrieve(CHAIN_Q, scope=scope, k=2)
     assert_valid(result, 2)
+    assert result.route == "chain" and result.stop_reason == "sufficient"
 
 
 async def test_offline_planner_when_no_llm_is_configured(memory, corpus):
@@ -364,7 +371,8 @@ async def test_latency_budget_cancels_a_slow_call(memory, corpus):
 # -- streaming, injection, input, embedding ---------------------------------------------------
 
 async def test_stream_events_arrive_in_order(memory, corpus):
-    agent, _ = make_agent(memory, [route("chain"), judge(False, "Where was Mara Quinlan born?", 0.2),
+    agent, _ = make_agent(memory, [route("chain"),
+                                   judge(False, "Where was Mara Quinlan born?", 0.2),
                                    judge(True, "", 0.9)])
     events = [e async for e in agent.astream(CHAIN_Q, scope=corpus, k=5)]
     assert [type(e) for e in events] == [RouteChosen, SearchDone, HopJudged, SearchDone,

@@ -27,7 +27,8 @@ from fake_chat import ScriptedChatModel
 from memroute import RetrievalAgent, Scope
 from memroute.graph import GraphPolicies
 
-DATA = Path(__file__).resolve().parents[2] / "shared/data/hotpotqa/hotpotqa_dev_distractor_800.jsonl"
+DATA = (Path(__file__).resolve().parents[2]
+        / "shared/data/hotpotqa/hotpotqa_dev_distractor_800.jsonl")
 # MemMachine's published per-question input tokens, and the target (70% of them).
 MEMMACHINE = {"tool_select": 1049, "split_plan": 1229, "chain_judge": 2874}
 TARGET = {node: 0.7 * tokens for node, tokens in MEMMACHINE.items()}

@@ -39,8 +39,8 @@ def test_the_original_query_is_not_a_sub_query():
 
 
 def test_judgment_is_clamped_and_filtered():
-    reply = JudgeReply(is_sufficient=False, evidence_indices=[3, -1, 0, 3, 10], new_query="  a   b ",
-                       confidence=-0.5)
+    reply = JudgeReply(is_sufficient=False, evidence_indices=[3, -1, 0, 3, 10],
+                       new_query="  a   b ", confidence=-0.5)
     judgment = to_judgment(reply, n_evidence=4)
     assert judgment.evidence_indices == [3, 0] and judgment.confidence == 0.0
     assert judgment.new_query == "a b"

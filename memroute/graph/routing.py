@@ -90,9 +90,10 @@ def make_tool_select(resolve: ContextResolver):
         if budget is not None:
             skip = strategy.worth_asking(ctx.profiles, ctx.router_profile, limits)
             if skip:
+                reason = f"budget_exhausted: {skip} ({NODE})"
                 return _go(request, "direct", f"router skipped, budget: {skip}", "budget",
-                           node_cost(NODE, started), runtime,
-                           stop_reason=f"budget_exhausted: {skip} ({NODE})")
+                           node_cost(NODE, started), runtime, stop_reason=reason,
+                           notes=[f"router skipped: {reason}"])
         planner = bind(ctx.planner, limits)
         result = await ask(lambda: planner.route(request["query"]), limits, attempt)
         cost = node_cost(NODE, started, result.usage)

@@ -54,6 +54,7 @@ def make_memory_search(resolve: ContextResolver):
             update["last_hits"] = [r.uid for r in results]
         runtime.stream_writer(as_payload(SearchDone(task.query, task.role, task.hop,
                                                     len(results))))
-        return Command(update=update, goto="chain_judge" if task.role == "chain" else "final_rerank")
+        goto = "chain_judge" if task.role == "chain" else "final_rerank"
+        return Command(update=update, goto=goto)
 
     return memory_search

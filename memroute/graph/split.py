@@ -27,7 +27,8 @@ from memroute.strategies.split_query import clean_sub_queries
 NODE = "split_plan"
 
 
-def _fan_out(state: RetrievalState, sub_queries: list[str], update: dict, runtime: Runtime) -> Command:
+def _fan_out(state: RetrievalState, sub_queries: list[str], update: dict,
+             runtime: Runtime) -> Command:
     """Search the original query and every sub-query, concurrently (`Send`)."""
     runtime.stream_writer(as_payload(SubQueries(sub_queries)))
     queries = [state["query"], *sub_queries]

@@ -154,12 +154,14 @@ class StructuredLLM:
             except _DeadlinePassed:
                 usage = usage + Usage(1, with_margin(estimate), 0,
                                       (time.perf_counter() - started) * 1000, True)
-                return LLMResult(None, usage, raw,
-                                 LLMFailure("budget_exhausted", "latency (deadline passed during the call)"))
+                failure = LLMFailure("budget_exhausted",
+                                     "latency (deadline passed during the call)")
+                return LLMResult(None, usage, raw, failure)
             usage = usage + self._usage(completion, estimate, time.perf_counter() - started)
             raw.append(completion.text)
             try:
-                data = completion.data if completion.data is not None else extract_json(completion.text)
+                data = (completion.data if completion.data is not None
+                        else extract_json(completion.text))
                 return LLMResult(schema.model_validate(data), usage, raw)
             except (ValueError, ValidationError) as exc:
                 problem = _problem(exc)
