@@ -227,6 +227,7 @@ async def test_invalid_router_answers_fall_back_to_direct(memory, corpus, replie
     assert result.route == "direct" and result.queries == [CHAIN_Q]
     assert result.stop_reason.startswith("router_failed: invalid_output")
     assert result.costs.totals["llm_calls"] == calls == len(model.calls)
+    assert by_node(result, "tool_select")[0]["raw"] == replies  # kept for the trace
 
 
 async def test_a_repaired_router_answer_is_used(memory, corpus):

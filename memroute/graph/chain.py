@@ -86,7 +86,7 @@ def make_chain_judge(resolve: ContextResolver):
         result = await ask(lambda: planner.judge(state["query"], texts,
                                                  list(state.get("queries") or []), hop),
                            limits, attempt)
-        cost = node_cost(NODE, started, result.usage, detail=f"hop {hop}")
+        cost = node_cost(NODE, started, result.usage, detail=f"hop {hop}", raw=result.raw)
         if result.value is None:
             return _end(state, failure_reason("judge", result.error), runtime, cost)
         judgment = result.value

@@ -96,7 +96,7 @@ def make_tool_select(resolve: ContextResolver):
                            notes=[f"router skipped: {reason}"])
         planner = bind(ctx.planner, limits)
         result = await ask(lambda: planner.route(request["query"]), limits, attempt)
-        cost = node_cost(NODE, started, result.usage)
+        cost = node_cost(NODE, started, result.usage, raw=result.raw)
         if result.value is None:
             reason = failure_reason("router", result.error)
             return _go(request, "direct", reason, "fallback", cost, runtime,

@@ -45,7 +45,7 @@ def make_split_plan(resolve: ContextResolver):
         limits = limits_for(state, attempt)
         planner = bind(ctx.planner, limits)
         result = await ask(lambda: planner.split(state["query"]), limits, attempt)
-        update: dict = {"costs": [node_cost(NODE, started, result.usage)]}
+        update: dict = {"costs": [node_cost(NODE, started, result.usage, raw=result.raw)]}
         if result.value is None:
             reason = failure_reason("split", result.error)
             return _fan_out(state, [], {**update, "stop_reason": reason, "notes": [reason]},

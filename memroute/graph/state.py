@@ -47,6 +47,7 @@ class NodeCost(TypedDict):
     started_at: float
     ended_at: float
     detail: NotRequired[str]
+    raw: NotRequired[list[str]]  # an LLM step's raw model outputs (truncated), for the trace
 
 
 class HopRecord(TypedDict):

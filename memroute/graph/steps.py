@@ -7,18 +7,23 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import structlog
 from langgraph.errors import NodeTimeoutError
 
 from memroute.graph.state import NodeCost, RetrievalState
 from memroute.strategies.base import Planner, PlannerResult, Usage
 from memroute.strategies.budget import Budget, CallLimits, Spend
 
+log = structlog.get_logger(__name__)
 T = TypeVar("T")
 ATTEMPTS_ATTR = "memroute_attempts"
 
 
+RAW_CHARS = 2000
+
+
 def node_cost(node: str, started_at: float, usage: Usage | None = None,
-              detail: str | None = None) -> NodeCost:
+              detail: str | None = None, raw: list[str] | None = None) -> NodeCost:
     usage = usage or Usage()
     ended = time.time()
     record = NodeCost(node=node, llm_calls=usage.llm_calls, input_tokens=usage.input_tokens,
@@ -26,6 +31,8 @@ def node_cost(node: str, started_at: float, usage: Usage | None = None,
                       estimated=usage.estimated, started_at=started_at, ended_at=ended)
     if detail:
         record["detail"] = detail
+    if raw:
+        record["raw"] = [text[:RAW_CHARS] for text in raw]
     return record
 
 
@@ -95,6 +102,7 @@ def failed_attempt_cost(node: str, error: BaseException, max_attempts: int, star
     """What a step that ended in an exception is charged: for an LLM planner, one call per
     attempt (a timed-out request may have been billed), tokens unknown."""
     attempts = getattr(error, ATTEMPTS_ATTR, max_attempts) if uses_llm(planner) else 0
+    log.warning("graph.step_failed", node=node, attempts=attempts, error=describe(error))
     return node_cost(node, started_at, Usage(llm_calls=attempts, estimated=attempts > 0),
                      detail=f"failed: {describe(error)}")
 

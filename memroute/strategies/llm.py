@@ -168,7 +168,7 @@ class StructuredLLM:
             log.info("llm.invalid_output", model=self.model, schema=schema.__name__,
                      attempt=attempt, problem=problem)
             attempt_messages = messages + load_prompt("repair").render(
-                reply=completion.text[:MAX_RAW_CHARS], error=problem)
+                reply=completion.text[:MAX_RAW_CHARS].replace("</reply>", ""), error=problem)
         return LLMResult(None, usage, raw, LLMFailure("invalid_output", problem))
 
     def _shortfall(self, limits: CallLimits, usage: Usage, estimate: int,
