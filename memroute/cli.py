@@ -179,7 +179,7 @@ def parse_scope(text: str):
     if len(parts) > 4 or not parts[0]:
         raise InvalidInputError(
             f"invalid scope {text!r}: use org[/project[/user[/agent]]], e.g. acme/support/u42")
-    fields = dict(zip(("org_id", "project_id", "user_id", "agent_id"), parts))
+    fields = dict(zip(("org_id", "project_id", "user_id", "agent_id"), parts, strict=False))
     return coerce_scope({key: value for key, value in fields.items() if value})
 
 

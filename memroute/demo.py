@@ -84,8 +84,9 @@ async def main() -> None:
     try:
         stored = await ingest_sample(memory)
         counts = await memory.count(DEMO_SCOPE)
+        ready = time.perf_counter() - start
         console.print(f"sample: {stored} turns in scope {out.scope_label(DEMO_SCOPE)} "
-                      f"({counts['episodes']} stored) · ready in {time.perf_counter() - start:.1f}s")
+                      f"({counts['episodes']} stored) · ready in {ready:.1f}s")
         await show_searches(memory, console)
         routes = await show_agent(memory, console)
         kinds = {q.question: q.kind for q in sample_data.questions()}

@@ -46,7 +46,8 @@ def scope_arg() -> str:
 
 
 def write_jsonl(path: Path, lines: list[object]) -> Path:
-    path.write_text("\n".join(l if isinstance(l, str) else json.dumps(l) for l in lines) + "\n")
+    text = "\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines)
+    path.write_text(text + "\n")
     return path
 
 

@@ -1,4 +1,4 @@
-"""The paged memory_search tool, driven by a fake tool-calling model in a LangGraph ToolNode loop."""
+"""The paged memory_search tool, driven by a fake tool-calling model in a ToolNode loop."""
 
 from __future__ import annotations
 
