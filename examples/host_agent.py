@@ -99,8 +99,11 @@ async def stream_steps(graph: Any, question: str, context: HostContext
 
 async def main(question: str) -> None:
     from memroute.agent import RetrievalAgent
+    from memroute.cli import configure_logging
     from memroute.demo import DEMO_SCOPE, ingest_sample
     from memroute.memory import Memory
+
+    configure_logging(debug=False)  # warnings only (structlog prints everything by default)
 
     memory = await Memory.open()
     try:

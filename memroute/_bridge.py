@@ -35,6 +35,15 @@ async def run_async(coro: Coroutine[Any, Any, T], on_shared_loop: bool) -> T:
     return await coro
 
 
-def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
-    """Block until ``coro`` finishes on the shared loop (sync entry points only)."""
+def run_blocking(coro: Coroutine[Any, Any, T], on_shared_loop: bool, what: str) -> T:
+    """Block until ``coro`` finishes on the shared loop (sync entry points only).
+
+    A `Memory` opened with ``await`` belongs to its own event loop, which a blocking call
+    cannot drive: that is a usage error, reported before anything waits on a foreign pool.
+    """
+    if not on_shared_loop:
+        coro.close()
+        raise InvalidInputError(
+            f"{what} is synchronous and needs a SyncMemory (SyncMemory.open(...)); with an "
+            "async Memory, use the async call (ainvoke)")
     return run_sync(coro)

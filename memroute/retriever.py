@@ -74,7 +74,8 @@ class MemrouteRetriever(BaseRetriever):
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
                                 **options: Any) -> list[Document]:
-        return run_blocking(self._retrieve(query, run_manager.get_child(), options))
+        return run_blocking(self._retrieve(query, run_manager.get_child(), options),
+                            self._shared_loop, "MemrouteRetriever.invoke")
 
     async def _aget_relevant_documents(self, query: str, *,
                                        run_manager: AsyncCallbackManagerForRetrieverRun,

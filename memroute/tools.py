@@ -107,7 +107,7 @@ class MemorySearch:
 
     def page(self, query: str, page: int = 0) -> tuple[str, list[dict[str, Any]]]:
         """Blocking `apage`, for sync agents (needs a `SyncMemory`)."""
-        return run_blocking(self.apage(query, page))
+        return run_blocking(self.apage(query, page), self._shared, "memory_search (sync)")
 
     def as_tool(self, name: str = "memory_search", description: str | None = None
                 ) -> StructuredTool:

@@ -288,8 +288,10 @@ def test_version_and_help(cli) -> None:
 
     assert cli("--version").stdout.strip() == f"memroute {__version__}"
     help_text = cli("--help").stdout
-    for command in ("ingest", "search", "db"):
+    for command in ("ingest", "search", "ask", "db", "eval"):
         assert command in help_text
+    eval_help = cli("eval", "--help")  # mounted lazily from memroute.evals.cli
+    assert eval_help.exit_code == 0 and "--data" in eval_help.stdout
 
 
 @pytest.fixture

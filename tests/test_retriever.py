@@ -241,3 +241,9 @@ def test_bad_construction_is_a_clear_error(memory: Memory) -> None:
         MemrouteRetriever(memory="postgres://", scope={"org_id": "x"})
     with pytest.raises(ValueError, match="scope ids"):
         MemrouteRetriever(memory=memory, scope={"org_id": "bad scope!"})
+
+
+def test_sync_invoke_with_an_async_memory_says_what_to_do(memory: Memory) -> None:
+    retriever = MemrouteRetriever(memory=memory, scope={"org_id": "x"})
+    with pytest.raises(InvalidInputError, match="needs a SyncMemory"):
+        retriever.invoke(QUESTION)

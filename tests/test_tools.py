@@ -205,3 +205,11 @@ async def test_agent_mode_builds_an_offline_agent(memory: Memory, filled: Scope)
         "Who looks after Biscuit?", scope=filled, k=100, strategy="direct")
     assert "· route direct, 1 query:" in text.splitlines()[0]
     assert f"of {len(expected.results)} results" in text
+
+
+def test_sync_call_with_an_async_memory_says_what_to_do(memory: Memory) -> None:
+    from memroute.memory.errors import InvalidInputError
+
+    tool = memory_search_tool(memory, {"org_id": "x"})
+    with pytest.raises(InvalidInputError, match="needs a SyncMemory"):
+        tool.invoke({"query": "anything"})
