@@ -1,21 +1,32 @@
 """memroute: a retrieval agent over episodic memory on PostgreSQL + pgvector."""
 
-from typing import Any
-
-from memroute.memory import Episode, Memory, Scope, ScoredResult, SyncMemory, flatten
+from typing import TYPE_CHECKING, Any
 
 __all__ = ["Budget", "Episode", "Memory", "MemrouteRetriever", "RetrievalAgent",
            "RetrievalResult", "Scope", "ScoredResult", "SyncMemory", "flatten"]
 __version__ = "0.1.0"
 
-_LAZY = {"RetrievalAgent": "memroute.agent", "RetrievalResult": "memroute.agent",
-         "Budget": "memroute.strategies.budget", "MemrouteRetriever": "memroute.retriever"}
+# Every public name loads on first use, so `import memroute` (and the CLI) starts fast.
+_LAZY = {"Episode": "memroute.memory", "Memory": "memroute.memory", "Scope": "memroute.memory",
+         "ScoredResult": "memroute.memory", "SyncMemory": "memroute.memory",
+         "flatten": "memroute.memory", "RetrievalAgent": "memroute.agent",
+         "RetrievalResult": "memroute.agent", "Budget": "memroute.strategies.budget",
+         "MemrouteRetriever": "memroute.retriever"}
+
+if TYPE_CHECKING:
+    from memroute.agent import RetrievalAgent, RetrievalResult
+    from memroute.memory import Episode, Memory, Scope, ScoredResult, SyncMemory, flatten
+    from memroute.retriever import MemrouteRetriever
+    from memroute.strategies.budget import Budget
 
 
 def __getattr__(name: str) -> Any:
-    """The agent's names load on first use, so importing the memory layer stays light."""
     if name in _LAZY:
         import importlib
 
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'memroute' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

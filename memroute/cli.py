@@ -167,7 +167,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document o
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show debug logs and tracebacks.")]
 ScopeOpt = Annotated[str, typer.Option(
     "--scope", "-s", envvar="MEMROUTE_SCOPE",
-    help="Whose memory: org[/project[/user[/agent]]] (env MEMROUTE_SCOPE).")]
+    help="Whose memory: org\\[/project\\[/user\\[/agent]]] (env MEMROUTE_SCOPE).")]
 
 
 def parse_scope(text: str):

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import re
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from memroute.memory.models import Episode, Scope, ScoredResult
+if TYPE_CHECKING:
+    from memroute.memory.models import Episode, Scope, ScoredResult
 
 
 def stdout_console() -> Console:
