@@ -14,7 +14,7 @@ from memroute.graph import GraphPolicies, HopJudged, RouteChosen, SearchDone, Su
 from memroute.graph.events import Final
 from memroute.memory.errors import InvalidInputError
 
-FAST = GraphPolicies(llm_timeout_s=2.0, llm_max_attempts=2, retry_initial_interval_s=0.01,
+FAST = GraphPolicies(llm_timeout_s=10.0, llm_max_attempts=2, retry_initial_interval_s=0.01,
                      retry_max_interval_s=0.02)
 SHORT_TIMEOUT = GraphPolicies(llm_timeout_s=0.3, llm_max_attempts=2,
                               retry_initial_interval_s=0.01, retry_max_interval_s=0.02)
@@ -125,6 +125,9 @@ async def test_offline_planner_when_no_llm_is_configured(memory, corpus):
     assert agent.planner.name == "offline" and result.planner == "offline"
     assert_valid(result)
     assert result.costs.totals["llm_calls"] == 0
+    # the offline planner spends no LLM budget, so a zero-call budget does not change its route
+    limited = await agent.aretrieve(CHAIN_Q, scope=corpus, k=5, budget=Budget(max_llm_calls=0))
+    assert limited.route == result.route and limited.queries == result.queries
 
 
 # -- concurrency and the final rerank ---------------------------------------------------------

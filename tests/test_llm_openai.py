@@ -21,7 +21,7 @@ from memroute.strategies.llm import StructuredLLM
 from memroute.strategies.llm_clients import OpenAIChat
 from memroute.strategies.tool_select import RouteReply
 
-FAST = GraphPolicies(llm_timeout_s=2.0, llm_max_attempts=2, retry_initial_interval_s=0.01,
+FAST = GraphPolicies(llm_timeout_s=10.0, llm_max_attempts=2, retry_initial_interval_s=0.01,
                      retry_max_interval_s=0.02)
 SHORT_TIMEOUT = GraphPolicies(llm_timeout_s=0.3, llm_max_attempts=2,
                               retry_initial_interval_s=0.01, retry_max_interval_s=0.02)

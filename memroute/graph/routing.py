@@ -23,6 +23,7 @@ from memroute.graph.steps import (
     first_attempt_time,
     limits_for,
     node_cost,
+    uses_llm,
 )
 from memroute.memory.errors import InvalidInputError
 from memroute.memory.models import coerce_scope
@@ -84,7 +85,8 @@ def make_tool_select(resolve: ContextResolver):
         if request["strategy"] != "auto":
             return _go(request, request["strategy"], "strategy override", "override",
                        node_cost(NODE, started), runtime)
-        budget = request["budget"]
+        # Budgets steer routing only for planners that spend LLM calls and tokens.
+        budget = request["budget"] if uses_llm(ctx.planner) else None
         attempt = attempt_of(runtime)
         limits = limits_for({**state, **request, "costs": []}, attempt)
         if budget is not None:

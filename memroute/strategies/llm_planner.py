@@ -12,6 +12,7 @@ from memroute.strategies.base import ChainJudgment, PlannerResult, RouteDecision
 from memroute.strategies.budget import CallLimits
 from memroute.strategies.llm import StructuredLLM
 from memroute.strategies.llm_clients import make_backend
+from memroute.strategies.tokens import encoding
 
 PROMPTS = (tool_select.PROMPT, split_query.PROMPT, chain_of_query.PROMPT, "repair")
 
@@ -36,6 +37,7 @@ class LLMPlanner:
         else:
             router = make_backend(router_llm if router_llm is not None else llm,
                                   router_model or model, settings=settings, **openai_options)
+        encoding()  # load the token vocabulary now, not inside the first call's timeout
         self.llm = StructuredLLM(main, repair=repair)
         self.router_llm = StructuredLLM(router, repair=repair)
         self.limits = CallLimits()
