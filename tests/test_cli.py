@@ -381,3 +381,24 @@ def test_ask_rejects_bad_options(cli, sample_scope: str) -> None:
     budget = json.loads(cli("ask", "Who is Biscuit's vet and who is my dentist?", "--scope",
                             sample_scope, "--max-llm-calls", "0", "--json").stdout)
     assert budget["costs"]["totals"]["llm_calls"] == 0
+
+
+@pytest.mark.parametrize("path", [(), ("ingest",), ("search",), ("ask",), ("db",),
+                                  ("db", "status"), ("db", "start"), ("db", "stop"),
+                                  ("db", "url"), ("db", "erase"), ("eval",)])
+def test_every_help_page_renders(cli, path: tuple[str, ...]) -> None:
+    result = cli(*path, "--help")
+    assert result.exit_code == 0, result.output
+    assert "Usage" in result.stdout
+
+
+def test_starting_the_cli_loads_no_database_or_model_code() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, memroute.cli; "
+            "print(sorted(m for m in ('memroute.memory', 'psycopg', 'numpy', 'langgraph') "
+            "if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    assert loaded == "[]"
