@@ -107,6 +107,12 @@ async def test_per_call_options_override_the_instance(memory: Memory, filled: Sc
     assert retriever.k == 6 and retriever.strategy == "auto"  # the instance is unchanged
     with pytest.raises(InvalidInputError, match="colour"):
         await retriever.ainvoke(QUESTION, colour="red")
+    with pytest.raises(InvalidInputError, match="k must be"):
+        await retriever.ainvoke(QUESTION, k=0)
+    with pytest.raises(InvalidInputError, match="budget"):
+        await retriever.ainvoke(QUESTION, budget={"max_dollars": 1})
+    with pytest.raises(InvalidInputError, match="strategy"):
+        await retriever.ainvoke(QUESTION, strategy="deep")
 
 
 async def test_budget_reaches_the_agent(memory: Memory, filled: Scope) -> None:
