@@ -10,6 +10,8 @@ from memroute.strategies.base import (
     SplitPlan,
     Usage,
 )
+from memroute.strategies.budget import Budget, CallLimits
+from memroute.strategies.llm_planner import LLMPlanner
 
-__all__ = ["ChainJudgment", "CostProfile", "Planner", "PlannerResult", "Route", "RouteDecision",
-           "SplitPlan", "Usage"]
+__all__ = ["Budget", "CallLimits", "ChainJudgment", "CostProfile", "LLMPlanner", "Planner",
+           "PlannerResult", "Route", "RouteDecision", "SplitPlan", "Usage"]
