@@ -1,0 +1,15 @@
+"""The ``memroute`` command line: ingest, search, ask, db and eval (typer + rich).
+
+Commands live one module per concern; importing this package registers them all. Heavy
+imports (the memory layer, models, the agent) happen inside commands, so startup is fast.
+"""
+
+from memroute.cli import db, ingest, query  # noqa: F401  (registers the commands)
+from memroute.cli._app import app, configure_logging, exit_code_for, parse_scope
+
+__all__ = ["app", "configure_logging", "exit_code_for", "main", "parse_scope"]
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,3 @@
+from memroute.cli import main
+
+main()

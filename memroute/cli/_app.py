@@ -1,0 +1,233 @@
+"""The CLI's shared parts: the app, error handling, logging setup and common options.
+
+Every command takes ``--json`` (one JSON document on stdout) and ``--debug`` (debug logs and
+full tracebacks). Errors print one line on stderr and exit non-zero:
+2 bad input, 3 database unavailable, 4 model unavailable, 5 embedder mismatch, 1 otherwise.
+This is the only place that configures logging (structlog and the standard library).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import json
+import logging
+import sys
+from collections.abc import Coroutine
+from typing import Annotated, Any, TypeVar
+
+import typer
+from typer.core import TyperGroup
+
+T = TypeVar("T")
+
+# Sub-apps owned by other modules, imported only when used so the CLI starts fast.
+LAZY_COMMANDS = {"eval": ("memroute.evals.cli", "app")}
+
+
+class _State:
+    json: bool = False
+    debug: bool = False
+
+
+state = _State()
+
+
+# -- logging -------------------------------------------------------------------------------
+
+class _Stderr:
+    """Writes to whatever ``sys.stderr`` is at the time (test runners swap it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+_log_handler: logging.Handler | None = None
+
+
+def configure_logging(debug: bool) -> None:
+    """Warnings and errors on stderr by default; everything with ``--debug``."""
+    import structlog
+
+    global _log_handler
+    level = logging.DEBUG if debug else logging.WARNING
+    processors: list[Any] = [structlog.processors.add_log_level]
+    if debug:
+        processors.append(structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=False))
+    processors.append(structlog.dev.ConsoleRenderer(colors=False))
+    structlog.configure(
+        processors=processors,
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),
+        cache_logger_on_first_use=False,
+    )
+    root = logging.getLogger()
+    if _log_handler is None:
+        _log_handler = logging.StreamHandler(_Stderr())  # type: ignore[arg-type]
+        _log_handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        root.addHandler(_log_handler)
+    _log_handler.setLevel(level)
+    root.setLevel(level)
+    logging.captureWarnings(True)  # Python warnings are logs too: shown with --debug only
+    logging.getLogger("py.warnings").setLevel(logging.DEBUG if debug else logging.ERROR)
+
+
+def setup_command(json_output: bool, debug: bool) -> None:
+    state.json, state.debug = json_output, debug
+    configure_logging(debug)
+
+
+# -- errors --------------------------------------------------------------------------------
+
+def exit_code_for(exc: BaseException) -> int:
+    from memroute.memory.errors import (
+        EmbedderMismatchError,
+        InvalidInputError,
+        ModelUnavailableError,
+        StoreUnavailableError,
+    )
+
+    for kind, code in ((InvalidInputError, 2), (StoreUnavailableError, 3),
+                       (ModelUnavailableError, 4), (EmbedderMismatchError, 5)):
+        if isinstance(exc, kind):
+            return code
+    return 1
+
+
+def _report_error(exc: BaseException) -> None:
+    from memroute.memory.errors import MemrouteError
+
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    if not isinstance(exc, MemrouteError):
+        message = f"unexpected {type(exc).__name__}: {message} (run with --debug for details)"
+    if state.json:
+        line = json.dumps({"error": message, "kind": type(exc).__name__})
+    else:
+        line = f"error: {message}"
+    sys.stderr.write(line + "\n")
+
+
+class MemrouteGroup(TyperGroup):
+    """Turns every error into one line and an exit code, and loads lazy sub-apps on demand."""
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:
+        names = list(super().list_commands(ctx))
+        for name, (module, _) in LAZY_COMMANDS.items():
+            if name not in names and _module_exists(module):
+                names.append(name)
+        return names
+
+    def get_command(self, ctx: typer.Context, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name in LAZY_COMMANDS:
+            command = _load_lazy(*LAZY_COMMANDS[cmd_name])
+        return command
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        rest = [*getattr(ctx, "_protected_args", []), *ctx.args]
+        state.json, state.debug = "--json" in rest, "--debug" in rest  # commands set them too
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise  # --help, usage errors and aborts are handled (and printed) by typer
+        except KeyboardInterrupt:
+            raise typer.Abort() from None
+        except Exception as exc:
+            if state.debug:
+                raise
+            _report_error(exc)
+            raise typer.Exit(exit_code_for(exc)) from None
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _load_lazy(module_name: str, attribute: str) -> Any:
+    if not _module_exists(module_name):
+        return None
+    module = importlib.import_module(module_name)
+    return typer.main.get_command(getattr(module, attribute))
+
+
+# -- shared options ------------------------------------------------------------------------
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show debug logs and tracebacks.")]
+ScopeOpt = Annotated[str, typer.Option(
+    "--scope", "-s", envvar="MEMROUTE_SCOPE",
+    help="Whose memory: org\\[/project\\[/user\\[/agent]]] (env MEMROUTE_SCOPE).")]
+
+
+def parse_scope(text: str):
+    """A `Scope` from ``org[/project[/user[/agent]]]``; empty parts take their defaults."""
+    from memroute.memory.errors import InvalidInputError
+    from memroute.memory.models import coerce_scope
+
+    parts = text.strip().split("/")
+    if len(parts) > 4 or not parts[0]:
+        raise InvalidInputError(
+            f"invalid scope {text!r}: use org[/project[/user[/agent]]], e.g. acme/support/u42")
+    fields = dict(zip(("org_id", "project_id", "user_id", "agent_id"), parts, strict=False))
+    return coerce_scope({key: value for key, value in fields.items() if value})
+
+
+def parse_filters(text: str | None) -> dict[str, Any] | None:
+    from memroute.memory.errors import FilterError
+
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FilterError(f"--filters is not valid JSON: {exc.msg} at column {exc.colno}") from exc
+    if not isinstance(value, dict):
+        raise FilterError("--filters must be a JSON object, e.g. '{\"producer\": \"user\"}'")
+    return value
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a command's coroutine to completion (the CLI is an edge of the async core)."""
+    return asyncio.run(coro)
+
+
+async def open_memory():
+    from memroute.memory import Memory
+    from memroute.settings import get_settings
+
+    return await Memory.open(settings=get_settings())
+
+
+# -- the app -------------------------------------------------------------------------------
+
+app = typer.Typer(
+    name="memroute", cls=MemrouteGroup, no_args_is_help=True, add_completion=False,
+    pretty_exceptions_enable=False, rich_markup_mode="rich",
+    help="memroute: a retrieval agent over episodic memory on PostgreSQL + pgvector.",
+)
+db_app = typer.Typer(no_args_is_help=True, help="The database: embedded server and scopes.")
+app.add_typer(db_app, name="db")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from memroute import __version__
+
+        typer.echo(f"memroute {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """memroute: a retrieval agent over episodic memory on PostgreSQL + pgvector."""
+

@@ -1,0 +1,153 @@
+"""``memroute db``: the embedded server (status, start, stop, url) and erasing a scope."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from memroute import cli_output as out
+from memroute.cli._app import (
+    DebugOpt,
+    JsonOpt,
+    db_app,
+    open_memory,
+    parse_scope,
+    run,
+    setup_command,
+)
+
+
+def _settings():
+    from memroute.settings import get_settings
+
+    return get_settings()
+
+
+def _require_embedded(action: str) -> None:
+    from memroute.memory.errors import InvalidInputError
+
+    if _settings().database_url:
+        raise InvalidInputError(
+            f"`db {action}` manages the embedded server, but MEMROUTE_DATABASE_URL points at "
+            "an external database; unset it to use the embedded server")
+
+
+@db_app.command("status")
+def db_status(
+    scope: Annotated[str | None, typer.Option(
+        "--scope", "-s", help="Also count the episodes of this scope.")] = None,
+    json_output: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Where the database is, whether it runs, and (with --scope) what a scope holds."""
+    setup_command(json_output, debug)
+    from memroute.memory.server import embedded_server_status
+
+    settings = _settings()
+    if settings.database_url:
+        info: dict[str, Any] = {"mode": "external", "running": None,
+                                "url": out.redact_url(settings.database_url)}
+    else:
+        info = {"mode": "embedded", "home": str(settings.home),
+                **embedded_server_status(settings.home)}
+    info["schema"] = settings.db_schema
+    if scope is not None:
+        target = parse_scope(scope)
+        info["scope"] = out.scope_label(target)
+        info["counts"] = run(_count(target)) if info["running"] is not False else None
+    if json_output:
+        out.emit_json(info)
+        return
+    console = out.stdout_console()
+    for key, value in info.items():
+        console.print(f"[bold]{key:>11}[/bold]  {value if value is not None else '-'}")
+
+
+async def _count(scope: Any) -> dict[str, int]:
+    memory = await open_memory()
+    try:
+        return await memory.count(scope)
+    finally:
+        await memory.close()
+
+
+@db_app.command("start")
+def db_start(json_output: JsonOpt = False, debug: DebugOpt = False) -> None:
+    """Start the embedded server (or reuse the running one)."""
+    setup_command(json_output, debug)
+    _require_embedded("start")
+    from memroute.memory.server import ensure_embedded_server
+
+    url = ensure_embedded_server(_settings().home)
+    if json_output:
+        out.emit_json({"running": True, "url": url})
+    else:
+        out.stdout_console().print(f"embedded server running: {url}", markup=False)
+
+
+@db_app.command("stop")
+def db_stop(json_output: JsonOpt = False, debug: DebugOpt = False) -> None:
+    """Stop the embedded server."""
+    setup_command(json_output, debug)
+    _require_embedded("stop")
+    from memroute.memory.server import stop_embedded_server
+
+    stopped = stop_embedded_server(_settings().home)
+    if json_output:
+        out.emit_json({"stopped": stopped, "running": False})
+    else:
+        out.stdout_console().print("stopped" if stopped else "the embedded server was not running")
+
+
+@db_app.command("url")
+def db_url(json_output: JsonOpt = False, debug: DebugOpt = False) -> None:
+    """Print the connection URL (starting the embedded server if needed), e.g. for psql."""
+    setup_command(json_output, debug)
+    settings = _settings()
+    if settings.database_url:
+        url = settings.database_url
+    else:
+        from memroute.memory.server import ensure_embedded_server
+
+        url = ensure_embedded_server(settings.home)
+    if json_output:
+        out.emit_json({"url": url})
+    else:
+        typer.echo(url)
+
+
+@db_app.command("erase")
+def db_erase(
+    scope: Annotated[str, typer.Option("--scope", "-s", help="The scope to erase (required).",
+                                       show_default=False)],
+    session: Annotated[str | None, typer.Option(help="Erase only this session.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    json_output: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Delete every episode of a scope (or of one session in it)."""
+    setup_command(json_output, debug)
+    from memroute.memory.errors import InvalidInputError
+
+    target = parse_scope(scope)
+    label = out.scope_label(target)
+    what = f"session {session!r} of scope {label}" if session else f"all of scope {label}"
+    if not yes:
+        if json_output:
+            raise InvalidInputError(f"refusing to erase {what} without confirmation: pass --yes")
+        if not typer.confirm(f"Erase {what}?", default=False, err=True):
+            raise InvalidInputError("not confirmed; nothing was erased")
+    deleted = run(_erase(target, session))
+    if json_output:
+        out.emit_json({"scope": out.scope_label(target), "session": session, "deleted": deleted})
+    else:
+        out.stdout_console().print(f"erased {deleted} episode(s): {what}")
+
+
+async def _erase(scope: Any, session: str | None) -> int:
+    memory = await open_memory()
+    try:
+        return await memory.delete(scope, session_id=session)
+    finally:
+        await memory.close()

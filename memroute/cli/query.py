@@ -1,0 +1,145 @@
+"""``memroute search`` (direct search) and ``memroute ask`` (the retrieval agent)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from memroute import cli_output as out
+from memroute.cli._app import (
+    DebugOpt,
+    JsonOpt,
+    ScopeOpt,
+    app,
+    open_memory,
+    parse_filters,
+    parse_scope,
+    run,
+    setup_command,
+    state,
+)
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for.", show_default=False)],
+    k: Annotated[int, typer.Option("--k", "-k", min=1, max=1000, help="How many results.")] = 10,
+    filters: Annotated[str | None, typer.Option(
+        help='A JSON filter, e.g. \'{"producer": "user"}\'.')] = None,
+    scope: ScopeOpt = "default",
+    json_output: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Direct search of the memory (no agent): results with scores and stage timings."""
+    setup_command(json_output, debug)
+    target = parse_scope(scope)
+    where = parse_filters(filters)
+    results = run(_search(target, query, k, where))
+    if json_output:
+        out.emit_json({
+            "query": query, "scope": out.scope_label(target), "k": k, "filters": where,
+            "reranker": results.reranker, "timings_ms": results.timings,
+            "results": [out.result_dict(i, r) for i, r in enumerate(results, start=1)],
+        })
+        return
+    console = out.stdout_console()
+    if not results:
+        console.print(f"no results in scope {out.scope_label(target)}")
+    else:
+        console.print(out.results_table(results))
+    console.print(out.timings_line(results.timings, results.reranker), style="dim")
+
+
+async def _search(scope: Any, query: str, k: int, filters: dict | None) -> Any:
+    memory = await open_memory()
+    try:
+        return await memory.search_scored(scope, query, k=k, filters=filters)
+    finally:
+        await memory.close()
+
+
+# -- ask -----------------------------------------------------------------------------------
+
+STRATEGIES = ("auto", "direct", "split", "chain")
+PLANNERS = ("auto", "offline", "llm")
+
+
+@app.command()
+def ask(
+    query: Annotated[str, typer.Argument(help="The question.", show_default=False)],
+    strategy: Annotated[str, typer.Option(help="auto | direct | split | chain")] = "auto",
+    k: Annotated[int, typer.Option("--k", "-k", min=1, max=1000, help="How many results.")] = 10,
+    filters: Annotated[str | None, typer.Option(
+        help='A JSON filter, e.g. \'{"producer": "user"}\'.')] = None,
+    planner: Annotated[str, typer.Option(
+        help="auto (an LLM when MEMROUTE_LLM_MODEL is set) | offline | llm")] = "auto",
+    max_llm_calls: Annotated[int | None, typer.Option(min=0, help="Budget: LLM calls.")] = None,
+    max_tokens: Annotated[int | None, typer.Option(
+        min=0, help="Budget: input tokens (output is capped at the same number).")] = None,
+    explain: Annotated[bool, typer.Option(
+        "--explain", help="Show the route, sub-queries or hops, evidence and costs.")] = False,
+    scope: ScopeOpt = "default",
+    json_output: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Retrieve with the agent: it routes the question (direct, split or chain) and searches."""
+    setup_command(json_output, debug)
+    from memroute.memory.errors import InvalidInputError
+
+    if strategy not in STRATEGIES:
+        raise InvalidInputError(f"unknown --strategy {strategy!r}: use {', '.join(STRATEGIES)}")
+    if planner not in PLANNERS:
+        raise InvalidInputError(f"unknown --planner {planner!r}: use {', '.join(PLANNERS)}")
+    target = parse_scope(scope)
+    budget = None
+    if max_llm_calls is not None or max_tokens is not None:
+        budget = {"max_llm_calls": max_llm_calls, "max_input_tokens": max_tokens,
+                  "max_output_tokens": max_tokens}
+    options = {"scope": target, "k": k, "filters": parse_filters(filters),
+               "strategy": strategy, "budget": budget}
+    result = run(_ask(query, planner, options))
+    if json_output:
+        out.emit_json(out.answer_dict(query, target, result))
+        return
+    console = out.stdout_console()
+    if explain:
+        out.print_explanation(console, result)
+        return
+    console.print(out.results_table(result.results))
+    totals = result.costs.totals
+    console.print(f"route {result.route} · {len(result.queries)} quer"
+                  f"{'y' if len(result.queries) == 1 else 'ies'} · {totals['llm_calls']} LLM "
+                  f"call(s) · {totals['wall_ms']:.0f} ms · stop {result.stop_reason}",
+                  style="dim", markup=False)
+
+
+def make_agent(memory: Any, planner: str) -> Any:
+    """The retrieval agent with the planner asked for on the command line."""
+    from memroute.agent import RetrievalAgent
+    from memroute.memory.errors import InvalidInputError
+
+    if planner == "offline":
+        from memroute.strategies.offline_planner import OfflinePlanner
+
+        return RetrievalAgent(memory=memory, planner=OfflinePlanner())
+    if planner == "llm" and not memory.settings.llm_model:
+        raise InvalidInputError("--planner llm needs a model: set MEMROUTE_LLM_MODEL "
+                                "(and MEMROUTE_LLM_BASE_URL / MEMROUTE_LLM_API_KEY)")
+    return RetrievalAgent(memory=memory)
+
+
+async def _ask(query: str, planner: str, options: dict[str, Any]) -> Any:
+    memory = await open_memory()
+    try:
+        agent = make_agent(memory, planner)
+        console = out.stderr_console()
+        result = None
+        async for event in agent.astream(query, **options):
+            if getattr(event, "event", "") == "final":
+                result = event.result
+            elif not state.json and (line := out.event_line(event)):
+                console.print(f"· {line}", style="dim", markup=False, highlight=False)
+        return result
+    finally:
+        await memory.close()
