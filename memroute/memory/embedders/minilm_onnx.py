@@ -58,6 +58,9 @@ class MiniLMOnnxEmbedder:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
+        # Idle worker threads spin by default; on a shared machine that burns the cores other
+        # processes need (one cause of the 10-35x slowdowns under contention).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             self._session = ort.InferenceSession(
                 str(path), options, providers=["CPUExecutionProvider"]
