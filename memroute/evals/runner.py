@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import structlog
+from memroute._log import get_logger
 
 from memroute.evals import answering, metrics
 from memroute.evals.datasets import DATASETS, Dataset, Question, load_dataset
@@ -26,7 +26,7 @@ from memroute.memory.embedders import make_embedder
 from memroute.memory.errors import InvalidInputError
 from memroute.settings import MemrouteSettings, get_settings
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 STRATEGIES = ("auto", "direct", "split", "chain")
 PLANNERS = ("offline", "llm")

@@ -18,13 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-import structlog
+from memroute._log import get_logger
 
 from memroute.evals.datasets import Dataset, Question
 from memroute.memory import Episode, Memory, Scope
 from memroute.memory.embedders import Embedder
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 STORE_FORMAT = "v1"  # bump when the way episodes are built changes
 POOLED_SESSION = "pooled"

@@ -7,14 +7,14 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import structlog
+from memroute._log import get_logger
 from langgraph.errors import NodeTimeoutError
 
 from memroute.graph.state import NodeCost, RetrievalState
 from memroute.strategies.base import Planner, PlannerResult, Usage
 from memroute.strategies.budget import Budget, CallLimits, Spend
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 T = TypeVar("T")
 ATTEMPTS_ATTR = "memroute_attempts"
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 
-import structlog
+from memroute._log import get_logger
 from psycopg import AsyncConnection
 
 from memroute.memory.errors import EmbedderMismatchError, InvalidInputError
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _LOCK_ID = 0x6D656D726F757465  # "memroute"

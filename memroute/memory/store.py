@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-import structlog
+from memroute._log import get_logger
 from pgvector.psycopg import register_vector_async
 from psycopg import AsyncConnection, OperationalError
 from psycopg_pool import AsyncConnectionPool
@@ -42,7 +42,7 @@ from memroute.memory.server import ensure_embedded_server
 from memroute.memory.splitter import split_sentences
 from memroute.settings import MemrouteSettings, get_settings
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 MAX_QUERY_CHARS = 8192
 MAX_K = 1000

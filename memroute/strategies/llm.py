@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
-import structlog
+from memroute._log import get_logger
 from pydantic import BaseModel, ValidationError
 
 from memroute.prompts import load_prompt
@@ -25,7 +25,7 @@ from memroute.strategies.base import PlannerResult, Usage
 from memroute.strategies.budget import CallLimits, with_margin
 from memroute.strategies.tokens import count_messages, count_tokens
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 T = TypeVar("T", bound=BaseModel)
 Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": ...}

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import structlog
+from memroute._log import get_logger
 from pydantic import BaseModel
 
 from memroute.memory.errors import InvalidInputError
 from memroute.settings import MemrouteSettings
 from memroute.strategies.llm import ChatBackend, Completion, Message
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # Ways of asking an OpenAI-compatible server for JSON, most to least constrained. Servers
 # differ: llama.cpp's rejects "json_schema" but takes a schema inside "json_object".

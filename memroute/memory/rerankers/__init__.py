@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import structlog
+from memroute._log import get_logger
 
 from memroute.memory.errors import ModelUnavailableError
 from memroute.memory.rerankers.base import (
@@ -16,7 +16,7 @@ from memroute.memory.rerankers.offline import OfflineReranker
 __all__ = ["OfflineReranker", "RerankCandidate", "RerankQuery", "Reranker", "fuse_scores",
            "make_reranker"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 def make_reranker(spec: str = "offline", *, cache_dir: str | None = None) -> Reranker | None:
