@@ -131,7 +131,7 @@ async def build_store(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder, 
     synthetic = max(0, size - len(all_texts))
     for j in range(synthetic):
         base = j % len(texts)
-        name = f"{texts[base]} [synthetic {j}]"
+        name = f"synthetic {j} of {texts[base]}"
         table[name] = l2_normalize(vectors[base] + rng.normal(0, 0.35, vectors.shape[1]))
         all_texts.append(name)
     schema = f"bench_{size}"
@@ -180,6 +180,11 @@ async def run(args: argparse.Namespace) -> dict:
     random.Random(0).shuffle(texts)
     texts = texts[: args.max_real]
     vectors = await cached_embeddings(embedder, texts)
+    # Keep the texts the splitter leaves whole, so each episode is one known sentence.
+    from memroute.memory.splitter import split_sentences
+
+    whole = [i for i, t in enumerate(texts) if split_sentences(t) == [t]]
+    texts, vectors = [texts[i] for i in whole], vectors[whole]
     table = dict(zip(texts, vectors))
     report: dict = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
