@@ -113,6 +113,14 @@ async def fetch_clusters(conn: AsyncConnection, schema: str, scope_key: str, uid
                          before: int, after: int) -> tuple[dict[str, list[str]], dict[str, Episode]]:
     """For each nucleus uid, its cluster (neighbours in its session), and every episode found."""
     cur = conn.cursor(row_factory=dict_row)
+    if before == 0 and after == 0:  # no context: a plain primary-key lookup
+        await cur.execute(
+            f"SELECT e.uid AS nucleus, {_EPISODE_COLUMNS} FROM {schema}.episodes e "
+            "WHERE e.scope_key = %s AND e.uid = ANY(%s::text[])",
+            [scope_key, uids],
+        )
+        rows = await cur.fetchall()
+        return {r["uid"]: [r["uid"]] for r in rows}, {r["uid"]: _episode(r) for r in rows}
     await cur.execute(
         f"""
         SELECT n.uid AS nucleus, {_EPISODE_COLUMNS}
