@@ -44,9 +44,12 @@ def test_implements_the_planner_protocol() -> None:
     # a coordination that describes the entity asked for is not a split
     ("Which actor starred in both \"The Best Years of Our Lives\" and \"The Crowded Sky\"?",
      "chain"),
-    # one subject, one relation -> direct
-    ("When did Caroline go to the LGBTQ support group?", "direct"),
-    ("What is the capital of France?", "direct"),
+    # a relation of a named subject: bridge from what it names (measured better than direct)
+    ("When did Caroline go to the LGBTQ support group?", "chain"),
+    ("What is the capital of France?", "chain"),
+    # nothing named to bridge from -> direct
+    ("what did we decide about the budget last week?", "direct"),
+    ("How do vaccines train the immune system?", "direct"),
 ])
 def test_route_by_syntax(question: str, route: str) -> None:
     assert choose_route(question)[0] == route
@@ -108,6 +111,23 @@ def test_bridge_entity_comes_from_first_hop_sentences_not_titles_alone() -> None
     ranked = [c.entity for c in bridge_candidates(question, evidence, [question])]
     assert ranked[0] == "Shirley Temple"
     assert "American" not in ranked and "Corliss Archer" not in ranked
+
+
+async def test_judge_packs_the_next_entities_into_the_last_rewrite() -> None:
+    planner = OfflinePlanner()
+    question = "Which government position was held by the star of Kiss and Tell?"
+    hop1 = ["Kiss and Tell (1945 film): Kiss and Tell is a 1945 comedy film starring Shirley "
+            "Temple, Jerome Courtland and Walter Abel."]
+    first = (await planner.judge(question, hop1, [question], 1)).value
+    assert first is not None and first.new_query.startswith("Shirley Temple ")
+    hop2 = hop1 + ["Shirley Temple: Shirley Temple was an American actress."]
+    second = (await planner.judge(question, hop2, [question, first.new_query], 2)).value
+    assert second is not None and not second.is_sufficient
+    assert second.new_query.startswith("Jerome Courtland Walter Abel")
+    # both rewrites used: the evidence is judged sufficient
+    third = (await planner.judge(question, hop2, [question, first.new_query,
+                                                 second.new_query], 3)).value
+    assert third is not None and third.is_sufficient and third.confidence >= 0.8
 
 
 async def test_judge_bridges_then_stops_when_nothing_is_new() -> None:

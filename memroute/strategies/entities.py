@@ -26,14 +26,27 @@ _FUNCTION_CAPS = STOPWORDS | frozenset(
     "can could will would should may might in on at by for from of the a an this that these "
     "those his her its their he she it they we i".split()
 )
+# Words that are capitalized at the start of a sentence but name nothing.
+_SENTENCE_STARTERS = frozenset(
+    """however although though despite during after before since while among amongst
+    additionally generally also following according unlike like many most some several each
+    every other another such until upon within without throughout today currently
+    originally initially later early previously formerly recently nevertheless thus
+    therefore instead meanwhile furthermore moreover besides here there once often usually
+    sometimes being having born located based known founded considered described regarded
+    its it's as at in on from with by for into onto over under between across around along
+    near beyond toward towards against via per then now yet still even only just both either
+    neither all any no not none few more less one two three four five six seven eight nine ten
+    first second third last next new old poor head""".split()
+)
 _CALENDAR = frozenset(
     "january february march april may june july august september october november december "
     "monday tuesday wednesday thursday friday saturday sunday".split()
 )
 # Lowercase words allowed inside a capitalized phrase ("Kiss and Tell", "Bank of America").
 # "and" is left out: in running text it joins two entities far more often than it sits in one.
-_CONNECTORS = frozenset("of the for de la le du von van der den di da del y on in at & to"
-                        .split())
+_CONNECTORS = frozenset("of the for de la le du von van der den di da del y &".split())
+_ABBREVIATIONS = frozenset("st mt dr mr mrs ms jr sr ft gen col lt sgt capt rev gov sen rep".split())
 _TOKEN = re.compile(r"[\w][\w'’.\-]*[\w]|[\w]|&", re.UNICODE)
 _QUOTED = re.compile(r"[\"“”]([^\"“”]{2,80})[\"“”]")
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -63,7 +76,9 @@ def capitalized_phrases(text: str) -> list[str]:
     """Maximal runs of capitalized tokens (digits allowed after the first token), with short
     lowercase connectors inside ("Bank of America"), plus quoted phrases. Sentence-initial
     function words ("The", "In", "Which") and calendar words do not start a phrase."""
-    phrases: list[str] = [m.group(1).strip() for m in _QUOTED.finditer(text)]
+    phrases: list[str] = [m.group(1).strip(" .,;:") for m in _QUOTED.finditer(text)]
+    # Quoted titles are taken whole; their words do not start phrases of their own.
+    text = _QUOTED.sub(lambda m: '"' + " " * (len(m.group(0)) - 2) + '"', text)
     tokens = [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(text)]
     i = 0
     while i < len(tokens):
@@ -71,6 +86,8 @@ def capitalized_phrases(text: str) -> list[str]:
         if not word[:1].isupper() or word.lower() in _FUNCTION_CAPS or word.lower() in _CALENDAR:
             i += 1
             continue
+        initial = i == 0 or bool(re.search(r"[.!?:]\s*[\"'“(]*\s*$",
+                                           text[:tokens[i][1]]))
         j = i + 1
         end = i
         while j < len(tokens):
@@ -78,15 +95,22 @@ def capitalized_phrases(text: str) -> list[str]:
             gap = text[tokens[j - 1][2]:tokens[j][1]]
             if any(ch in gap for ch in ",;:()[]\"“”!?") or "\n" in gap:
                 break
+            previous = tokens[j - 1][0]
+            if "." in gap and not (len(previous) == 1 or previous.lower() in _ABBREVIATIONS):
+                break  # a sentence ends here ("J. R. R. Tolkien" and "St. Louis" do not)
             if _is_cap(nxt) and nxt.lower() not in _CALENDAR:
                 end = j
                 j += 1
-            elif nxt.lower() in _CONNECTORS and j + 1 < len(tokens) and _is_cap(tokens[j + 1][0]):
+            elif (nxt.lower() in _CONNECTORS and j + 1 < len(tokens)
+                  and tokens[j + 1][0][:1].isupper()):
                 j += 1
             else:
                 break
-        phrase = text[tokens[i][1]:tokens[end][2]].strip(" .'’-")
-        if phrase:
+        phrase = re.sub(r"['’]s$", "", text[tokens[i][1]:tokens[end][2]]).strip(" .,;:'’-")
+        # A lone capitalized word opening a sentence is usually just a sentence opener.
+        lone_opener = initial and end == i and (word.lower() in _SENTENCE_STARTERS
+                                                or word.lower().endswith("ly"))
+        if phrase and not lone_opener:
             phrases.append(phrase)
         i = end + 1
     unique: dict[str, str] = {}
@@ -117,6 +141,7 @@ def key_terms(query: str, drop: Iterable[str] = ()) -> list[str]:
     dropped = {w for d in drop for w in _WORD.findall(fold(d))}
     out: dict[str, str] = {}
     for word in _TOKEN.findall(query):
+        word = re.sub(r"['’]s$", "", word)
         low = fold(word)
         if not low or low in STOPWORDS or low in _FUNCTION_CAPS or low in dropped:
             continue

@@ -1,20 +1,25 @@
 """The offline planner: deterministic heuristics for the agent's three decisions, no LLM.
 
-A heuristic, documented as one (tuned only on the shared development data):
+A heuristic, documented as one, tuned only on the shared development data
+(``docs/evaluation.md`` has the measurements behind each rule):
 
-- **route** by syntax: two or more subjects under a comparison or coordination ("Which was
-  founded first, A or B?", "Are A and B both ...?") -> ``split``; a nested relation (relative
-  clause, passive or possessive relation chain: "the director of the film that ...") ->
-  ``chain``; otherwise ``direct``. A nested relation wins over a comparison ("any explicit
-  dependency chain -> ChainOfQuery").
-- **split** into one sub-query per subject: the subject plus the question's relation words
+- **route**: two or more named subjects under a comparison or coordination ("Which was
+  founded first, A or B?", "Are A and B both ...?") -> ``split``, unless it compares a role
+  reached through each subject ("Which film has the director who died first, A or B?") or
+  only describes the entity asked for ("Which actor starred in both A and B?") -> ``chain``;
+  a nested relation (relative clause, passive or possessive relation chain) -> ``chain``;
+  any other question that names something -> ``chain`` as well, because bridging from what
+  it names was measured better than one search on every question class of the four
+  benchmarks at no token cost; nothing named -> ``direct``.
+- **split**: one sub-query per subject, the subject plus the question's relation words
   (no comparison wording).
-- **judge** (ChainOfQuery) bridges on entities: capitalized and quoted phrases of the evidence
-  and the titles of stored ``"Title: sentence"`` contents that the question does not name,
-  scored by the rank of the evidence they occur in, higher when they occur in a sentence
-  about an entity the question names. The rewrite is that entity plus the question's relation
-  words, so it is grounded in the evidence. When no untried entity is left, the evidence is
-  judged sufficient.
+- **judge** (ChainOfQuery) bridges on entities: capitalized and quoted phrases of the
+  evidence and the titles of stored ``"Title: sentence"`` contents that the question does not
+  name, scored by the rank of the evidence they occur in (higher in a sentence about an
+  entity the question names). The first rewrite is the best entity plus the question's
+  relation words; the last one packs the next few entities into one query. Rewrites only use
+  words of the question and the evidence, so they are grounded. When every permitted rewrite
+  was searched, or nothing untried is left, the evidence is judged sufficient.
 
 Every method returns a `PlannerResult` with zero LLM calls and never raises.
 """
@@ -215,6 +220,12 @@ def asks_for_hidden_entity(query: str, subjects: list[str]) -> bool:
     return bool(_DESCRIPTOR.search(masked)) and not _SHARED.search(masked)
 
 
+def has_anchor(query: str) -> bool:
+    """Whether the question names something a chain can start from (a capitalized or
+    quoted phrase)."""
+    return bool(capitalized_phrases(query))
+
+
 def choose_route(query: str) -> tuple[str, str]:
     """The route and a short reason (see the module docstring)."""
     subjects, alternatives = comparison_subjects(query)
@@ -232,7 +243,9 @@ def choose_route(query: str) -> tuple[str, str]:
         return "chain", "nested relation"
     if subjects:
         return "chain", "the coordination describes the entity asked for"
-    return "direct", "single subject, no nested relation"
+    if has_anchor(query):
+        return "chain", "a relation of a named subject: bridge to the entities it leads to"
+    return "direct", "nothing named to bridge from"
 
 
 def relation_words(query: str, subjects: list[str]) -> list[str]:
@@ -267,12 +280,17 @@ class BridgeCandidate:
     score: float
 
 
-def bridge_candidates(query: str, evidence: list[str], tried: list[str]) -> list[BridgeCandidate]:
+def bridge_candidates(query: str, evidence: list[str], tried: list[str], *,
+                      anchor_boost: float = 2.0, title_weight: float = 1.0,
+                      decay: float = 1.0, fresh_from: int | None = None,
+                      fresh_weight: float = 1.0) -> list[BridgeCandidate]:
     """Entities of the evidence that the question and earlier queries do not name, best first.
 
-    An evidence item at rank r adds 1/(r+1) to each of its phrases (x2 when its title is
-    named by the question: a fact about the question's own subject points to the bridge) and
-    to its title when the question does not name it.
+    An evidence item at rank r adds 1/(r+1)^decay to each of its phrases (times
+    ``anchor_boost`` when its title is named by the question: a fact about the question's own
+    subject points to the bridge) and ``title_weight`` times that to its title when the
+    question does not name it. A lone surname ("Musschenbroek") counts for the full name
+    it ends ("Pieter van Musschenbroek") when both occur.
     """
     scores: dict[str, float] = {}
     surface: dict[str, str] = {}
@@ -285,17 +303,23 @@ def bridge_candidates(query: str, evidence: list[str], tried: list[str]) -> list
         scores[key] = scores.get(key, 0.0) + weight
         surface.setdefault(key, entity)
 
-    for rank, text in enumerate(evidence):
+    for index, text in enumerate(evidence):
+        fresh = fresh_from is not None and index >= fresh_from
+        rank = index - fresh_from if fresh else index
         for line in text.splitlines() or [text]:
             title, sentence = split_title(line)
-            weight = 1.0 / (rank + 1)
+            weight = (fresh_weight if fresh else 1.0) / (rank + 1) ** decay
             anchored = title is not None and mentioned(title, query)
             if title is not None and not anchored:
-                add(title, weight)
+                add(title, weight * title_weight)
             for phrase in capitalized_phrases(sentence):
                 if title is not None and fold(phrase) == fold(title):
                     continue
-                add(phrase, weight * (2.0 if anchored else 1.0))
+                add(phrase, weight * (anchor_boost if anchored else 1.0))
+    for key in [k for k in scores if " " not in k]:
+        longer = [k for k in scores if k.endswith(" " + key)]
+        if len(longer) == 1:
+            scores[longer[0]] += scores.pop(key)
     ranked = sorted(scores, key=lambda k: -scores[k])
     return [BridgeCandidate(surface[k], scores[k]) for k in ranked]
 
@@ -308,20 +332,51 @@ def bridge_query(query: str, entity: str) -> str:
     return " ".join([entity, *words]).strip()
 
 
-def judge_evidence(query: str, evidence: list[str], previous_queries: list[str]
-                   ) -> ChainJudgment:
-    indices = list(range(len(evidence)))
-    candidates = bridge_candidates(query, evidence, previous_queries)
+@dataclass(frozen=True)
+class ChainHeuristics:
+    """How the offline judge bridges (defaults measured on the development data).
+
+    ``bridges``: rewrites per question (the graph's default three hops allow two);
+    ``keep``: evidence items selected per hop; ``fresh_weight``: weight of the latest hop's
+    new hits against the runner-up entities of earlier hops; ``pack``: entities searched
+    together by the last rewrite.
+    """
+
+    bridges: int = 2
+    keep: int = 10
+    fresh_weight: float = 0.2
+    pack: int = 3
+
+
+def judge_evidence(query: str, evidence: list[str], previous_queries: list[str],
+                   heuristics: ChainHeuristics = ChainHeuristics()) -> ChainJudgment:
+    """Bridge to the best untried entities while rewrites are left; otherwise sufficient.
+
+    After the first hop the evidence is the items kept earlier, then the latest search's new
+    hits; those are ranked from the top again (times ``fresh_weight``), so the next bridge
+    comes from the runner-up entities of the first hop or from the latest hop."""
+    h = heuristics
+    indices = list(range(min(h.keep, len(evidence))))
+    rewrites = max(0, len([q for q in previous_queries if q.strip()]) - 1)
+    fresh_from = min(h.keep, len(evidence)) if rewrites else None
+    candidates = bridge_candidates(query, evidence, previous_queries, fresh_from=fresh_from,
+                                   fresh_weight=h.fresh_weight) if rewrites < h.bridges else []
     if not candidates:
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9)
+    last = rewrites + 1 == h.bridges
+    entities = " ".join(c.entity for c in candidates[:h.pack if last else 1])
     return ChainJudgment(is_sufficient=False, evidence_indices=indices,
-                         new_query=bridge_query(query, candidates[0].entity), confidence=0.4)
+                         new_query=bridge_query(query, entities), confidence=0.4)
 
 
 class OfflinePlanner:
     """Implements `memroute.strategies.base.Planner` with the heuristics above."""
 
     name = "offline"
+
+    def __init__(self, heuristics: ChainHeuristics | None = None, **overrides: float) -> None:
+        base = heuristics or ChainHeuristics()
+        self.heuristics = ChainHeuristics(**{**base.__dict__, **overrides})
 
     @staticmethod
     async def _run(build: Callable[[], T]) -> PlannerResult[T]:
@@ -346,5 +401,5 @@ class OfflinePlanner:
     async def judge(self, query: str, evidence: list[str], previous_queries: list[str],
                     hop: int) -> PlannerResult[ChainJudgment]:
         return await self._run(lambda: judge_evidence(query, list(evidence),
-                                                      list(previous_queries)))
+                                                      list(previous_queries), self.heuristics))
 
