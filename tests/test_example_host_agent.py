@@ -76,9 +76,12 @@ async def test_host_final_state_and_no_model(host, memory: Memory, filled: Scope
     final = await graph.ainvoke({"messages": [HumanMessage("Who looks after Biscuit?")]},
                                 context=context)
     assert set(final) <= set(host.HostState.__annotations__)
-    assert final["query"] == "Who looks after Biscuit?" and final["route"] == "direct"
+    # The offline planner picks the route; the host only relays it.
+    assert final["query"] == "Who looks after Biscuit?"
+    assert final["route"] in ("direct", "split", "chain")
     reply = final["messages"][-1]
-    assert isinstance(reply, AIMessage) and reply.content.startswith("From memory (route direct)")
+    assert isinstance(reply, AIMessage)
+    assert reply.content.startswith(f"From memory (route {final['route']})")
     assert "Jonah Reyes" in reply.content  # the sitter, found by the subgraph
 
 
