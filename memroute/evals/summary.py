@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from memroute.evals.scoring import LOCOMO_METRICS, WIKI_METRICS
+from memroute.evals.scoring import LOCOMO_METRICS, WIKI_METRICS, headline_metric
 
 COST_FIELDS = ("llm_calls", "input_tokens", "output_tokens")
 
@@ -65,7 +65,7 @@ def summarize_strategy(rows: list[dict[str, Any]], dataset: str, ks: list[int]
     out["latency_ms_mean"] = round(float(np.mean(latency)), 1) if latency else None
     out["latency_ms_p50"] = round(float(np.percentile(latency, 50)), 1) if latency else None
     out["latency_ms_p95"] = round(float(np.percentile(latency, 95)), 1) if latency else None
-    headline = _metric_names(dataset, ks[:1])[0]
+    headline = f"{headline_metric(dataset)}@{ks[0]}"
     routes: dict[str, dict[str, Any]] = {}
     for route in sorted({r["route"] for r in head}):
         taken = [r for r in head if r["route"] == route]
@@ -115,6 +115,10 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _num(value: Any, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:,.{digits}f}"
+
+
 def _table(header: list[str], rows: list[list[Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
@@ -146,11 +150,12 @@ def render_markdown(summary: dict[str, Any]) -> str:
         "",
         _table(["strategy", "LLM calls", "input tokens", "output tokens", "queries",
                 "p50 ms", "p95 ms"],
-               [[s, v["llm_calls"], v["input_tokens"], v["output_tokens"], v["queries_mean"],
-                 v["latency_ms_p50"], v["latency_ms_p95"]] for s, v in strategies.items()]),
+               [[s, _num(v["llm_calls"], 2), _num(v["input_tokens"]), _num(v["output_tokens"]),
+                 _num(v["queries_mean"], 2), _num(v["latency_ms_p50"]),
+                 _num(v["latency_ms_p95"])] for s, v in strategies.items()]),
         "",
     ]
-    headline = metric_names[0]
+    headline = summary.get("headline_metric") or metric_names[0]
     parts += ["## By route taken (Table-4 style)", ""]
     parts.append(_table(["strategy", "route", "n", headline],
                         [[s, r, d["n"], d.get(headline)] for s, v in strategies.items()
