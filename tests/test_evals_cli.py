@@ -186,3 +186,21 @@ async def test_interrupted_run_leaves_a_valid_partial_result(settings: MemrouteS
     rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 2
     assert on_disk["strategies"]["direct"]["n"] == 2
+
+
+async def test_llm_planner_tokens_are_counted_per_node(settings: MemrouteSettings,
+                                                      tmp_path: Path) -> None:
+    from tests.fake_chat import route
+
+    model = ScriptedChatModel.of([route("direct"), route("direct")])
+    cfg = EvalConfig(dataset="hotpotqa", data=FIX / "hotpotqa_5.jsonl", limit=2,
+                     strategies=["auto"], ks=[3], out=tmp_path, concurrency=1, planner="llm")
+    summary = await run_eval(cfg, settings=settings, llm=model)
+    auto = summary["strategies"]["auto"]
+    assert auto["llm_calls"] == 1.0
+    assert auto["routes"] == {"direct": {"n": 2, "sf_recall@3": auto["sf_recall@3"]}}
+    router = auto["tokens_by_node"]["tool_select"]
+    assert router["input"] > 100 and router["output"] > 0
+    assert auto["input_tokens"] == router["input"]
+    assert "tool_select" in summary["config"]["prompts"]
+    assert summary["config"]["planner"] != "offline"
