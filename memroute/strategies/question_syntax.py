@@ -1,0 +1,222 @@
+"""Question syntax for the offline planner: comparisons, coordinations, nested relations.
+
+Rules over the surface of an English question (no model): who or what it compares, whether a
+relation is reached through another one, and which route that calls for. The measurements
+behind each rule are in ``docs/evaluation.md``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from memroute.strategies.entities import capitalized_phrases, key_terms
+
+MAX_SUB_QUERIES = 6
+
+# Words that make a question compare its subjects.
+_COMPARATIVE = re.compile(
+    r"\b(first|earlier|earliest|older|oldest|younger|youngest|later|latest|last|before|after|"
+    r"longer|longest|shorter|more|most|less|fewer|larger|largest|bigger|smaller|higher|"
+    r"highest|lower|taller|tallest|compared|than|closer|farther|further|greater|better)\b",
+    re.I)
+# Words that ask what several subjects share.
+_SHARED = re.compile(r"\b(in common|both|same|each|either|neither|also)\b", re.I)
+_YES_NO = re.compile(r"^\s*(are|were|is|was|do|does|did|have|has|had|can|could|will|would)\b",
+                     re.I)
+# Trailing options: "..., A or B?" / "...: A, B or C".
+_OPTIONS = re.compile(r"[,:]\s*(?:the\s+)?([^,:]+?(?:\s*,\s*[^,:]+?)*\s+or\s+[^,:?]+?)\s*\??\s*$",
+                      re.I)
+_GROUP_GAP = re.compile(r"^\W*\s*(,|and|or|&|,\s*and|,\s*or|nor)?\s*(the)?\s*\W*$", re.I)
+_MASK = "SUBJECTX"
+# A relative clause after the first word ("the woman who portrayed ...").
+_RELATIVE = re.compile(r"(?<!^)\b(who|whom|whose|which|that|where)\s+(?!is\s+(older|younger))",
+                       re.I)
+# A passive or participial relation ("the film directed by ...", "a band formed in ...").
+_PARTICIPLE = re.compile(
+    r"\b(\w+(ed|en|wn|ung|ote|ade|eft|ilt|orn|old|ught|ound))\s+(by|in|for|from|at|with|on|"
+    r"as|to)\b", re.I)
+# A relation of a named thing: "the director of film X", "the father of X", "X's husband".
+_RELATION_NP = re.compile(
+    r"\b(the|a|an|his|her|its|their)\s+(?:[\w-]+\s+){0,3}?(of|from|for|by|behind)\s+"
+    r"(?:the\s+|a\s+|an\s+)?(?:(?:film|song|album|band|book|novel|series|show|game|team|"
+    r"company|group|movie|play|opera|magazine|newspaper|station|club)\s+)?[A-Z\"“'0-9]",
+    re.U)
+_POSSESSIVE = re.compile(
+    r"(?<!\bthere)(?<!\bit)(?<!\bthat)(?<!\bwhat)(?<!\bwho)(?<!\bhe)(?<!\bshe)(?<!\bhere)"
+    r"(?<!\blet)[\w)\"”]['’]s\s+(?:[a-z-]+\s+){0,2}?[a-z-]+", re.U | re.I)
+_COPULA_START = re.compile(r"^\s*(what|who|which)\s+(is|was|are|were)\s+(the|a|an)\b", re.I)
+# People and roles a question can reach through a named thing ("the director who died first").
+_ROLES = frozenset(
+    """director directors producer producers writer writers author authors composer composers
+    performer performers singer singers creator creators founder founders father mother son
+    daughter wife husband spouse brother sister child children parent parents grandfather
+    grandmother grandson granddaughter uncle aunt nephew niece owner owners publisher
+    developer designer architect coach captain star stars president leader manufacturer editor
+    host presenter narrator actor actress lyricist
+    screenwriter cinematographer""".split()
+)
+_ROLE_OF = re.compile(r"\b(has|have|had|with|whose|of)\s+(the|a|an)?\s*\w*\s*(" +
+                      "|".join(sorted(_ROLES)) + r")\b", re.I)
+# What a question can ask for that is a thing in its own right (its own paragraph), as
+# opposed to an attribute the subjects share ("What sport ...", "What kind of ...").
+_ENTITY_NOUNS = _ROLES | frozenset(
+    """film films movie company band person man woman group team club album song show series
+    character model musician artist politician chef rider magazine newspaper novel book
+    organization university school network station channel label restaurant documentary
+    program programme airline brand franchise studio""".split()
+)
+_ATTRIBUTE_NOUNS = frozenset("kind type sort form genre".split())
+_DESCRIPTOR = re.compile(rf"\b(starring|alongside|featuring|by|with)\s+(both\s+)?(the\s+)?{_MASK}",
+                         re.I)
+
+def _phrase_spans(query: str) -> list[tuple[int, int, str]]:
+    spans: list[tuple[int, int, str]] = []
+    cursor = 0
+    for phrase in capitalized_phrases(query):
+        at = query.find(phrase, cursor)
+        if at < 0:
+            at = query.find(phrase)
+        if at >= 0:
+            spans.append((at, at + len(phrase), phrase))
+            cursor = at + len(phrase)
+    return sorted(spans)
+
+
+def coordinated_groups(query: str) -> list[tuple[list[str], bool]]:
+    """Runs of capitalized phrases joined by ',', 'and', 'or', '&' (a run of commas alone is
+    an apposition, "Irving, Texas", not a coordination). Each run comes with whether an
+    'or' joins it."""
+    groups: list[tuple[list[str], bool]] = []
+    current: list[tuple[int, int, str]] = []
+    gaps: list[str] = []
+
+    def close() -> None:
+        joined = " ".join(gaps).lower()
+        if len(current) >= 2 and re.search(r"\b(and|or|nor)\b|&", joined):
+            groups.append(([p for _, _, p in current], bool(re.search(r"\bor\b", joined))))
+
+    for span in _phrase_spans(query):
+        gap = query[current[-1][1]:span[0]] if current else ""
+        if current and _GROUP_GAP.match(gap) and gap.strip(" \"'“”"):
+            current.append(span)
+            gaps.append(gap)
+            continue
+        close()
+        current, gaps = [span], []
+    close()
+    return groups
+
+
+def _clean_subject(text: str) -> str:
+    return re.sub(r"^(the|a|an)\s+", "", text.strip(" ?.\"'“”"), flags=re.I).strip()
+
+
+def comparison_subjects(query: str) -> tuple[list[str], bool]:
+    """The subjects a comparison or coordination names ([] if fewer than two), and whether
+    they are alternatives ("A or B"): trailing options first, else the longest coordinated
+    run of capitalized phrases."""
+    q = query.strip()
+    subjects: list[str] = []
+    alternatives = False
+    tail = _OPTIONS.search(q)
+    if tail:
+        parts = re.split(r"\s*,\s*(?:or\s+)?|\s+or\s+", tail.group(1))
+        subjects, alternatives = [_clean_subject(p) for p in parts], True
+    if len([s for s in subjects if s]) < 2:
+        groups = coordinated_groups(q)
+        subjects, alternatives = max(groups, key=lambda g: len(g[0])) if groups else ([], False)
+    subjects = [s for s in dict.fromkeys(s.strip() for s in subjects) if len(s) > 1]
+    if len(subjects) < 2:
+        return [], False
+    return subjects[:MAX_SUB_QUERIES], alternatives
+
+
+def mask_subjects(query: str, subjects: list[str]) -> str:
+    """The query with each subject (and any quotes around it) replaced by a placeholder."""
+    masked = query
+    for subject in sorted(subjects, key=len, reverse=True):
+        masked = re.sub(rf"[\"“']?{re.escape(subject)}[\"”']?", _MASK, masked)
+    return masked
+
+
+def _relations(text: str) -> int:
+    """How many relations of a named thing the text describes."""
+    return len(_RELATION_NP.findall(text)) + len(_POSSESSIVE.findall(text))
+
+
+def has_nested_relation(query: str) -> bool:
+    """A relation whose object is itself reached through another relation: a relative
+    clause, a passive relation, two relations of named things, or one that the question
+    asks something further about ("Where was the director of film X born?")."""
+    q = query.strip()
+    if _RELATIVE.search(q) or _PARTICIPLE.search(q):
+        return True
+    count = _relations(q)
+    return count >= 2 or (count == 1 and not _COPULA_START.search(q))
+
+
+def compares_a_role(query: str, subjects: list[str]) -> bool:
+    """A comparison of something reached through each subject ("Which film has the director
+    who died first, A or B?"): a chain per subject, not a split."""
+    masked = mask_subjects(query, subjects)
+    return bool(_ROLE_OF.search(masked) or (
+        _RELATIVE.search(masked) and {w.lower() for w in re.findall(r"[A-Za-z]+", masked)}
+        & _ROLES))
+
+
+def asks_for_hidden_entity(query: str, subjects: list[str]) -> bool:
+    """Whether a coordination only describes the thing asked for ("Which actor starred in
+    both A and B?", "the film starring A, B and C") rather than naming the subjects asked
+    about ("What sport do A and B play?")."""
+    masked = mask_subjects(query, subjects)
+    focus = re.match(r"^\s*(?:(who|whom)\b|(?:which|what)\s+((?:[\w-]+\s+){0,2}[\w-]+))",
+                     masked, re.I)
+    if focus and focus.group(1):
+        return True
+    words = {w.lower() for w in re.findall(r"[\w-]+", focus.group(2) or "")} if focus else set()
+    if words & _ENTITY_NOUNS and not words & _ATTRIBUTE_NOUNS:
+        return True
+    return bool(_DESCRIPTOR.search(masked)) and not _SHARED.search(masked)
+
+
+def has_anchor(query: str) -> bool:
+    """Whether the question names something a chain can start from (a capitalized or
+    quoted phrase)."""
+    return bool(capitalized_phrases(query))
+
+
+def choose_route(query: str) -> tuple[str, str]:
+    """The route and a short reason (see the module docstring)."""
+    subjects, alternatives = comparison_subjects(query)
+    nested = has_nested_relation(query)
+    if subjects:
+        comparative = bool(alternatives or _COMPARATIVE.search(query) or _YES_NO.search(query))
+        shared = bool(_SHARED.search(query))
+        if compares_a_role(query, subjects) and (comparative or shared):
+            return "chain", "compares a role of its subjects (a dependency chain per subject)"
+        if comparative:
+            return "split", "comparison of several subjects"
+        if (shared or not nested) and not asks_for_hidden_entity(query, subjects):
+            return "split", "coordination of several subjects"
+    if nested:
+        return "chain", "nested relation"
+    if subjects:
+        return "chain", "the coordination describes the entity asked for"
+    if has_anchor(query):
+        return "chain", "a relation of a named subject: bridge to the entities it leads to"
+    return "direct", "nothing named to bridge from"
+
+
+def relation_words(query: str, subjects: list[str]) -> list[str]:
+    """The question's content words that are neither subjects nor comparison wording."""
+    masked = mask_subjects(query, subjects)
+    return [w for w in key_terms(masked)
+            if w != _MASK and not _COMPARATIVE.fullmatch(w) and not _SHARED.fullmatch(w)]
+
+
+def split_query(query: str) -> list[str]:
+    subjects, _ = comparison_subjects(query)
+    if len(subjects) < 2:
+        return []
+    relation = " ".join(relation_words(query, subjects))
+    return [f"{s} {relation}".strip() for s in subjects]
