@@ -67,6 +67,7 @@ async def test_operator(memory: Memory, seeded: Scope, filters, expected) -> Non
     {"$not": {"topic": "x"}},
     {"topic; DROP TABLE episodes": "x"},
     {"a'b": 1},
+    {"topic\n": "x"},
     {"topic": {"$in": "billing"}},
     {"topic": {"$in": []}},
     {"topic": {"$gt": True}},

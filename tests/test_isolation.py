@@ -75,6 +75,7 @@ def test_scope_parts_cannot_collide_through_separators() -> None:
 
 
 @pytest.mark.parametrize("bad", [{"org_id": "x' OR '1'='1"}, {"org_id": "a/b"},
+                                 {"org_id": "acme\n"}, {"org_id": "acme", "user_id": "u1\n"},
                                  {"org_id": "é" * 200}, {"org_id": None}, {}])
 def test_hostile_scopes_rejected(bad) -> None:
     with pytest.raises(InvalidInputError):

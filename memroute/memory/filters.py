@@ -60,7 +60,7 @@ class _Compiler:
         return "(" + " AND ".join(parts) + ")"
 
     def field(self, name: str, condition: Any) -> str:
-        if not _KEY.match(name):
+        if not _KEY.fullmatch(name):
             raise FilterError(f"invalid field name {name!r:.80}")
         if isinstance(condition, dict):
             if not condition:

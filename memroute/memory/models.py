@@ -39,7 +39,7 @@ class Scope(BaseModel):
     def _check_part(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        if not _SCOPE_PART.match(value):
+        if not _SCOPE_PART.fullmatch(value):
             raise ValueError(
                 "scope ids are 1-128 characters of letters, digits, '_', '-', '.', ':' or '@'"
             )

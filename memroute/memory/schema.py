@@ -16,7 +16,7 @@ _LOCK_ID = 0x6D656D726F757465  # "memroute"
 
 
 def check_identifier(name: str) -> str:
-    if not _IDENT.match(name):
+    if not _IDENT.fullmatch(name):
         raise InvalidInputError(f"invalid schema name {name!r}: lowercase letters, digits, '_'")
     return name
 
