@@ -130,18 +130,10 @@ def eval_command(
 
 
 def _exit_code(exc: BaseException) -> int:
-    from memroute.memory.errors import (
-        EmbedderMismatchError,
-        InvalidInputError,
-        ModelUnavailableError,
-        StoreUnavailableError,
-    )
+    """The main CLI's exit code for an error (one mapping for every command)."""
+    from memroute.cli._app import exit_code_for
 
-    for kind, code in ((InvalidInputError, 2), (StoreUnavailableError, 3),
-                       (ModelUnavailableError, 4), (EmbedderMismatchError, 5)):
-        if isinstance(exc, kind):
-            return code
-    return 1
+    return exit_code_for(exc)
 
 
 def _configure_logging(debug: bool) -> None:
