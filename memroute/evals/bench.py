@@ -16,6 +16,7 @@ import json
 import os
 import platform
 import random
+import sys
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -73,11 +74,13 @@ async def cached_embeddings(embedder: MiniLMOnnxEmbedder, texts: list[str]) -> n
 class PrecomputedEmbedder:
     """Serves known vectors for stored texts (to time ingestion without embedding)."""
 
-    def __init__(self, real: MiniLMOnnxEmbedder, table: dict[str, np.ndarray]) -> None:
-        self.name, self.dim, self._real, self._table = real.name, real.dim, real, table
+    def __init__(self, real: MiniLMOnnxEmbedder, texts: list[str], vectors: np.ndarray) -> None:
+        self.name, self.dim, self._real = real.name, real.dim, real
+        self._row = {t: i for i, t in enumerate(texts)}
+        self._vectors = vectors
 
     async def embed_documents(self, texts: list[str]) -> np.ndarray:
-        return np.vstack([self._table[t] for t in texts])
+        return self._vectors[[self._row[t] for t in texts]]
 
     async def embed_query(self, text: str) -> np.ndarray:
         return await self._real.embed_query(text)
@@ -100,7 +103,7 @@ def percentiles(values: list[float]) -> dict[str, float]:
 
 
 async def measure_ingestion(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder,
-                            texts: list[str], table: dict[str, np.ndarray]) -> dict:
+                            texts: list[str], vectors: np.ndarray) -> dict:
     """Sentences/s with embedding included and excluded, and the embedder's own rate."""
     scope = Scope(org_id="bench", project_id="ingest")
     start = time.perf_counter()
@@ -108,7 +111,7 @@ async def measure_ingestion(settings: MemrouteSettings, embedder: MiniLMOnnxEmbe
     embed_only = len(texts) / (time.perf_counter() - start)
     figures = {"sentences": len(texts), "embedder_sentences_per_s": embed_only}
     for label, emb in (("with_embedding", embedder),
-                       ("without_embedding", PrecomputedEmbedder(embedder, table))):
+                       ("without_embedding", PrecomputedEmbedder(embedder, texts, vectors))):
         memory = await Memory.open(settings=settings, schema="bench_ingest", embedder=emb)
         await drop_schema(memory)
         await memory.close()
@@ -122,38 +125,74 @@ async def measure_ingestion(settings: MemrouteSettings, embedder: MiniLMOnnxEmbe
     return figures
 
 
+def synthetic_corpus(texts: list[str], vectors: np.ndarray,
+                     n: int) -> tuple[list[str], np.ndarray]:
+    """``n`` synthetic sentences near the real ones: each vector mixes two real vectors
+    (weights 0.5-0.8 / rest) plus a little noise, renormalized, so they crowd the same regions
+    of the space as real data and compete with it in every search."""
+    rng = np.random.default_rng(0)
+    first = rng.integers(len(texts), size=n)
+    second = rng.integers(len(texts), size=n)
+    weight = rng.uniform(0.5, 0.8, size=(n, 1)).astype(np.float32)
+    mixed = weight * vectors[first] + (1 - weight) * vectors[second]
+    mixed += rng.normal(0, 0.02, size=mixed.shape).astype(np.float32)
+    names = [f"synthetic {j} of {texts[i]}" for j, i in enumerate(first)]
+    return names, l2_normalize(mixed)
+
+
+async def bulk_load(memory: Memory, scope: Scope, texts: list[str], batch: int = 5000) -> None:
+    """Load through `Memory.add` with the sentence table's secondary indexes dropped, then
+    rebuild them from their own definitions (how any large Postgres load is done)."""
+    async with memory._pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s "
+            "AND tablename = 'sentences' AND indexname <> 'sentences_pkey'", [memory.schema])
+        indexes = await cur.fetchall()
+        for name, _ in indexes:
+            await conn.execute(f"DROP INDEX {memory.schema}.{name}")
+    for i in range(0, len(texts), batch):
+        await memory.add(scope, episodes_for(texts[i:i + batch], i))
+        print(f"  loaded {i + batch:,} of {len(texts):,}", file=sys.stderr, flush=True)
+    async with memory._pool.connection() as conn:
+        await conn.execute("SET maintenance_work_mem = '4GB'")
+        for _, definition in indexes:
+            start = time.perf_counter()
+            await conn.execute(definition)
+            print(f"  {definition[:60]}... {time.perf_counter() - start:.0f} s", file=sys.stderr,
+                  flush=True)
+
+
 async def build_store(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder, size: int,
                       texts: list[str], vectors: np.ndarray) -> tuple[Memory, Scope, int]:
-    """A store of ``size`` sentences: real ones first, then synthetic neighbours."""
-    rng = np.random.default_rng(0)
-    table = dict(zip(texts, vectors))
-    all_texts = list(texts[:size])
-    synthetic = max(0, size - len(all_texts))
-    for j in range(synthetic):
-        base = j % len(texts)
-        name = f"synthetic {j} of {texts[base]}"
-        table[name] = l2_normalize(vectors[base] + rng.normal(0, 0.35, vectors.shape[1]))
-        all_texts.append(name)
-    schema = f"bench_{size}"
-    memory = await Memory.open(settings=settings, schema=schema,
-                               embedder=PrecomputedEmbedder(embedder, table))
+    """A store of ``size`` sentences: real ones first, then synthetic ones."""
+    synthetic = max(0, size - len(texts))
+    all_texts, all_vectors = list(texts[:size]), vectors[:size]
+    if synthetic:
+        names, mixed = synthetic_corpus(texts, vectors, synthetic)
+        all_texts, all_vectors = all_texts + names, np.vstack([all_vectors, mixed])
+    schema = f"bench_v2_{size}"
+    loader = PrecomputedEmbedder(embedder, all_texts, all_vectors)
+    memory = await Memory.open(settings=settings, schema=schema, embedder=loader)
     scope = Scope(org_id="bench", project_id=str(size))
     if (await memory.count(scope))["sentences"] != size:
         await drop_schema(memory)
         await memory.close()
-        memory = await Memory.open(settings=settings, schema=schema,
-                                   embedder=PrecomputedEmbedder(embedder, table))
-        for i in range(0, size, 2000):
-            await memory.add(scope, episodes_for(all_texts[i:i + 2000], i))
+        memory = await Memory.open(settings=settings, schema=schema, embedder=loader)
+        start = time.perf_counter()
+        await bulk_load(memory, scope, all_texts)
+        print(f"built the {size:,}-sentence store in {time.perf_counter() - start:.0f} s",
+              file=sys.stderr, flush=True)
     memory.embedder = embedder  # queries are embedded for real
     return memory, scope, synthetic
 
 
-async def measure_search(memory: Memory, scope: Scope, queries: list[str]) -> dict:
+async def measure_search(memory: Memory, scope: Scope, queries: list[str],
+                         warm_up: list[str]) -> dict:
+    """Latency of each search configuration, after a warm-up on other questions."""
     figures = {}
+    for q in warm_up:
+        await memory.search_scored(scope, q, k=10, context=(1, 2))
     for label, rerank in (("no_rerank", False), ("rerank", True)):
-        for q in queries[:10]:  # warm-up
-            await memory.search_scored(scope, q, k=10, rerank=rerank, context=(0, 0))
         times, stages = [], {}
         for q in queries:
             start = time.perf_counter()
@@ -185,19 +224,20 @@ async def run(args: argparse.Namespace) -> dict:
 
     whole = [i for i, t in enumerate(texts) if split_sentences(t) == [t]]
     texts, vectors = [texts[i] for i in whole], vectors[whole]
-    table = dict(zip(texts, vectors))
     report: dict = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "threads": {"embedder_intra_op": args.threads,
                                 "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")}},
-        "ingestion": await measure_ingestion(settings, embedder, texts[: args.ingest_n], table),
+        "ingestion": await measure_ingestion(settings, embedder, texts[: args.ingest_n],
+                                            vectors[: args.ingest_n]),
         "search": {},
     }
-    qs = questions(Path(args.data_dir), args.queries)
+    qs = questions(Path(args.data_dir), 2 * args.queries)
+    qs, warm_up = qs[: args.queries], qs[args.queries:]
     for size in args.sizes:
         memory, scope, synthetic = await build_store(settings, embedder, size, texts, vectors)
         report["search"][str(size)] = {"synthetic_sentences": synthetic,
-                                       **await measure_search(memory, scope, qs)}
+                                       **await measure_search(memory, scope, qs, warm_up)}
         await memory.close()
     return report
 
@@ -219,7 +259,7 @@ def print_report(report: dict) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=os.environ.get("MEMROUTE_DATA_DIR", "../shared/data"))
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--max-real", type=int, default=100_000)
     parser.add_argument("--ingest-n", type=int, default=3000)
     parser.add_argument("--queries", type=int, default=200)

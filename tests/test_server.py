@@ -1,0 +1,32 @@
+"""The embedded server: tuned once when created, settings kept on reuse."""
+
+from __future__ import annotations
+
+import os
+
+import psycopg
+import pytest
+
+from memroute.memory.server import ensure_embedded_server, server_tuning
+
+GiB = 2**30
+
+
+def test_tuning_takes_a_quarter_of_ram_within_bounds() -> None:
+    assert server_tuning(24 * GiB) == {"shared_buffers": "4096MB",
+                                       "effective_cache_size": "12288MB"}
+    assert server_tuning(8 * GiB)["shared_buffers"] == "2048MB"
+    assert server_tuning(256 * 2**20)["shared_buffers"] == "128MB"
+
+
+@pytest.mark.skipif(bool(os.environ.get("MEMROUTE_TEST_DATABASE_URL")),
+                    reason="an external server keeps its own settings")
+def test_a_new_embedded_server_runs_with_the_tuned_settings(pg_url: str, pg_home) -> None:
+    with psycopg.connect(pg_url) as conn:
+        shown = {name: conn.execute(f"SHOW {name}").fetchone()[0] for name in server_tuning()}
+    expected = server_tuning()
+    # PostgreSQL shows whole gigabytes as "4GB"
+    normalize = {f"{n * 1024}MB": f"{n}GB" for n in range(1, 65)}
+    assert shown == {k: normalize.get(v, v) for k, v in expected.items()}
+    # reuse: same server, no second restart, settings kept
+    assert ensure_embedded_server(pg_home) == pg_url
