@@ -42,6 +42,7 @@ class MemrouteSettings(BaseSettings):
     flashrank_cache_dir: Path | None = None
     embed_threads: int = Field(default_factory=lambda: min(2, os.cpu_count() or 1))
     embed_batch_size: int = 64
+    query_cache_size: int = Field(default=256, ge=0)  # recent query vectors kept per Memory
 
     lexical: bool = False
     candidates: int = 60

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import uuid
+from collections import OrderedDict
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -231,3 +233,45 @@ async def test_real_embedder_semantics(embedder) -> None:
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.2
     query = await embedder.embed_query("A dog runs in the park.")
     assert float(query @ vectors[0]) > 0.99
+
+
+class CountingEmbedder:
+    """The real embedder, counting the queries it embeds."""
+
+    def __init__(self, inner) -> None:
+        self.name, self.dim, self.inner, self.queries = inner.name, inner.dim, inner, []
+
+    async def embed_documents(self, texts):
+        return await self.inner.embed_documents(texts)
+
+    async def embed_query(self, text):
+        self.queries.append(text)
+        return await self.inner.embed_query(text)
+
+
+async def test_query_vectors_are_reused_by_later_searches_and_the_rerank(
+        memory: Memory, scope: Scope) -> None:
+    counting = CountingEmbedder(memory.embedder)
+    mem = copy.copy(memory)
+    mem.embedder, mem._query_vectors = counting, OrderedDict()
+    await mem.add(scope, [{"content": "Biscuit the dog sleeps by the fire."},
+                          {"content": "The fire brigade came at noon."}])
+    first = await mem.search_scored(scope, "Where does the dog sleep?", k=2)
+    again = await mem.search_scored(scope, "Where does the dog sleep?", k=2)
+    await mem.rerank([*first, *again], ["Where does the dog sleep?", "Who came at noon?"], k=2)
+    assert counting.queries == ["Where does the dog sleep?", "Who came at noon?"]
+    assert [r.uid for r in first] == [r.uid for r in again]
+    cold = await memory.embed_queries(["Where does the dog sleep?"])
+    np.testing.assert_allclose(cold[0], (await mem.embed_queries(["Where does the dog sleep?"]))[0],
+                               rtol=1e-6)
+
+
+async def test_query_cache_off_embeds_every_time(memory: Memory, scope: Scope) -> None:
+    counting = CountingEmbedder(memory.embedder)
+    mem = copy.copy(memory)
+    mem.embedder, mem._query_vectors = counting, OrderedDict()
+    mem.settings = memory.settings.model_copy(update={"query_cache_size": 0})
+    await mem.add(scope, [{"content": "Biscuit the dog sleeps by the fire."}])
+    for _ in range(2):
+        await mem.search_scored(scope, "Where does the dog sleep?", k=1)
+    assert counting.queries == ["Where does the dog sleep?"] * 2 and not mem._query_vectors

@@ -213,7 +213,9 @@ async def measure_search(memory: Memory, scope: Scope, queries: list[str],
 
 async def run(args: argparse.Namespace) -> dict:
     base = MemrouteSettings()
-    settings = base.model_copy(update={"embed_threads": args.threads, "db_schema": "bench"})
+    # query_cache_size=0: every timed search embeds its query
+    settings = base.model_copy(update={"embed_threads": args.threads, "db_schema": "bench",
+                                       "query_cache_size": 0})
     embedder = MiniLMOnnxEmbedder(threads=args.threads)
     texts = shared_sentences(Path(args.data_dir))
     random.Random(0).shuffle(texts)

@@ -6,6 +6,7 @@ import asyncio
 import json
 import math
 import time
+from collections import OrderedDict
 from dataclasses import replace
 from typing import Any
 
@@ -114,6 +115,23 @@ class Memory:
         self.reranker = reranker
         self.settings = settings
         self.url = url
+        self._query_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+
+    async def embed_queries(self, texts: list[str]) -> list[np.ndarray]:
+        """Query vectors, reusing the last ``settings.query_cache_size`` computed (a final
+        rerank scores the queries its searches have just embedded)."""
+        name = self.embedder.name
+        missing = [t for t in dict.fromkeys(texts) if (name, t) not in self._query_vectors]
+        for text, vector in zip(missing, await asyncio.gather(
+                *(self.embedder.embed_query(t) for t in missing))):
+            self._query_vectors[(name, text)] = vector
+        vectors = []
+        for text in texts:
+            self._query_vectors.move_to_end((name, text))
+            vectors.append(self._query_vectors[(name, text)])
+        while len(self._query_vectors) > self.settings.query_cache_size:
+            self._query_vectors.popitem(last=False)
+        return vectors
 
     @classmethod
     async def open(
@@ -340,7 +358,7 @@ class Memory:
         timings: dict[str, float] = {}
 
         start = time.perf_counter()
-        embeddings = list(await asyncio.gather(*(self.embedder.embed_query(q) for q in all_queries)))
+        embeddings = await self.embed_queries(all_queries)
         timings["embed_ms"] = (time.perf_counter() - start) * 1000
 
         async def read():
@@ -426,7 +444,7 @@ class Memory:
         if self.reranker is None:
             ranked = sorted(results, key=lambda r: -r.vector_score)
             return ranked[:k]
-        embeddings = await asyncio.gather(*(self.embedder.embed_query(t) for t in texts))
+        embeddings = await self.embed_queries(texts)
         candidates = [
             RerankCandidate(r.text, r.sentence_embeddings if r.sentence_embeddings is not None
                             else np.zeros((0, self.embedder.dim), np.float32))
