@@ -1,19 +1,18 @@
 """What each route costs in LLM calls and tokens on shared HotpotQA questions.
 
-A scripted model answers every prompt deterministically (its decisions are the offline
-planner's heuristics, serialized as the JSON the prompts ask for) and reports the tiktoken
-(o200k_base) size of the prompts actually sent. The store is built as the evaluation
-protocol says (pooled, shuffled with seed 0, context expansion off).
+A scripted model (`memroute.evals.scripted_llm.ScriptedPlannerChat`) answers every prompt
+deterministically with the offline planner's decision, serialized as the JSON the prompts
+ask for; it reports no usage, so the graph counts the tiktoken (o200k_base) size of the
+prompts actually sent. The store is built as the evaluation protocol says (pooled,
+shuffled with seed 0, context expansion off).
 
 Run ``python tests/test_graph_costs.py`` (with ``MEMROUTE_HOME`` set) to print the table.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import random
-import re
 import statistics
 import sys
 import uuid
@@ -22,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_chat import ScriptedChatModel
 
 from memroute import RetrievalAgent, Scope
+from memroute.evals.scripted_llm import ScriptedPlannerChat
 from memroute.graph import GraphPolicies
 
 DATA = (Path(__file__).resolve().parents[2]
@@ -60,35 +59,12 @@ def pooled_episodes(records: list[dict[str, Any]], seed: int = 0) -> list[dict[s
             for i, c in enumerate(order)]
 
 
-def _between(text: str, tag: str) -> str:
-    match = re.search(rf"<{tag}>\n?(.*?)\n?</{tag}>", text, re.DOTALL)
-    return match.group(1) if match else ""
-
-
-def heuristic_reply(messages: list[Any]) -> str:
-    """The offline planner's decision for whichever prompt this is, as JSON."""
-    from memroute.strategies import offline_planner as offline
-
-    system, user = messages[0].text, messages[-1].text
-    question = _between(user, "question")
-    if "choose how to search" in system:
-        route, reason = offline.choose_route(question)
-        return json.dumps({"route": route, "reason": reason[:80]})
-    if "split a question" in system:
-        return json.dumps({"sub_queries": offline.split_query(question)})
-    evidence = [re.sub(r"^\[\d+\] ", "", line) for line in _between(user, "evidence").splitlines()]
-    previous = [line[2:] for line in _between(user, "previous_queries").splitlines()]
-    judgment = offline.judge_evidence(question, evidence, previous)
-    return judgment.model_dump_json()
-
-
 async def measure(memory, n_bridge: int = 6, n_comparison: int = 4) -> dict[str, Any]:
     """Mean LLM calls and tokens per question, per strategy and per node."""
     records = questions(n_bridge, n_comparison)
     scope = Scope(org_id=f"costs-{uuid.uuid4().hex[:8]}", project_id="hotpotqa")
     await memory.add(scope, pooled_episodes(records))
-    model = ScriptedChatModel(messages=itertools.repeat(heuristic_reply))
-    agent = RetrievalAgent(memory, llm=model, context=(0, 0),
+    agent = RetrievalAgent(memory, llm=ScriptedPlannerChat(), context=(0, 0),
                            policies=GraphPolicies(retry_initial_interval_s=0.01))
     table: dict[str, Any] = {}
     for strategy in ("direct", "auto", "split", "chain"):

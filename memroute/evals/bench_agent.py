@@ -1,0 +1,369 @@
+"""`make bench`, agent half: LLM tokens per strategy, agent overhead, SplitQuery's wall time.
+
+Runs on the evaluation protocol's pooled HotpotQA store of the first ``--questions``
+questions (shuffled with ``--seed``, context expansion off), in its own schema, reused when
+already filled. The LLM planner is driven by `ScriptedPlannerChat` (the offline planner's
+decisions through the real LLM path); tokens are the graph's tiktoken counts of the prompts
+sent. Prints a table and one JSON line, and writes ``bench-out/agent.json``.
+
+- tokens: input/output tokens per node and per strategy, as a share of MemMachine's
+  per-question averages (target <= 70% of each);
+- overhead: wall time of ``RetrievalAgent.aretrieve`` per strategy with a model of fixed
+  latency, minus LLM calls x latency, minus the time during which a memory search was in
+  flight (the union of the ``memory_search`` intervals: concurrent searches count once);
+- split_ratio: SplitQuery with exactly N sub-queries (the offline split padded to N) and no
+  LLM latency, over one direct search of the same question (target <= 1.3), with a
+  breakdown of where the time goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import platform
+import statistics
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memroute.agent import RetrievalAgent
+from memroute.evals.datasets import load_dataset
+from memroute.evals.scripted_llm import ScriptedPlannerChat
+from memroute.evals.store import build_store
+from memroute.memory import Memory, Scope
+from memroute.memory.embedders.minilm_onnx import MiniLMOnnxEmbedder
+from memroute.settings import MemrouteSettings
+
+OUT = Path("bench-out")
+HOTPOTQA = Path("hotpotqa") / "hotpotqa_dev_distractor_800.jsonl"
+# MemMachine's published per-question averages (HotpotQA hard, LLM planner).
+MEMMACHINE_INPUT = {"router": 1049, "split": 1229, "chain": 2874}
+MEMMACHINE_OUTPUT = {"router": 195, "split": 435, "chain": 1614}
+TARGET_SHARE = 0.70
+SPLIT_RATIO_TARGET = 1.3
+QUERY_CACHE = 8  # query vectors the memory keeps (MEMROUTE_QUERY_CACHE_SIZE)
+NODES = ("tool_select", "split_plan", "chain_judge")
+COUNTS = ("llm_calls", "input_tokens", "output_tokens")
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    return {"p50": float(np.percentile(values, 50)), "p95": float(np.percentile(values, 95)),
+            "mean": float(np.mean(values))}
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def interval_union_ms(records: list[dict[str, Any]]) -> float:
+    """Milliseconds during which at least one of the records' [started_at, ended_at] ran."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted((r["started_at"], r["ended_at"]) for r in records):
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return total * 1000
+
+
+async def open_bench_store(settings: MemrouteSettings, data: Path, n: int,
+                           seed: int) -> tuple[Memory, Scope, list[str], dict[str, Any]]:
+    """The pooled store of the first ``n`` questions, in a schema of its own."""
+    dataset = load_dataset("hotpotqa", data, limit=n)
+    embedder = MiniLMOnnxEmbedder(threads=settings.embed_threads)
+    key = f"{dataset.store_key}|{seed}|{embedder.name}"
+    schema = f"bench_agent_{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    memory = await Memory.open(schema=schema, embedder=embedder, settings=settings)
+    store = await build_store(dataset, memory, seed)
+    info = {"schema": schema, "questions": len(dataset.questions), "episodes": store.episodes,
+            "reused": store.reused, "ingest_s": round(store.ingest_s, 1)}
+    return memory, store.scopes[""], [q.question for q in dataset.questions], info
+
+
+def agent_for(memory: Memory, chat: ScriptedPlannerChat) -> RetrievalAgent:
+    return RetrievalAgent(memory, llm=chat, context=(0, 0))
+
+
+async def measure_tokens(memory: Memory, scope: Scope, questions: list[str]) -> dict[str, Any]:
+    """Mean LLM calls and tokens per question, per strategy and per node."""
+    agent = agent_for(memory, ScriptedPlannerChat(0.0))
+    strategies: dict[str, Any] = {}
+    for strategy in ("auto", "split", "chain"):
+        runs = [await agent.aretrieve(q, scope=scope, k=10, strategy=strategy)
+                for q in questions]
+        by_node = {}
+        for node in NODES:
+            used = [run.costs.by_node.get(node) for run in runs]
+            if not any(used):
+                continue
+            means = {key: statistics.mean(u[key] if u else 0 for u in used) for key in COUNTS}
+            means["input_tokens_per_call"] = (means["input_tokens"] / means["llm_calls"]
+                                              if means["llm_calls"] else 0.0)
+            by_node[node] = means
+        strategies[strategy] = {
+            **{key: statistics.mean(run.costs.totals[key] for run in runs) for key in COUNTS},
+            "estimated": any(run.costs.totals["estimated"] for run in runs),
+            "routes": dict(Counter(run.route for run in runs)),
+            "by_node": by_node,
+        }
+    ours = {"router": strategies["auto"]["by_node"]["tool_select"],
+            "split": strategies["split"], "chain": strategies["chain"]}
+    versus = {}
+    for name, figures in ours.items():
+        versus[name] = {
+            "input_tokens": figures["input_tokens"],
+            "input_share": figures["input_tokens"] / MEMMACHINE_INPUT[name],
+            "output_tokens": figures["output_tokens"],
+            "output_share": figures["output_tokens"] / MEMMACHINE_OUTPUT[name],
+        }
+        versus[name]["input_target_met"] = versus[name]["input_share"] <= TARGET_SHARE
+    versus["auto_whole_run"] = {
+        "input_tokens": strategies["auto"]["input_tokens"],
+        "input_share": strategies["auto"]["input_tokens"] / MEMMACHINE_INPUT["router"],
+        "output_tokens": strategies["auto"]["output_tokens"],
+        "output_share": strategies["auto"]["output_tokens"] / MEMMACHINE_OUTPUT["router"],
+    }
+    return {"questions": len(questions), "strategies": strategies, "vs_memmachine": versus,
+            "memmachine": {"input": MEMMACHINE_INPUT, "output": MEMMACHINE_OUTPUT},
+            "comparison": "router = tool_select node under auto; split and chain = whole "
+                          "run of that strategy; auto_whole_run = router + routed strategy",
+            "load_average": load_average()}
+
+
+async def measure_overhead(memory: Memory, scope: Scope, questions: list[str],
+                           latency_s: float, warmup: int = 3) -> dict[str, Any]:
+    """Wall time per strategy, and what is left after the LLM's and the searches' time."""
+    agent = agent_for(memory, ScriptedPlannerChat(latency_s))
+    for q in questions[:warmup]:
+        await memory.search_scored(scope, q, k=10, context=(0, 0))
+    bare = []
+    for q in questions:
+        start = time.perf_counter()
+        await memory.search_scored(scope, q, k=10, context=(0, 0))
+        bare.append((time.perf_counter() - start) * 1000)
+    figures: dict[str, Any] = {"llm_latency_ms": latency_s * 1000,
+                               "bare_search_ms": percentiles(bare), "strategies": {}}
+    for strategy in ("direct", "auto", "split", "chain"):
+        for q in questions[:warmup]:
+            await agent.aretrieve(q, scope=scope, k=10, strategy=strategy)
+        walls, calls, searches, search_sums, overheads, reranks, n_searches = ([] for _ in range(7))
+        for q in questions:
+            start = time.perf_counter()
+            run = await agent.aretrieve(q, scope=scope, k=10, strategy=strategy)
+            wall = (time.perf_counter() - start) * 1000
+            records = [r for r in run.costs.nodes if r["node"] == "memory_search"]
+            union = interval_union_ms(records)
+            walls.append(wall)
+            calls.append(run.costs.llm_calls)
+            searches.append(union)
+            search_sums.append(sum(r["wall_ms"] for r in records))
+            n_searches.append(len(records))
+            reranks.append(sum(r["wall_ms"] for r in run.costs.nodes
+                               if r["node"] == "final_rerank"))
+            overheads.append(wall - run.costs.llm_calls * latency_s * 1000 - union)
+        figures["strategies"][strategy] = {
+            "wall_ms": percentiles(walls), "llm_calls": statistics.mean(calls),
+            "searches": statistics.mean(n_searches),
+            "search_in_flight_ms": percentiles(searches),
+            "search_sum_ms": percentiles(search_sums),
+            "final_rerank_ms": percentiles(reranks),
+            "overhead_ms": percentiles(overheads),
+        }
+    figures["subtracted"] = ("overhead = wall - llm_calls x llm_latency - union of the "
+                             "memory_search nodes' [started, ended] intervals (concurrent "
+                             "searches counted once); final_rerank stays in the overhead")
+    figures["load_average"] = load_average()
+    return figures
+
+
+def _ms(start: float) -> float:
+    return (time.perf_counter() - start) * 1000
+
+
+async def split_breakdown(memory: Memory, scope: Scope,
+                          sets: list[list[str]]) -> dict[str, Any]:
+    """A split run's parts timed on the memory directly, each on a query set (a question and
+    its sub-queries) whose vectors the memory has not kept: embedding the set one query at
+    a time concurrently or as one batch, one search vs the set's concurrent searches (with
+    the summed stage times of the search), and the final rerank of the pooled hits."""
+    embedder, limit = memory.embedder, asyncio.Semaphore(4)  # the agent's search_concurrency
+    rows: dict[str, list[float]] = {}
+
+    def add(name: str, value: float) -> None:
+        rows.setdefault(name, []).append(value)
+
+    async def capped(q: str):
+        async with limit:
+            return await memory.search_scored(scope, q, k=10, context=(0, 0))
+
+    half = max(1, len(sets) // 2)
+    for i, queries in enumerate(sets):
+        start = time.perf_counter()
+        await embedder.embed_query(queries[0])
+        add("embed_one", _ms(start))
+        start = time.perf_counter()
+        await asyncio.gather(*(embedder.embed_query(q) for q in queries))
+        add("embed_set_concurrently", _ms(start))
+        start = time.perf_counter()
+        await embedder.embed_documents(queries)
+        add("embed_set_as_one_batch", _ms(start))
+        start = time.perf_counter()
+        one = await memory.search_scored(scope, sets[(i + half) % len(sets)][0], k=10,
+                                         context=(0, 0))
+        add("search_one", _ms(start))
+        for stage, ms in one.timings.items():
+            add(f"search_one.{stage}", ms)
+        start = time.perf_counter()
+        hits = await asyncio.gather(*(capped(q) for q in queries))
+        add("search_set_concurrently", _ms(start))
+        for stage in hits[0].timings:
+            add(f"search_set.sum_of_{stage}", sum(h.timings.get(stage, 0.0) for h in hits))
+        pooled = list({r.uid: r for h in hits for r in h}.values())
+        start = time.perf_counter()
+        await memory.rerank(pooled, queries, 10)
+        add("final_rerank", _ms(start))
+    return {"sets": len(sets), "queries_per_set": statistics.mean(len(s) for s in sets),
+            "p50_ms": {name: float(np.median(v)) for name, v in rows.items()}}
+
+
+async def measure_split_ratio(memory: Memory, scope: Scope, questions: list[str],
+                              sub_queries: int, warmup: int = 3,
+                              breakdown_sets: int = 30) -> dict[str, Any]:
+    """SplitQuery with ``sub_queries`` sub-queries over direct search, on the same questions.
+
+    Pairs alternate a direct run and a split run of the question half the list away, so a
+    query vector kept by the memory's small query cache is never the other run's.
+    """
+    agent = agent_for(memory, ScriptedPlannerChat(0.0, split_into=sub_queries))
+    for q in questions[-warmup:]:
+        for strategy in ("direct", "split"):
+            await agent.aretrieve(q, scope=scope, k=10, strategy=strategy)
+    n, offset = len(questions), max(1, len(questions) // 2)
+    walls: dict[str, list[float]] = {"direct": [0.0] * n, "split": [0.0] * n}
+    parts: dict[str, list[float]] = {"split_plan": [], "search_in_flight": [],
+                                     "final_rerank": []}
+    sets: list[list[str]] = [[] for _ in range(n)]
+    for i in range(n):
+        pair = (("direct", i), ("split", (i + offset) % n))
+        for strategy, j in (pair if i % 2 == 0 else pair[::-1]):
+            start = time.perf_counter()
+            run = await agent.aretrieve(questions[j], scope=scope, k=10, strategy=strategy)
+            walls[strategy][j] = (time.perf_counter() - start) * 1000
+            if strategy == "split":
+                sets[j] = [questions[j], *run.sub_queries]
+                nodes = run.costs.nodes
+                parts["split_plan"].append(sum(r["wall_ms"] for r in nodes
+                                               if r["node"] == "split_plan"))
+                parts["search_in_flight"].append(interval_union_ms(
+                    [r for r in nodes if r["node"] == "memory_search"]))
+                parts["final_rerank"].append(sum(r["wall_ms"] for r in nodes
+                                                 if r["node"] == "final_rerank"))
+    direct, split = percentiles(walls["direct"]), percentiles(walls["split"])
+    ratios = [s / d for s, d in zip(walls["split"], walls["direct"])]
+    return {
+        "target": SPLIT_RATIO_TARGET,
+        "sub_queries_source": "the offline planner's split padded to N (one per named "
+                              "phrase, then slices of the key terms), served by the model",
+        "sub_queries": sub_queries,
+        "sub_queries_mean": statistics.mean(len(s) - 1 for s in sets),
+        "searches_per_split_run": sub_queries + 1,
+        "direct_wall_ms": direct, "split_wall_ms": split,
+        "ratio_p50": split["p50"] / direct["p50"], "ratio_mean": split["mean"] / direct["mean"],
+        "ratio_per_question_p50": float(np.median(ratios)),
+        "split_parts_ms_p50": {k: float(np.median(v)) for k, v in parts.items()},
+        "breakdown": await split_breakdown(memory, scope, sets[:breakdown_sets]),
+        "load_average": load_average(),
+    }
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    # A query cache big enough for one request's queries, too small to keep the previous
+    # questions': every timed run embeds its queries, as a new question would.
+    settings = MemrouteSettings().model_copy(update={"embed_threads": args.threads,
+                                                     "query_cache_size": QUERY_CACHE})
+    memory, scope, questions, store = await open_bench_store(
+        settings, Path(args.data_dir) / HOTPOTQA, args.questions, args.seed)
+    report: dict[str, Any] = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "threads": {"embedder_intra_op": args.threads,
+                                "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
+                    "load_average_start": load_average()},
+        "store": store, "embedder": memory.embedder.name, "reranker": memory.reranker_name,
+    }
+    try:
+        report["tokens"] = await measure_tokens(memory, scope, questions)
+        timed = questions[: args.timed_questions]
+        report["overhead"] = await measure_overhead(memory, scope, timed,
+                                                    args.llm_latency_ms / 1000)
+        report["split_ratio"] = await measure_split_ratio(memory, scope, timed, args.sub_queries)
+    finally:
+        await memory.close()
+    return report
+
+
+def print_report(report: dict[str, Any]) -> None:
+    store, tokens = report["store"], report["tokens"]
+    print(f"store: {store['episodes']:,} episodes of {store['questions']} HotpotQA questions "
+          f"(pooled, seed 0, context off; {'reused' if store['reused'] else 'built'})")
+    print(f"\ntokens per question, {tokens['questions']} questions (tiktoken o200k_base of the "
+          f"prompts sent; load {tokens['load_average']})")
+    print(f"{'strategy':<8} {'node':<12} {'calls':>6} {'input':>8} {'output':>7}")
+    for strategy, fig in tokens["strategies"].items():
+        for node, n in fig["by_node"].items():
+            print(f"{strategy:<8} {node:<12} {n['llm_calls']:6.2f} {n['input_tokens']:8.1f} "
+                  f"{n['output_tokens']:7.1f}")
+        print(f"{strategy:<8} {'(total)':<12} {fig['llm_calls']:6.2f} "
+              f"{fig['input_tokens']:8.1f} {fig['output_tokens']:7.1f}   routes {fig['routes']}")
+    print(f"\n{'vs MemMachine':<15} {'input':>8} {'share':>7} {'output':>8} {'share':>7}")
+    for name, v in tokens["vs_memmachine"].items():
+        print(f"{name:<15} {v['input_tokens']:8.1f} {v['input_share']:7.1%} "
+              f"{v['output_tokens']:8.1f} {v['output_share']:7.1%}")
+    over = report["overhead"]
+    print(f"\nagent overhead, LLM latency {over['llm_latency_ms']:.0f} ms "
+          f"(load {over['load_average']}); bare search p50 {over['bare_search_ms']['p50']:.1f} "
+          f"ms p95 {over['bare_search_ms']['p95']:.1f} ms")
+    print(f"{'strategy':<8} {'wall p50':>9} {'p95':>8} {'calls':>6} {'searches':>8} "
+          f"{'search':>7} {'rerank':>7} {'overhead p50':>13} {'p95':>7}")
+    for strategy, fig in over["strategies"].items():
+        print(f"{strategy:<8} {fig['wall_ms']['p50']:9.1f} {fig['wall_ms']['p95']:8.1f} "
+              f"{fig['llm_calls']:6.2f} {fig['searches']:8.2f} "
+              f"{fig['search_in_flight_ms']['p50']:7.1f} {fig['final_rerank_ms']['p50']:7.1f} "
+              f"{fig['overhead_ms']['p50']:13.1f} {fig['overhead_ms']['p95']:7.1f}")
+    split = report["split_ratio"]
+    print(f"\nSplitQuery, {split['sub_queries']} sub-queries, vs direct, no LLM latency "
+          f"(load {split['load_average']}): direct p50 {split['direct_wall_ms']['p50']:.1f} ms, "
+          f"split p50 {split['split_wall_ms']['p50']:.1f} ms -> ratio p50 "
+          f"{split['ratio_p50']:.2f}, mean {split['ratio_mean']:.2f} (target <= {split['target']})")
+    print("split run parts p50 (ms): " + ", ".join(
+        f"{k} {v:.1f}" for k, v in split["split_parts_ms_p50"].items()))
+    print("where the time goes, p50 (ms):")
+    for name, ms in split["breakdown"]["p50_ms"].items():
+        print(f"  {name:<34} {ms:7.1f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", default=os.environ.get("MEMROUTE_DATA_DIR", "../shared/data"))
+    parser.add_argument("--questions", type=int, default=100,
+                        help="first N HotpotQA questions: the store and the token measure")
+    parser.add_argument("--timed-questions", type=int, default=100,
+                        help="of those, how many the timing measures run")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--llm-latency-ms", type=float, default=200.0)
+    parser.add_argument("--sub-queries", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    report = asyncio.run(run(args))
+    OUT.mkdir(exist_ok=True)
+    (OUT / "agent.json").write_text(json.dumps(report, indent=2))
+    print_report(report)
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
