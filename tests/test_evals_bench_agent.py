@@ -126,7 +126,7 @@ async def test_bench_measures_run_end_to_end_on_a_tiny_pooled_store(memory, scop
     assert ratio["ratio_p50"] == pytest.approx(ratio["split_wall_ms"]["p50"]
                                                / ratio["direct_wall_ms"]["p50"])
     assert ratio["breakdown"]["sets"] == 2 and ratio["breakdown"]["queries_per_set"] == 5
-    assert {"embed_one", "search_set_concurrently", "final_rerank"} \
+    assert {"embed_one", "search_set_concurrently", "search_sub_queries_only"} \
         <= set(ratio["breakdown"]["p50_ms"])
 
     bench_agent.print_report({"store": {"episodes": 1, "questions": 4, "reused": True},

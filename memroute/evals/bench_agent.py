@@ -187,48 +187,56 @@ def _ms(start: float) -> float:
 
 async def split_breakdown(memory: Memory, scope: Scope,
                           sets: list[list[str]]) -> dict[str, Any]:
-    """A split run's parts timed on the memory directly, each on a query set (a question and
-    its sub-queries) whose vectors the memory has not kept: embedding the set one query at
-    a time concurrently or as one batch, one search vs the set's concurrent searches (with
-    the summed stage times of the search), and the final rerank of the pooled hits."""
+    """A split run's parts timed on the memory directly, on query sets (a question and its
+    sub-queries), with the query cache off so every search embeds its query:
+
+    embedding a set one query at a time concurrently vs as one batch; one search vs the
+    set's concurrent searches (wall, this process's CPU time, summed stage times); and two
+    candidate savings: the sub-queries alone (the original query searched while the
+    planner runs) and the set without each search's own rerank (the final rerank reorders
+    the pool anyway).
+    """
     embedder, limit = memory.embedder, asyncio.Semaphore(4)  # the agent's search_concurrency
     rows: dict[str, list[float]] = {}
 
     def add(name: str, value: float) -> None:
         rows.setdefault(name, []).append(value)
 
-    async def capped(q: str):
-        async with limit:
-            return await memory.search_scored(scope, q, k=10, context=(0, 0))
+    async def searches(queries: list[str], rerank: bool = True):
+        async def one(q: str):
+            async with limit:
+                return await memory.search_scored(scope, q, k=10, context=(0, 0), rerank=rerank)
+        return await asyncio.gather(*(one(q) for q in queries))
 
-    half = max(1, len(sets) // 2)
-    for i, queries in enumerate(sets):
-        start = time.perf_counter()
-        await embedder.embed_query(queries[0])
-        add("embed_one", _ms(start))
-        start = time.perf_counter()
-        await asyncio.gather(*(embedder.embed_query(q) for q in queries))
-        add("embed_set_concurrently", _ms(start))
-        start = time.perf_counter()
-        await embedder.embed_documents(queries)
-        add("embed_set_as_one_batch", _ms(start))
-        start = time.perf_counter()
-        one = await memory.search_scored(scope, sets[(i + half) % len(sets)][0], k=10,
-                                         context=(0, 0))
-        add("search_one", _ms(start))
-        for stage, ms in one.timings.items():
-            add(f"search_one.{stage}", ms)
-        start = time.perf_counter()
-        hits = await asyncio.gather(*(capped(q) for q in queries))
-        add("search_set_concurrently", _ms(start))
-        for stage in hits[0].timings:
-            add(f"search_set.sum_of_{stage}", sum(h.timings.get(stage, 0.0) for h in hits))
-        pooled = list({r.uid: r for h in hits for r in h}.values())
-        start = time.perf_counter()
-        await memory.rerank(pooled, queries, 10)
-        add("final_rerank", _ms(start))
+    async def timed(name: str, make) -> Any:
+        start, cpu = time.perf_counter(), time.process_time()
+        out = await make()
+        add(name, _ms(start))
+        add(f"{name}.process_cpu", (time.process_time() - cpu) * 1000)
+        return out
+
+    settings = memory.settings
+    memory.settings = settings.model_copy(update={"query_cache_size": 0})
+    try:
+        for queries in sets:
+            await timed("embed_one", lambda: embedder.embed_query(queries[0]))
+            await timed("embed_set_concurrently",
+                        lambda: asyncio.gather(*(embedder.embed_query(q) for q in queries)))
+            await timed("embed_set_as_one_batch", lambda: embedder.embed_documents(queries))
+            (one,) = await timed("search_one", lambda: searches(queries[:1]))
+            for stage, ms in one.timings.items():
+                add(f"search_one.{stage}", ms)
+            hits = await timed("search_set_concurrently", lambda: searches(queries))
+            for stage in hits[0].timings:
+                add(f"search_set.sum_of_{stage}", sum(h.timings.get(stage, 0.0) for h in hits))
+            await timed("search_sub_queries_only", lambda: searches(queries[1:]))
+            await timed("search_set_without_per_search_rerank",
+                        lambda: searches(queries, rerank=False))
+    finally:
+        memory.settings = settings
     return {"sets": len(sets), "queries_per_set": statistics.mean(len(s) for s in sets),
-            "p50_ms": {name: float(np.median(v)) for name, v in rows.items()}}
+            "query_cache": "off", "p50_ms": {name: float(np.median(v))
+                                             for name, v in rows.items()}}
 
 
 async def measure_split_ratio(memory: Memory, scope: Scope, questions: list[str],
@@ -343,7 +351,7 @@ def print_report(report: dict[str, Any]) -> None:
         f"{k} {v:.1f}" for k, v in split["split_parts_ms_p50"].items()))
     print("where the time goes, p50 (ms):")
     for name, ms in split["breakdown"]["p50_ms"].items():
-        print(f"  {name:<34} {ms:7.1f}")
+        print(f"  {name:<50} {ms:7.1f}")
 
 
 def main() -> None:
