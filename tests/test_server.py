@@ -30,3 +30,24 @@ def test_a_new_embedded_server_runs_with_the_tuned_settings(pg_url: str, pg_home
     assert shown == {k: normalize.get(v, v) for k, v in expected.items()}
     # reuse: same server, no second restart, settings kept
     assert ensure_embedded_server(pg_home) == pg_url
+
+
+def test_cgroup_limit_or_physical_memory_is_what_the_tuning_reads() -> None:
+    from memroute.memory.server import available_memory_bytes
+
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert 0 < available_memory_bytes() <= physical
+
+
+def test_a_server_that_cannot_start_tuned_starts_with_postgres_defaults(tmp_path, monkeypatch):
+    import memroute.memory.server as server_module
+
+    # larger than any machine here: PostgreSQL accepts the value but cannot map the memory
+    monkeypatch.setattr(server_module, "server_tuning", lambda: {"shared_buffers": "7TB"})
+    home = tmp_path / "home"
+    url = ensure_embedded_server(home)
+    try:
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SHOW shared_buffers").fetchone()[0] == "128MB"
+    finally:
+        server_module.stop_embedded_server(home)

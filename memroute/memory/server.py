@@ -7,6 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import psycopg
+
 from memroute._log import get_logger
 
 from memroute.memory.errors import StoreUnavailableError
@@ -39,29 +41,48 @@ def _handle(home: Path, start: bool):
         raise StoreUnavailableError(f"cannot start the embedded server in {pgdata}: {exc}") from exc
 
 
+def available_memory_bytes() -> int:
+    """Physical memory, or the cgroup's limit when the process runs under a lower one."""
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            limit = int(Path(limit_file).read_text().strip())
+        except (OSError, ValueError):  # absent, or "max"
+            continue
+        return min(physical, limit)
+    return physical
+
+
 def server_tuning(ram_bytes: int | None = None) -> dict[str, str]:
-    """Settings for a new embedded server, from the machine's memory.
+    """Settings for a new embedded server, from the memory available to it.
 
     PostgreSQL's 128 MB default ``shared_buffers`` cannot hold the HNSW index of 100k
     sentences (~200 MB): half the index pages of each search then come from the OS cache,
     which multiplied the probe time. A quarter of RAM, between 128 MB and 4 GB, is the usual
     advice; the memory is only used as pages are read.
     """
-    if ram_bytes is None:
-        ram_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    ram_mb = ram_bytes // 2**20
+    ram_mb = (available_memory_bytes() if ram_bytes is None else ram_bytes) // 2**20
     return {
         "shared_buffers": f"{min(max(ram_mb // 4, 128), 4096)}MB",
         "effective_cache_size": f"{max(ram_mb // 2, 256)}MB",
     }
 
 
-def _tune(url: str) -> None:
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
+def _tune(server) -> None:
+    """Write `server_tuning` with ALTER SYSTEM and restart; if the tuned server does not
+    start, restore PostgreSQL's own settings and start with those (logged)."""
+    auto_conf = server.pgdata / "postgresql.auto.conf"
+    original = auto_conf.read_text()
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
         for name, value in server_tuning().items():
             conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
+    server.stop()
+    try:
+        server.start()
+    except (subprocess.SubprocessError, OSError, AssertionError) as exc:
+        log.warning("embedded_server.tuning_failed", error=str(exc), settings=server_tuning())
+        auto_conf.write_text(original)
+        server.start()
 
 
 def ensure_embedded_server(home: Path) -> str:
@@ -75,10 +96,8 @@ def ensure_embedded_server(home: Path) -> str:
     try:
         server.start()  # reuses a running postmaster, starts one otherwise
         if new:
-            _tune(server.get_uri())
-            server.stop()
-            server.start()
-    except (subprocess.SubprocessError, OSError, AssertionError) as exc:
+            _tune(server)
+    except (subprocess.SubprocessError, OSError, AssertionError, psycopg.Error) as exc:
         raise StoreUnavailableError(f"cannot start the embedded server: {exc}") from exc
     url = server.get_uri()
     log.debug("embedded_server.ready", pgdata=str(pgdata_path(home)), url=url)
