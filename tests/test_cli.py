@@ -6,11 +6,13 @@ import json
 import uuid
 from pathlib import Path
 
+import psycopg
 import pytest
 from typer.testing import CliRunner
 
 from memroute import sample_data
 from memroute.cli import app
+from memroute.memory.server import server_tuning
 from memroute.settings import get_settings
 
 # shared/ sits beside the checkout (as in CI); tests that need it skip without it.
@@ -206,7 +208,7 @@ def test_db_commands_with_an_external_database(cli, pg_url: str) -> None:
     assert info["mode"] == "external" and info["schema"].startswith("cli_")
     url = cli("db", "url")
     assert url.exit_code == 0 and url.stdout.strip() == pg_url
-    for action in ("start", "stop"):
+    for action in ("start", "stop", "tune"):
         refused = cli("db", action)
         assert refused.exit_code == 2 and "MEMROUTE_DATABASE_URL" in refused.stderr
 
@@ -225,6 +227,15 @@ def test_db_start_status_stop_embedded(cli, monkeypatch: pytest.MonkeyPatch,
         status = json.loads(cli("db", "status", "--json").stdout)
         assert status["running"] is True and status["url"] == url and status["pid"]
         assert cli("db", "url").stdout.strip() == url
+        with psycopg.connect(url, autocommit=True) as conn:  # as an older data directory
+            conn.execute("ALTER SYSTEM RESET ALL")
+        tuned = cli("db", "tune", "--json")
+        assert tuned.exit_code == 0, tuned.output
+        in_force = json.loads(tuned.stdout)
+        expected = server_tuning()["shared_buffers"]  # e.g. "4096MB", shown as "4GB"
+        mb = int(expected.removesuffix("MB"))
+        assert in_force["shared_buffers"] in {expected, f"{mb // 1024}GB"}
+        assert json.loads(cli("db", "status", "--json").stdout)["url"] == url
     finally:
         stopped = cli("db", "stop", "--json")
     assert json.loads(stopped.stdout)["stopped"] is True

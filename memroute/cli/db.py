@@ -100,6 +100,22 @@ def db_stop(json_output: JsonOpt = False, debug: DebugOpt = False) -> None:
         out.stdout_console().print("stopped" if stopped else "the embedded server was not running")
 
 
+@db_app.command("tune")
+def db_tune(json_output: JsonOpt = False, debug: DebugOpt = False) -> None:
+    """Apply memroute's memory settings (shared_buffers, effective_cache_size) to an existing
+    embedded server and restart it; new servers get them when created."""
+    setup_command(json_output, debug)
+    _require_embedded("tune")
+    from memroute.memory.server import tune_embedded_server
+
+    settings = tune_embedded_server(_settings().home)
+    if json_output:
+        out.emit_json(settings)
+    else:
+        out.stdout_console().print(
+            ", ".join(f"{name} = {value}" for name, value in settings.items()), markup=False)
+
+
 @db_app.command("url")
 def db_url(json_output: JsonOpt = False, debug: DebugOpt = False) -> None:
     """Print the connection URL (starting the embedded server if needed), e.g. for psql."""

