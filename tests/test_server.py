@@ -42,12 +42,14 @@ def test_cgroup_limit_or_physical_memory_is_what_the_tuning_reads() -> None:
 def test_a_server_that_cannot_start_tuned_starts_with_postgres_defaults(tmp_path, monkeypatch):
     import memroute.memory.server as server_module
 
-    # larger than any machine here: PostgreSQL accepts the value but cannot map the memory
-    monkeypatch.setattr(server_module, "server_tuning", lambda: {"shared_buffers": "7TB"})
+    # accepted by ALTER SYSTEM, fatal at start
+    monkeypatch.setattr(server_module, "server_tuning",
+                        lambda: {"shared_preload_libraries": "memroute_no_such_library"})
     home = tmp_path / "home"
     url = ensure_embedded_server(home)
     try:
         with psycopg.connect(url) as conn:
+            assert conn.execute("SHOW shared_preload_libraries").fetchone()[0] == ""
             assert conn.execute("SHOW shared_buffers").fetchone()[0] == "128MB"
     finally:
         server_module.stop_embedded_server(home)
