@@ -141,16 +141,15 @@ def batched(items: list[Episode], size: int) -> Iterator[list[Episode]]:
 async def store_batches(memory: Any, scope: Scope, episodes: Iterable[Episode], *,
                         batch_size: int = DEFAULT_BATCH_SIZE,
                         on_batch: Callable[[int], None] | None = None) -> int:
-    """Store validated episodes, one atomic `Memory.add` per batch; returns how many were sent.
+    """Store validated episodes, one atomic batch at a time (`Memory.add_batches`: the next
+    batch is embedded while the previous one is written); returns how many were sent.
 
     Re-sending episodes whose uid is stored already is a no-op (``Memory.add`` is
     idempotent by uid), so an interrupted ingestion can simply be run again.
     """
-    items = list(episodes)
     sent = 0
-    for batch in batched(items, batch_size):
-        await memory.add(scope, batch)
-        sent += len(batch)
+    async for uids in memory.add_batches(scope, batched(list(episodes), batch_size)):
+        sent += len(uids)
         if on_batch is not None:
-            on_batch(len(batch))
+            on_batch(len(uids))
     return sent

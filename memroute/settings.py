@@ -41,7 +41,7 @@ class MemrouteSettings(BaseSettings):
     reranker: str = "offline"  # offline | flashrank[:<model>] | none
     flashrank_cache_dir: Path | None = None
     embed_threads: int = Field(default_factory=lambda: min(2, os.cpu_count() or 1))
-    embed_batch_size: int = 64
+    embed_batch_size: int = 16  # MiniLM int8: 81 sentences/s at 16, 49 at 64 (padding)
     query_cache_size: int = Field(default=256, ge=0)  # recent query vectors kept per Memory
 
     lexical: bool = False

@@ -275,3 +275,25 @@ async def test_query_cache_off_embeds_every_time(memory: Memory, scope: Scope) -
     for _ in range(2):
         await mem.search_scored(scope, "Where does the dog sleep?", k=1)
     assert counting.queries == ["Where does the dog sleep?"] * 2 and not mem._query_vectors
+
+
+async def test_add_batches_stores_each_batch_in_order_and_stops_at_a_bad_one(
+        memory: Memory, scope: Scope) -> None:
+    batches = [turns("s1", [f"Turn {i}. It has two sentences." for i in range(j, j + 3)], start=j)
+               for j in (0, 3, 6)]
+    stored = [uids async for uids in memory.add_batches(scope, iter(batches))]
+    assert stored == [[e.uid for e in batch] for batch in batches]
+    assert await memory.count(scope) == {"episodes": 9, "sentences": 18}
+    hits = await memory.search_scored(scope, "Turn 7", k=1, context=(1, 1))
+    assert [e.content for e in hits[0].episodes] == [f"Turn {i}. It has two sentences."
+                                                     for i in (6, 7, 8)]
+
+    other = Scope(org_id=scope.org_id, project_id="batches-bad")
+    bad = [turns("s2", ["A fine turn."]), [{"content": "   "}],
+           turns("s2", ["Never stored."], start=1)]
+    seen = []
+    with pytest.raises(InvalidInputError, match="episode #0"):
+        async for uids in memory.add_batches(other, bad):
+            seen.append(uids)
+    assert len(seen) == 1 and (await memory.count(other))["episodes"] == 1
+    assert [uids async for uids in memory.add_batches(other, [])] == []

@@ -117,8 +117,9 @@ async def measure_ingestion(settings: MemrouteSettings, embedder: MiniLMOnnxEmbe
         await memory.close()
         memory = await Memory.open(settings=settings, schema="bench_ingest", embedder=emb)
         start = time.perf_counter()
-        for i in range(0, len(texts), 500):
-            await memory.add(scope, episodes_for(texts[i:i + 500], i))
+        batches = (episodes_for(texts[i:i + 500], i) for i in range(0, len(texts), 500))
+        async for _ in memory.add_batches(scope, batches):
+            pass
         figures[f"{label}_sentences_per_s"] = len(texts) / (time.perf_counter() - start)
         await memory.close()
     figures["ratio_to_embedder"] = figures["with_embedding_sentences_per_s"] / embed_only

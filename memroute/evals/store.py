@@ -115,11 +115,10 @@ async def build_store(dataset: Dataset, memory: Memory, seed: int,
         progress(done, total)
     added = 0
     for scope, episodes in missing:
-        for i in range(0, len(episodes), BATCH):
-            batch = episodes[i:i + BATCH]
-            await memory.add(scope, batch)
-            added += len(batch)
-            done += len(batch)
+        batches = (episodes[i:i + BATCH] for i in range(0, len(episodes), BATCH))
+        async for uids in memory.add_batches(scope, batches):
+            added += len(uids)
+            done += len(uids)
             if progress:
                 progress(done, total)
     elapsed = time.perf_counter() - start

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import time
 from collections import OrderedDict
-from dataclasses import replace
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -83,6 +85,18 @@ class SearchResults(list[ScoredResult]):
         super().__init__(items)
         self.timings = timings or {}
         self.reranker = reranker
+
+
+@dataclass
+class _PreparedAdd:
+    """An `add` between embedding and writing."""
+
+    scope: Scope
+    uids: list[str]
+    new: list[Episode] = field(default_factory=list)
+    sentences: list[tuple[Episode, int, str]] = field(default_factory=list)
+    vectors: np.ndarray | None = None
+    skipped: int = 0
 
 
 def _check_query(query: Any, what: str = "query") -> str:
@@ -205,16 +219,46 @@ class Memory:
 
     async def add(self, scope: Scope | dict, episodes: list[Episode | dict]) -> list[str]:
         """Store episodes atomically; idempotent by uid. Returns the uids, in input order."""
+        prepared = await self._prepare_add(coerce_scope(scope), episodes)
+        await self._commit_add(prepared)
+        return prepared.uids
+
+    async def add_batches(self, scope: Scope | dict,
+                          batches: Iterable[list[Episode | dict]]) -> AsyncIterator[list[str]]:
+        """Store batches in order, each atomically like `add`, yielding each batch's uids once
+        it is stored. The next batch is embedded while the previous one is written, so a long
+        ingestion runs at the embedder's pace. A bad batch raises when its turn comes; the
+        batches before it stay stored."""
         scope = coerce_scope(scope)
+        remaining = iter(batches)
+        first = next(remaining, None)
+        preparing = None if first is None else asyncio.ensure_future(
+            self._prepare_add(scope, first))
+        try:
+            while preparing is not None:
+                prepared = await preparing
+                following = next(remaining, None)
+                preparing = None if following is None else asyncio.ensure_future(
+                    self._prepare_add(scope, following))
+                await self._commit_add(prepared)
+                yield prepared.uids
+        finally:
+            if preparing is not None and not preparing.done():
+                preparing.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await preparing
+
+    async def _prepare_add(self, scope: Scope, episodes: list[Episode | dict]) -> _PreparedAdd:
+        """Validate, skip the uids stored already, split and embed; nothing is written."""
         if not isinstance(episodes, (list, tuple)):
             raise InvalidInputError("episodes must be a list")
         items = [coerce_episode(e, i) for i, e in enumerate(episodes)]
-        uids = [e.uid for e in items]
+        prepared = _PreparedAdd(scope, [e.uid for e in items])
         unique: dict[str, Episode] = {}
         for episode in items:
             unique.setdefault(episode.uid, episode)
         if not unique:
-            return []
+            return prepared
         s = self.schema
 
         async def existing_uids() -> set[str]:
@@ -226,19 +270,29 @@ class Memory:
                 return {row[0] for row in await cur.fetchall()}
 
         existing = await _with_retry(existing_uids, "add")
-        new = [e for uid, e in unique.items() if uid not in existing]
-        if not new:
-            return uids
-        sentences = [(e, i, text) for e in new for i, text in enumerate(split_sentences(e.content))]
-        vectors = await self.embedder.embed_documents([text for _, _, text in sentences])
-        if getattr(vectors, "shape", None) != (len(sentences), self.embedder.dim):
+        prepared.skipped = len(existing)
+        prepared.new = [e for uid, e in unique.items() if uid not in existing]
+        if not prepared.new:
+            return prepared
+        prepared.sentences = [(e, i, text) for e in prepared.new
+                              for i, text in enumerate(split_sentences(e.content))]
+        vectors = await self.embedder.embed_documents([t for _, _, t in prepared.sentences])
+        if getattr(vectors, "shape", None) != (len(prepared.sentences), self.embedder.dim):
             raise ModelUnavailableError(
                 f"embedder {self.embedder.name} returned {getattr(vectors, 'shape', None)} "
-                f"for {len(sentences)} sentences of dimension {self.embedder.dim}; nothing stored"
+                f"for {len(prepared.sentences)} sentences of dimension {self.embedder.dim}; "
+                "nothing stored"
             )
-        await _with_retry(lambda: self._write(scope, new, sentences, vectors), "add")
-        log.debug("memory.add", episodes=len(new), sentences=len(sentences), skipped=len(existing))
-        return uids
+        prepared.vectors = vectors
+        return prepared
+
+    async def _commit_add(self, prepared: _PreparedAdd) -> None:
+        if not prepared.new:
+            return
+        await _with_retry(lambda: self._write(prepared.scope, prepared.new, prepared.sentences,
+                                              prepared.vectors), "add")
+        log.debug("memory.add", episodes=len(prepared.new), sentences=len(prepared.sentences),
+                  skipped=prepared.skipped)
 
     async def _write(self, scope: Scope, episodes: list[Episode],
                      sentences: list[tuple[Episode, int, str]], vectors: np.ndarray) -> None:

@@ -8,7 +8,7 @@ from memroute.memory.errors import ModelUnavailableError
 __all__ = ["Embedder", "l2_normalize", "make_embedder"]
 
 
-def make_embedder(spec: str = "minilm", *, threads: int = 1, batch_size: int = 64) -> Embedder:
+def make_embedder(spec: str = "minilm", *, threads: int = 1, batch_size: int = 16) -> Embedder:
     """An embedder by name: ``minilm`` (default), ``e5``, ``torch``, ``openai[:model]``."""
     name, _, arg = spec.partition(":")
     if name == "minilm":

@@ -36,7 +36,7 @@ class MiniLMOnnxEmbedder:
         model_path: str | Path | None = None,
         *,
         threads: int = 1,
-        batch_size: int = 64,
+        batch_size: int = 16,
         verify: bool = True,
     ) -> None:
         import onnxruntime as ort
