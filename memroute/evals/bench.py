@@ -102,6 +102,26 @@ def percentiles(values: list[float]) -> dict[str, float]:
             "mean": float(np.mean(values))}
 
 
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def machine_info(threads: int) -> dict:
+    """What a timing depends on: cores, Python, thread settings, load at the start."""
+    return {"cpus": os.cpu_count(), "python": platform.python_version(),
+            "threads": {"embedder_intra_op": threads,
+                        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
+            "load_average_start": load_average()}
+
+
+def write_report(report: dict, name: str, print_table) -> None:
+    """``bench-out/<name>.json``, the table, then the report as the last line (one JSON)."""
+    OUT.mkdir(exist_ok=True)
+    (OUT / f"{name}.json").write_text(json.dumps(report, indent=2))
+    print_table(report)
+    print(json.dumps(report))
+
+
 async def measure_ingestion(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder,
                             texts: list[str], vectors: np.ndarray) -> dict:
     """Sentences/s with embedding included and excluded, and the embedder's own rate."""
@@ -236,9 +256,7 @@ async def run(args: argparse.Namespace) -> dict:
     whole = [i for i, t in enumerate(texts) if split_sentences(t) == [t]]
     texts, vectors = [texts[i] for i in whole], vectors[whole]
     report: dict = {
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "threads": {"embedder_intra_op": args.threads,
-                                "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")}},
+        "machine": machine_info(args.threads),
         "ingestion": await measure_ingestion(settings, embedder, texts[: args.ingest_n],
                                             vectors[: args.ingest_n]),
         "search": {},
@@ -276,11 +294,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    report = asyncio.run(run(args))
-    OUT.mkdir(exist_ok=True)
-    (OUT / "memory.json").write_text(json.dumps(report, indent=2))
-    print_report(report)
-    print(json.dumps(report))
+    write_report(asyncio.run(run(args)), "memory", print_report)
 
 
 if __name__ == "__main__":

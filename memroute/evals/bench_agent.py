@@ -21,9 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import json
 import os
-import platform
 import statistics
 import time
 from collections import Counter
@@ -33,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from memroute.agent import RetrievalAgent
+from memroute.evals.bench import load_average, machine_info, percentiles, write_report
 from memroute.evals.datasets import load_dataset
 from memroute.evals.scripted_llm import ScriptedPlannerChat
 from memroute.evals.store import build_store
@@ -40,7 +39,6 @@ from memroute.memory import Memory, Scope
 from memroute.memory.embedders.minilm_onnx import MiniLMOnnxEmbedder
 from memroute.settings import MemrouteSettings
 
-OUT = Path("bench-out")
 HOTPOTQA = Path("hotpotqa") / "hotpotqa_dev_distractor_800.jsonl"
 # MemMachine's published per-question averages (HotpotQA hard, LLM planner).
 MEMMACHINE_INPUT = {"router": 1049, "split": 1229, "chain": 2874}
@@ -50,15 +48,6 @@ SPLIT_RATIO_TARGET = 1.3
 QUERY_CACHE = 8  # query vectors the memory keeps (MEMROUTE_QUERY_CACHE_SIZE)
 NODES = ("tool_select", "split_plan", "chain_judge")
 COUNTS = ("llm_calls", "input_tokens", "output_tokens")
-
-
-def percentiles(values: list[float]) -> dict[str, float]:
-    return {"p50": float(np.percentile(values, 50)), "p95": float(np.percentile(values, 95)),
-            "mean": float(np.mean(values))}
-
-
-def load_average() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
 
 
 def interval_union_ms(records: list[dict[str, Any]]) -> float:
@@ -297,10 +286,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     memory, scope, questions, store = await open_bench_store(
         settings, Path(args.data_dir) / HOTPOTQA, args.questions, args.seed)
     report: dict[str, Any] = {
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "threads": {"embedder_intra_op": args.threads,
-                                "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
-                    "load_average_start": load_average()},
+        "machine": machine_info(args.threads),
         "store": store, "embedder": memory.embedder.name, "reranker": memory.reranker_name,
     }
     try:
@@ -366,11 +352,7 @@ def main() -> None:
     parser.add_argument("--sub-queries", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    report = asyncio.run(run(args))
-    OUT.mkdir(exist_ok=True)
-    (OUT / "agent.json").write_text(json.dumps(report, indent=2))
-    print_report(report)
-    print(json.dumps(report))
+    write_report(asyncio.run(run(args)), "agent", print_report)
 
 
 if __name__ == "__main__":
