@@ -32,11 +32,18 @@ def test_a_new_embedded_server_runs_with_the_tuned_settings(pg_url: str, pg_home
     assert ensure_embedded_server(pg_home) == pg_url
 
 
-def test_cgroup_limit_or_physical_memory_is_what_the_tuning_reads() -> None:
+def test_the_tuning_reads_a_lower_cgroup_limit_and_ignores_none(tmp_path) -> None:
     from memroute.memory.server import available_memory_bytes
 
     physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    assert 0 < available_memory_bytes() <= physical
+    v2, v1 = tmp_path / "memory.max", tmp_path / "memory.limit_in_bytes"
+    v2.write_text("max\n")  # cgroup v2 without a limit
+    v1.write_text(f"{GiB}\n")
+    assert available_memory_bytes((str(v2),)) == physical
+    assert available_memory_bytes((str(v2), str(v1))) == GiB
+    assert available_memory_bytes((str(tmp_path / "absent"),)) == physical
+    v1.write_text(f"{physical * 4}\n")  # a limit above the machine's memory
+    assert available_memory_bytes((str(v1),)) == physical
 
 
 def test_a_server_that_cannot_start_tuned_starts_with_postgres_defaults(tmp_path, monkeypatch):

@@ -41,10 +41,14 @@ def _handle(home: Path, start: bool):
         raise StoreUnavailableError(f"cannot start the embedded server in {pgdata}: {exc}") from exc
 
 
-def available_memory_bytes() -> int:
+CGROUP_MEMORY_LIMITS = ("/sys/fs/cgroup/memory.max",  # cgroup v2
+                        "/sys/fs/cgroup/memory/memory.limit_in_bytes")  # cgroup v1
+
+
+def available_memory_bytes(limit_files: tuple[str, ...] = CGROUP_MEMORY_LIMITS) -> int:
     """Physical memory, or the cgroup's limit when the process runs under a lower one."""
     physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+    for limit_file in limit_files:
         try:
             limit = int(Path(limit_file).read_text().strip())
         except (OSError, ValueError):  # absent, or "max"
