@@ -124,26 +124,48 @@ def write_report(report: dict, name: str, print_table) -> None:
 
 async def measure_ingestion(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder,
                             texts: list[str], vectors: np.ndarray) -> dict:
-    """Sentences/s with embedding included and excluded, and the embedder's own rate."""
+    """Sentences/s: the embedder alone; ingestion with embedding, pipelined
+    (`Memory.add_batches`) and one `Memory.add` after another; ingestion without embedding."""
     scope = Scope(org_id="bench", project_id="ingest")
     start = time.perf_counter()
     await embedder.embed_documents(texts)
     embed_only = len(texts) / (time.perf_counter() - start)
     figures = {"sentences": len(texts), "embedder_sentences_per_s": embed_only}
-    for label, emb in (("with_embedding", embedder),
-                       ("without_embedding", PrecomputedEmbedder(embedder, texts, vectors))):
+    precomputed = PrecomputedEmbedder(embedder, texts, vectors)
+    for label, emb, pipelined in (("with_embedding", embedder, True),
+                                  ("one_add_at_a_time", embedder, False),
+                                  ("without_embedding", precomputed, True)):
         memory = await Memory.open(settings=settings, schema="bench_ingest", embedder=emb)
         await drop_schema(memory)
         await memory.close()
         memory = await Memory.open(settings=settings, schema="bench_ingest", embedder=emb)
+        batches = [episodes_for(texts[i:i + 500], i) for i in range(0, len(texts), 500)]
         start = time.perf_counter()
-        batches = (episodes_for(texts[i:i + 500], i) for i in range(0, len(texts), 500))
-        async for _ in memory.add_batches(scope, batches):
-            pass
+        if pipelined:
+            async for _ in memory.add_batches(scope, batches):
+                pass
+        else:
+            for batch in batches:
+                await memory.add(scope, batch)
         figures[f"{label}_sentences_per_s"] = len(texts) / (time.perf_counter() - start)
         await memory.close()
     figures["ratio_to_embedder"] = figures["with_embedding_sentences_per_s"] / embed_only
+    figures["one_add_at_a_time_ratio"] = figures["one_add_at_a_time_sentences_per_s"] / embed_only
     return figures
+
+
+def measure_batch_sizes(texts: list[str], sizes: list[int], threads: int,
+                        chunk: int = 250) -> dict[str, float]:
+    """The embedder's sentences/s at each batch size, the sizes taking turns chunk by chunk
+    (order reversed every other chunk) so a change in the machine's speed hits them alike."""
+    embedders = {size: MiniLMOnnxEmbedder(threads=threads, batch_size=size) for size in sizes}
+    seconds = dict.fromkeys(sizes, 0.0)
+    for n, i in enumerate(range(0, len(texts), chunk)):
+        for size in (sizes if n % 2 == 0 else sizes[::-1]):
+            start = time.perf_counter()
+            embedders[size].encode(texts[i:i + chunk])
+            seconds[size] += time.perf_counter() - start
+    return {str(size): len(texts) / seconds[size] for size in sizes}
 
 
 def synthetic_corpus(texts: list[str], vectors: np.ndarray,
@@ -261,6 +283,9 @@ async def run(args: argparse.Namespace) -> dict:
                                             vectors[: args.ingest_n]),
         "search": {},
     }
+    if args.batch_sizes:
+        report["embedder_sentences_per_s_by_batch_size"] = measure_batch_sizes(
+            texts[: args.ingest_n], args.batch_sizes, args.threads)
     qs = questions(Path(args.data_dir), 2 * args.queries)
     qs, warm_up = qs[: args.queries], qs[args.queries:]
     for size in args.sizes:
@@ -277,7 +302,11 @@ def print_report(report: dict) -> None:
     print(f"embedder alone:             {ing['embedder_sentences_per_s']:8.1f} sentences/s")
     print(f"ingestion with embedding:   {ing['with_embedding_sentences_per_s']:8.1f} sentences/s "
           f"({ing['ratio_to_embedder']:.0%} of the embedder)")
+    print(f"  one add at a time:        {ing['one_add_at_a_time_sentences_per_s']:8.1f} sentences/s "
+          f"({ing['one_add_at_a_time_ratio']:.0%})")
     print(f"ingestion without embedding:{ing['without_embedding_sentences_per_s']:8.1f} sentences/s")
+    for size, rate in report.get("embedder_sentences_per_s_by_batch_size", {}).items():
+        print(f"embedder, batch size {size:>3}:  {rate:8.1f} sentences/s")
     for size, fig in report["search"].items():
         for label in ("no_rerank", "rerank", "no_rerank_context_1_2"):
             lat = fig[label]["latency_ms"]
@@ -291,6 +320,8 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--max-real", type=int, default=100_000)
     parser.add_argument("--ingest-n", type=int, default=3000)
+    parser.add_argument("--batch-sizes", type=int, nargs="*", default=[],
+                        help="also time the embedder at these batch sizes (e.g. 8 16 32 64)")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
