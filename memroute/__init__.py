@@ -2,11 +2,23 @@
 
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["Budget", "Episode", "Memory", "MemrouteRetriever", "RetrievalAgent",
-           "RetrievalResult", "Scope", "ScoredResult", "SyncMemory", "flatten"]
+from memroute.errors import (
+    EmbedderMismatchError,
+    FilterError,
+    InvalidInputError,
+    MemrouteError,
+    ModelUnavailableError,
+    StoreUnavailableError,
+)
+
+__all__ = ["Budget", "EmbedderMismatchError", "Episode", "FilterError", "InvalidInputError",
+           "Memory", "MemrouteError", "MemrouteRetriever", "ModelUnavailableError",
+           "RetrievalAgent", "RetrievalResult", "Scope", "ScoredResult", "StoreUnavailableError",
+           "SyncMemory", "flatten"]
 __version__ = "0.1.0"
 
-# Every public name loads on first use, so `import memroute` (and the CLI) starts fast.
+# Every public name but the errors loads on first use, so `import memroute` (and the CLI)
+# starts fast.
 _LAZY = {"Episode": "memroute.memory", "Memory": "memroute.memory", "Scope": "memroute.memory",
          "ScoredResult": "memroute.memory", "SyncMemory": "memroute.memory",
          "flatten": "memroute.memory", "RetrievalAgent": "memroute.agent",

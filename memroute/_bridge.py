@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from memroute._sync import run_sync, shared_loop
 from memroute.memory import Memory, SyncMemory
-from memroute.memory.errors import InvalidInputError
+from memroute.errors import InvalidInputError
 
 T = TypeVar("T")
 

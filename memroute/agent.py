@@ -24,7 +24,7 @@ from memroute.memory.rerankers import Reranker, make_reranker
 from memroute.memory.store import Memory
 from memroute.memory.sync import SyncMemory
 from memroute.settings import MemrouteSettings
-from memroute.strategies.base import Planner
+from memroute.planners import Planner, make_planner
 from memroute.strategies.budget import Budget
 
 Strategy = Literal["auto", "direct", "split", "chain"]
@@ -94,21 +94,6 @@ class RetrievalResult:
         data["costs"] = self.costs.as_dict()
         data["result_uids"] = [r.uid for r in self.results]
         return data
-
-
-def make_planner(llm: Any = None, *, settings: MemrouteSettings, **llm_options: Any) -> Planner:
-    """An `LLMPlanner` for ``llm`` (or for ``MEMROUTE_LLM_*`` when a model is configured),
-    else the offline planner."""
-    from memroute.strategies.llm_clients import openai_client_from_settings
-    from memroute.strategies.llm_planner import LLMPlanner
-
-    if llm is None and settings.llm_model:
-        llm = openai_client_from_settings(settings)
-    if llm is not None:
-        return LLMPlanner(llm, settings=settings, **llm_options)
-    from memroute.strategies.offline_planner import OfflinePlanner
-
-    return OfflinePlanner()
 
 
 class RetrievalAgent:

@@ -53,7 +53,7 @@ async def show_agent(memory: Memory, console: Console, scope: Scope = DEMO_SCOPE
                      k: int = 5) -> dict[str, str]:
     """The agent on every sample question, explained; returns the route taken per question."""
     from memroute.agent import RetrievalAgent
-    from memroute.strategies.offline_planner import OfflinePlanner
+    from memroute.planners.offline.planner import OfflinePlanner
 
     agent = RetrievalAgent(memory=memory, planner=OfflinePlanner())
     routes = {}

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from memroute.memory.errors import InvalidInputError
+from memroute.errors import InvalidInputError
 from memroute.memory.models import Episode, Scope
 
 FORMATS = ("jsonl", "hotpotqa", "2wiki", "musique", "locomo")

@@ -21,7 +21,7 @@ from langchain_core.runnables import ConfigurableField, RunnableSerializable
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from memroute._bridge import run_async, run_blocking, unwrap
-from memroute.memory.errors import InvalidInputError
+from memroute.errors import InvalidInputError
 from memroute.memory.models import Scope, ScoredResult, coerce_scope
 
 Strategy = Literal["auto", "direct", "split", "chain"]

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from memroute._bridge import run_async, run_blocking, unwrap
 from memroute.memory import Memory, Scope, ScoredResult, SyncMemory
-from memroute.memory.errors import InvalidInputError, MemrouteError
+from memroute.errors import InvalidInputError, MemrouteError
 from memroute.memory.models import coerce_scope
 
 DESCRIPTION = (

@@ -20,7 +20,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
-from memroute.strategies.tokens import count_messages, count_tokens, encoding
+from memroute.planners.llm.tokens import count_messages, count_tokens, encoding
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,11 @@ from memroute.evals.datasets import load_dataset
 from memroute.evals.scripted_llm import ScriptedPlannerChat, padded_split, planner_reply
 from memroute.evals.store import pooled_episodes
 from memroute.prompts import load_prompt
-from memroute.strategies import chain_of_query, offline_planner as offline, split_query
-from memroute.strategies.llm_planner import LLMPlanner
-from memroute.strategies.tokens import count_messages
+from memroute.planners.offline.bridging import judge_evidence
+from memroute.planners.offline.question_syntax import route_by_syntax, subject_sub_queries
+from memroute.strategies import chain_of_query, split_query
+from memroute.planners.llm.planner import LLMPlanner
+from memroute.planners.llm.tokens import count_messages
 
 DATA = (Path(__file__).resolve().parents[2]
         / "shared/data/hotpotqa/hotpotqa_dev_distractor_800.jsonl")
@@ -33,7 +35,7 @@ async def test_route_reply_is_the_offline_route_and_tokens_are_counted_from_the_
     for question in (BRIDGE, COMPARISON, "What year did the bridge open?"):
         result = await planner.route(question)
         assert result.error is None
-        assert result.value.route == offline.choose_route(question)[0]
+        assert result.value.route == route_by_syntax(question)[0]
         sent = load_prompt("tool_select").render(query=chain_of_query.as_data(question, 2000))
         assert result.usage.llm_calls == 1 and result.usage.estimated
         assert result.usage.input_tokens == count_messages(sent)
@@ -43,7 +45,7 @@ async def test_route_reply_is_the_offline_route_and_tokens_are_counted_from_the_
 async def test_split_reply_is_the_offline_split_or_exactly_n_sub_queries():
     result = await LLMPlanner(ScriptedPlannerChat()).split(COMPARISON)
     assert result.error is None
-    assert result.value.sub_queries == offline.split_query(COMPARISON)
+    assert result.value.sub_queries == subject_sub_queries(COMPARISON)
     assert len(result.value.sub_queries) == 2
     for question in (BRIDGE, COMPARISON):
         padded = await LLMPlanner(ScriptedPlannerChat(split_into=4)).split(question)
@@ -58,7 +60,7 @@ async def test_judge_reply_reads_the_evidence_and_previous_queries_of_the_prompt
     planner = LLMPlanner(ScriptedPlannerChat())
     first = await planner.judge(BRIDGE, EVIDENCE, [BRIDGE], hop=1)
     assert first.error is None
-    expected = offline.judge_evidence(BRIDGE, EVIDENCE, [BRIDGE])
+    expected = judge_evidence(BRIDGE, EVIDENCE, [BRIDGE])
     assert first.value.is_sufficient is expected.is_sufficient is False
     assert first.value.new_query == expected.new_query
     assert "Mara Quinlan" in first.value.new_query

@@ -9,7 +9,7 @@ import pytest
 
 from memroute.evals.datasets import load_dataset
 from memroute.evals.store import planned_episodes, pooled_episodes, schema_name
-from memroute.memory.errors import InvalidInputError
+from memroute.errors import InvalidInputError
 
 FIX = Path(__file__).parent / "fixtures" / "evals"
 

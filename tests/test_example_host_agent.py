@@ -86,7 +86,7 @@ async def test_host_final_state_and_no_model(host, memory: Memory, filled: Scope
 
 
 async def test_host_without_memroute_context_fails_clearly(host, filled: Scope) -> None:
-    from memroute.memory.errors import InvalidInputError
+    from memroute.errors import InvalidInputError
 
     graph = host.build_host_graph()
     with pytest.raises(InvalidInputError, match="RetrievalContext"):

@@ -12,7 +12,7 @@ from fake_chat import Delay, RateLimited, ScriptedChatModel, corpus_episodes, ju
 from memroute import Budget, RetrievalAgent, Scope, ScoredResult
 from memroute.graph import GraphPolicies, HopJudged, RouteChosen, SearchDone, SubQueries
 from memroute.graph.events import Final
-from memroute.memory.errors import InvalidInputError
+from memroute.errors import InvalidInputError
 
 FAST = GraphPolicies(llm_timeout_s=10.0, llm_max_attempts=2, retry_initial_interval_s=0.01,
                      retry_max_interval_s=0.02)
@@ -453,7 +453,7 @@ async def test_the_uncompiled_graph_embeds_in_a_host_graph(memory, corpus):
     host.add_edge("retrieve", "answer")
     host.add_edge("answer", END)
     planner = ScriptedChatModel.of([route("direct")])
-    from memroute.strategies.llm_planner import LLMPlanner
+    from memroute.planners.llm.planner import LLMPlanner
 
     context = HostContext("u1", RetrievalContext(memory=memory, planner=LLMPlanner(planner)))
     chunks = [c async for c in host.compile().astream(

@@ -10,7 +10,7 @@ import pytest
 from memroute import sample_data
 from memroute.ingest import conversation_scope, read_jsonl, stable_uid, store_batches
 from memroute.memory import Memory, Scope
-from memroute.memory.errors import InvalidInputError
+from memroute.errors import InvalidInputError
 
 
 def write(path: Path, lines: list[str]) -> Path:

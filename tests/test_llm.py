@@ -13,10 +13,10 @@ from langgraph.errors import NodeTimeoutError
 from memroute.strategies.base import RouteDecision
 from memroute.strategies.budget import Budget, CallLimits, Spend, with_margin
 from memroute.strategies.chain_of_query import JudgeReply
-from memroute.strategies.llm import StructuredLLM, extract_json, is_transient
-from memroute.strategies.llm_clients import LangChainChat, make_backend
-from memroute.strategies.llm_planner import LLMPlanner
-from memroute.strategies.tokens import count_messages
+from memroute.planners.llm.structured import StructuredLLM, extract_json, is_transient
+from memroute.planners.llm.backends import LangChainChat, make_backend
+from memroute.planners.llm.planner import LLMPlanner
+from memroute.planners.llm.tokens import count_messages
 from memroute.strategies.tool_select import RouteReply
 
 MESSAGES = [{"role": "system", "content": "Pick a route."},
@@ -168,7 +168,7 @@ def test_extract_json():
 
 
 def test_make_backend_rejects_unknown_clients():
-    from memroute.memory.errors import InvalidInputError
+    from memroute.errors import InvalidInputError
 
     with pytest.raises(InvalidInputError):
         make_backend(object())
@@ -189,7 +189,7 @@ async def test_planner_uses_the_router_model_for_routing_only():
 
 
 def test_budget_validation_and_limits():
-    from memroute.memory.errors import InvalidInputError
+    from memroute.errors import InvalidInputError
 
     for bad in ({"max_llm_calls": -1}, {"max_llm_calls": 1.5}, {"max_latency_s": "1"},
                 {"max_input_tokens": True}):

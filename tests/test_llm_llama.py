@@ -24,9 +24,9 @@ from fake_chat import corpus_episodes
 from memroute import Budget, RetrievalAgent, Scope
 from memroute.graph import GraphPolicies
 from memroute.strategies.budget import CallLimits, with_margin
-from memroute.strategies.llm import StructuredLLM
-from memroute.strategies.llm_clients import OpenAIChat
-from memroute.strategies.tokens import count_messages
+from memroute.planners.llm.structured import StructuredLLM
+from memroute.planners.llm.backends import OpenAIChat
+from memroute.planners.llm.tokens import count_messages
 from memroute.strategies.tool_select import RouteReply
 
 pytestmark = pytest.mark.llm

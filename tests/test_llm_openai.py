@@ -17,8 +17,8 @@ from memroute import RetrievalAgent, Scope
 from memroute.graph import GraphPolicies
 from memroute.settings import MemrouteSettings
 from memroute.strategies.budget import CallLimits
-from memroute.strategies.llm import StructuredLLM
-from memroute.strategies.llm_clients import OpenAIChat
+from memroute.planners.llm.structured import StructuredLLM
+from memroute.planners.llm.backends import OpenAIChat
 from memroute.strategies.tool_select import RouteReply
 
 FAST = GraphPolicies(llm_timeout_s=10.0, llm_max_attempts=2, retry_initial_interval_s=0.01,

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from memroute import RetrievalAgent, Scope
-from memroute.strategies.offline_planner import OfflinePlanner
+from memroute.planners.offline.planner import OfflinePlanner
 
 MARKERS = ("amberwick", "bramblefen", "cobaltmere", "duskhollow")
 TOPICS = ("lighthouse", "orchard", "glacier", "railway", "library", "harbor", "volcano",

@@ -6,20 +6,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memroute.strategies.base import (
-    ChainJudgment,
-    Planner,
-    PlannerResult,
-    RouteDecision,
-    SplitPlan,
-)
-from memroute.strategies.entities import capitalized_phrases, key_terms, mentioned, split_title
-from memroute.strategies.offline_planner import (
-    OfflinePlanner,
-    bridge_candidates,
-    choose_route,
+from memroute.strategies.base import ChainJudgment, RouteDecision, SplitPlan
+
+from memroute.planners.base import Planner, PlannerResult
+from memroute.planners.offline.entities import capitalized_phrases, key_terms, mentioned, split_title
+from memroute.planners.offline.bridging import bridge_candidates
+from memroute.planners.offline.planner import OfflinePlanner
+from memroute.planners.offline.question_syntax import (
     comparison_subjects,
-    split_query,
+    route_by_syntax,
+    subject_sub_queries,
 )
 
 
@@ -52,7 +48,7 @@ def test_implements_the_planner_protocol() -> None:
     ("How do vaccines train the immune system?", "direct"),
 ])
 def test_route_by_syntax(question: str, route: str) -> None:
-    assert choose_route(question)[0] == route
+    assert route_by_syntax(question)[0] == route
 
 
 async def test_route_returns_a_validated_decision_with_zero_llm_calls() -> None:
@@ -64,9 +60,9 @@ async def test_route_returns_a_validated_decision_with_zero_llm_calls() -> None:
 
 
 def test_split_by_comparison_subjects() -> None:
-    subs = split_query("Which magazine was started first, Arthur's Magazine or First for Women?")
+    subs = subject_sub_queries("Which magazine was started first, Arthur's Magazine or First for Women?")
     assert subs == ["Arthur's Magazine magazine started", "First for Women magazine started"]
-    subs = split_query("Are Giuseppe Verdi and Ambroise Thomas both Opera composers?")
+    subs = subject_sub_queries("Are Giuseppe Verdi and Ambroise Thomas both Opera composers?")
     assert subs == ["Giuseppe Verdi Opera composers", "Ambroise Thomas Opera composers"]
     # no comparison wording ("first", "both") in any sub-query
     assert not any(w in s.split() for s in subs for w in ("first", "both"))
@@ -74,7 +70,7 @@ def test_split_by_comparison_subjects() -> None:
 
 def test_split_ignores_appositions_and_single_subjects() -> None:
     assert comparison_subjects("Which team plays in Irving, Texas?") == ([], False)
-    assert split_query("When did Caroline go to the LGBTQ support group?") == []
+    assert subject_sub_queries("When did Caroline go to the LGBTQ support group?") == []
 
 
 async def test_split_never_exceeds_six_sub_queries() -> None:

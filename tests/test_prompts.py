@@ -7,9 +7,9 @@ from importlib.resources import files
 
 import pytest
 
-from memroute.memory.errors import InvalidInputError
+from memroute.errors import InvalidInputError
 from memroute.prompts import load_prompt
-from memroute.strategies.tokens import count_messages
+from memroute.planners.llm.tokens import count_messages
 
 NAMES = ["tool_select", "split_query", "chain_of_query", "repair"]
 

@@ -17,7 +17,7 @@ from langchain_tests.integration_tests import RetrieversIntegrationTests
 
 from memroute import MemrouteRetriever, RetrievalAgent, sample_data
 from memroute.memory import Memory, Scope, SyncMemory
-from memroute.memory.errors import InvalidInputError
+from memroute.errors import InvalidInputError
 
 QUESTION = "Which clinic does Biscuit go to?"
 

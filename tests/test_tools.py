@@ -129,7 +129,7 @@ async def test_paging_reuses_the_first_search(memory: Memory, filled: Scope) -> 
 
 
 def test_invalid_settings_are_rejected(memory: Memory) -> None:
-    from memroute.memory.errors import InvalidInputError
+    from memroute.errors import InvalidInputError
 
     with pytest.raises(InvalidInputError):
         MemorySearch(memory, {"org_id": "x"}, page_size=0)
@@ -208,7 +208,7 @@ async def test_agent_mode_builds_an_offline_agent(memory: Memory, filled: Scope)
 
 
 def test_sync_call_with_an_async_memory_says_what_to_do(memory: Memory) -> None:
-    from memroute.memory.errors import InvalidInputError
+    from memroute.errors import InvalidInputError
 
     tool = memory_search_tool(memory, {"org_id": "x"})
     with pytest.raises(InvalidInputError, match="needs a SyncMemory"):

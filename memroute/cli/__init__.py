@@ -5,7 +5,8 @@ imports (the memory layer, models, the agent) happen inside commands, so startup
 """
 
 from memroute.cli import db, ingest, query  # noqa: F401  (registers the commands)
-from memroute.cli._app import app, configure_logging, exit_code_for, parse_scope
+from memroute.cli._app import app, configure_logging, parse_scope
+from memroute.errors import exit_code_for
 
 __all__ = ["app", "configure_logging", "exit_code_for", "main", "parse_scope"]
 

@@ -20,6 +20,8 @@ from typing import Annotated, Any, TypeVar
 import typer
 from typer.core import TyperGroup
 
+from memroute.errors import exit_code_for
+
 T = TypeVar("T")
 
 # Sub-apps owned by other modules, imported only when used so the CLI starts fast.
@@ -83,23 +85,8 @@ def setup_command(json_output: bool, debug: bool) -> None:
 
 # -- errors --------------------------------------------------------------------------------
 
-def exit_code_for(exc: BaseException) -> int:
-    from memroute.memory.errors import (
-        EmbedderMismatchError,
-        InvalidInputError,
-        ModelUnavailableError,
-        StoreUnavailableError,
-    )
-
-    for kind, code in ((InvalidInputError, 2), (StoreUnavailableError, 3),
-                       (ModelUnavailableError, 4), (EmbedderMismatchError, 5)):
-        if isinstance(exc, kind):
-            return code
-    return 1
-
-
 def _report_error(exc: BaseException) -> None:
-    from memroute.memory.errors import MemrouteError
+    from memroute.errors import MemrouteError
 
     message = " ".join(str(exc).split()) or type(exc).__name__
     if not isinstance(exc, MemrouteError):
@@ -168,7 +155,7 @@ ScopeOpt = Annotated[str, typer.Option(
 
 def parse_scope(text: str):
     """A `Scope` from ``org[/project[/user[/agent]]]``; empty parts take their defaults."""
-    from memroute.memory.errors import InvalidInputError
+    from memroute.errors import InvalidInputError
     from memroute.memory.models import coerce_scope
 
     parts = text.strip().split("/")
@@ -180,7 +167,7 @@ def parse_scope(text: str):
 
 
 def parse_filters(text: str | None) -> dict[str, Any] | None:
-    from memroute.memory.errors import FilterError
+    from memroute.errors import FilterError
 
     if not text:
         return None

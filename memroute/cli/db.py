@@ -25,7 +25,7 @@ def _settings():
 
 
 def _require_embedded(action: str) -> None:
-    from memroute.memory.errors import InvalidInputError
+    from memroute.errors import InvalidInputError
 
     if _settings().database_url:
         raise InvalidInputError(
@@ -144,7 +144,7 @@ def db_erase(
 ) -> None:
     """Delete every episode of a scope (or of one session in it)."""
     setup_command(json_output, debug)
-    from memroute.memory.errors import InvalidInputError
+    from memroute.errors import InvalidInputError
 
     target = parse_scope(scope)
     label = out.scope_label(target)

@@ -41,7 +41,7 @@ def ingest(
     """Store episodes from a file. Every line is validated before anything is written."""
     setup_command(json_output, debug)
     from memroute.ingest import FORMATS
-    from memroute.memory.errors import InvalidInputError
+    from memroute.errors import InvalidInputError
 
     if fmt not in FORMATS:
         raise InvalidInputError(f"unknown --format {fmt!r}: use one of {', '.join(FORMATS)}")
@@ -70,7 +70,7 @@ def _print_line_errors(errors: list[Any], shown: int = 20) -> None:
 async def _ingest(file: Path, fmt: str, scope: Any, batch_size: int, skip_invalid: bool,
                   limit: int | None, seed: int) -> dict[str, Any]:
     from memroute.ingest import conversation_scope, read_dataset, read_jsonl, store_batches
-    from memroute.memory.errors import InvalidInputError
+    from memroute.errors import InvalidInputError
 
     start = time.perf_counter()
     if fmt == "jsonl":

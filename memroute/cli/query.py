@@ -85,7 +85,7 @@ def ask(
 ) -> None:
     """Retrieve with the agent: it routes the question (direct, split or chain) and searches."""
     setup_command(json_output, debug)
-    from memroute.memory.errors import InvalidInputError
+    from memroute.errors import InvalidInputError
 
     if strategy not in STRATEGIES:
         raise InvalidInputError(f"unknown --strategy {strategy!r}: use {', '.join(STRATEGIES)}")
@@ -117,10 +117,10 @@ def ask(
 def make_agent(memory: Any, planner: str) -> Any:
     """The retrieval agent with the planner asked for on the command line."""
     from memroute.agent import RetrievalAgent
-    from memroute.memory.errors import InvalidInputError
+    from memroute.errors import InvalidInputError
 
     if planner == "offline":
-        from memroute.strategies.offline_planner import OfflinePlanner
+        from memroute.planners.offline.planner import OfflinePlanner
 
         return RetrievalAgent(memory=memory, planner=OfflinePlanner())
     if planner == "llm" and not memory.settings.llm_model:

@@ -55,7 +55,7 @@ class ChatModel(Protocol):
 
 
 def _estimate(messages: list[dict[str, str]], text: str, usage: Usage) -> Usage:
-    from memroute.strategies.tokens import count_messages, count_tokens
+    from memroute.planners.llm.tokens import count_messages, count_tokens
 
     return Usage(1, count_messages(messages), count_tokens(text), usage.wall_ms, estimated=True)
 

@@ -107,7 +107,7 @@ def eval_command(
     """Run the evaluation protocol on one data set; write results.jsonl, summary.json,
     summary.md and plots into --out."""
     from memroute.evals.runner import EvalConfig, run_eval
-    from memroute.memory.errors import MemrouteError
+    from memroute.errors import MemrouteError, exit_code_for
 
     _configure_logging(debug)
     try:
@@ -122,18 +122,11 @@ def eval_command(
         if debug:
             raise
         sys.stderr.write(f"error: {' '.join(str(exc).split())}\n")
-        raise typer.Exit(_exit_code(exc)) from None
+        raise typer.Exit(exit_code_for(exc)) from None
     sys.stdout.write(json.dumps(summary, separators=(",", ":")) + "\n")
     sys.stdout.flush()
     if summary.get("partial"):
         raise typer.Exit(130)
-
-
-def _exit_code(exc: BaseException) -> int:
-    """The main CLI's exit code for an error (one mapping for every command)."""
-    from memroute.cli._app import exit_code_for
-
-    return exit_code_for(exc)
 
 
 def _configure_logging(debug: bool) -> None:

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from memroute.memory.errors import InvalidInputError
+from memroute.errors import InvalidInputError
 from memroute.memory.splitter import split_sentences
 
 DatasetName = Literal["hotpotqa", "2wiki", "musique", "locomo"]

@@ -23,7 +23,7 @@ from memroute.evals.scoring import headline_metric, score
 from memroute.evals.store import EvalStore, open_store
 from memroute.evals.summary import render_markdown, summarize
 from memroute.memory.embedders import make_embedder
-from memroute.memory.errors import InvalidInputError
+from memroute.errors import InvalidInputError
 from memroute.settings import MemrouteSettings, get_settings
 
 log = get_logger(__name__)
@@ -185,7 +185,7 @@ async def run_eval(cfg: EvalConfig, *, settings: MemrouteSettings | None = None,
                                         settings=settings, progress=reporter.ingest)
     chat = answering.as_chat_model(llm, settings.llm_model) if (cfg.answer or cfg.judge) else None
     if planner is None and cfg.planner == "offline":
-        from memroute.strategies.offline_planner import OfflinePlanner
+        from memroute.planners.offline.planner import OfflinePlanner
 
         planner = OfflinePlanner()  # explicitly: a configured LLM would otherwise plan
     retrieval = Retrieval(store.memory, planner=planner,

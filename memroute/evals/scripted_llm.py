@@ -21,12 +21,13 @@ import time
 
 from pydantic import BaseModel
 
-from memroute.strategies import offline_planner as offline
+from memroute.planners.offline.bridging import bridge_query, judge_evidence
+from memroute.planners.offline.question_syntax import route_by_syntax, subject_sub_queries
 from memroute.strategies.chain_of_query import JudgeReply
-from memroute.strategies.entities import capitalized_phrases, key_terms
-from memroute.strategies.llm import Completion, Message
+from memroute.planners.offline.entities import capitalized_phrases, key_terms
+from memroute.planners.llm.structured import Completion, Message
 from memroute.strategies.split_query import SplitReply, clean_sub_queries
-from memroute.strategies.tokens import encoding
+from memroute.planners.llm.tokens import encoding
 from memroute.strategies.tool_select import RouteReply
 
 _NONE = "(none)"
@@ -47,8 +48,8 @@ def padded_split(question: str, n: int) -> list[str]:
     """Exactly ``n`` valid sub-queries when the question allows it: the offline planner's
     split, then one per named phrase of the question, then slices of its key terms."""
     terms = key_terms(question)
-    candidates = [*offline.split_query(question),
-                  *(offline.bridge_query(question, phrase)
+    candidates = [*subject_sub_queries(question),
+                  *(bridge_query(question, phrase)
                     for phrase in capitalized_phrases(question)),
                   *(" ".join(terms[i::n]) for i in range(n)),
                   *(f"{term} facts" for term in terms)]
@@ -65,16 +66,16 @@ def planner_reply(messages: list[Message], schema: type[BaseModel],
     user = messages[-1]["content"]
     question = _between(user, "question")
     if schema is RouteReply:
-        route, reason = offline.choose_route(question)
+        route, reason = route_by_syntax(question)
         return json.dumps({"route": route, "reason": reason[:80]})
     if schema is SplitReply:
-        subs = (offline.split_query(question) if split_into is None
+        subs = (subject_sub_queries(question) if split_into is None
                 else padded_split(question, split_into))
         return json.dumps({"sub_queries": subs})
     if schema is JudgeReply:
         evidence = _lines(_between(user, "evidence"), re.compile(r"^\[\d+\] "))
         previous = _lines(_between(user, "previous_queries"), re.compile(r"^- "))
-        return offline.judge_evidence(question, evidence, previous).model_dump_json()
+        return judge_evidence(question, evidence, previous).model_dump_json()
     raise ValueError(f"no scripted reply for {schema.__name__}")
 
 

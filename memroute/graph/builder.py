@@ -10,15 +10,15 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import RetryPolicy, TimeoutPolicy
 
-from memroute.graph.chain import make_chain_judge, make_judge_fallback
+from memroute.graph.chain_judge import make_chain_judge, make_judge_fallback
 from memroute.graph.context import ContextResolver, ContextSource, RetrievalContext
-from memroute.graph.rerank import make_final_rerank
-from memroute.graph.routing import make_router_fallback, make_tool_select
-from memroute.graph.search import make_memory_search
-from memroute.graph.split import make_split_fallback, make_split_plan
+from memroute.graph.final_rerank import make_final_rerank
+from memroute.graph.tool_select import make_router_fallback, make_tool_select
+from memroute.graph.memory_search import make_memory_search
+from memroute.graph.split_plan import make_split_fallback, make_split_plan
 from memroute.graph.state import RetrievalInput, RetrievalOutput, RetrievalState
-from memroute.memory.errors import StoreUnavailableError
-from memroute.strategies.llm import is_transient
+from memroute.errors import StoreUnavailableError
+from memroute.planners.llm.structured import is_transient
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from memroute.memory.errors import InvalidInputError
+from memroute.errors import InvalidInputError
 from memroute.memory.store import Memory
 from memroute.strategies import chain_of_query, direct, split_query, tool_select
-from memroute.strategies.base import CostProfile, Planner, Route
+from memroute.strategies.base import CostProfile, Route
+from memroute.planners.base import Planner
 
 
 def default_profiles() -> dict[Route, CostProfile]:

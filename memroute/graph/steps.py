@@ -11,7 +11,8 @@ from memroute._log import get_logger
 from langgraph.errors import NodeTimeoutError
 
 from memroute.graph.state import NodeCost, RetrievalState
-from memroute.strategies.base import Planner, PlannerResult, Usage
+from memroute.strategies.base import Usage
+from memroute.planners.base import Planner, PlannerResult
 from memroute.strategies.budget import Budget, CallLimits, Spend
 
 log = get_logger(__name__)

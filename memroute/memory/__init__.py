@@ -1,7 +1,7 @@
 """Episodic memory on PostgreSQL + pgvector: the one declarative search every strategy uses."""
 
 from memroute.memory.embedders import Embedder, make_embedder
-from memroute.memory.errors import (
+from memroute.errors import (
     EmbedderMismatchError,
     FilterError,
     InvalidInputError,

@@ -20,7 +20,7 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
-from memroute.memory.errors import FilterError
+from memroute.errors import FilterError
 
 MAX_DEPTH = 8
 MAX_CLAUSES = 64

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from memroute.memory.errors import InvalidInputError
+from memroute.errors import InvalidInputError
 
 MAX_CONTENT_CHARS = 1_000_000
 _SCOPE_PART = re.compile(r"^[\w.:@\-]{1,128}$")

@@ -7,7 +7,7 @@ import re
 from memroute._log import get_logger
 from psycopg import AsyncConnection
 
-from memroute.memory.errors import EmbedderMismatchError, InvalidInputError
+from memroute.errors import EmbedderMismatchError, InvalidInputError
 
 log = get_logger(__name__)
 

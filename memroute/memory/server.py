@@ -11,7 +11,7 @@ import psycopg
 
 from memroute._log import get_logger
 
-from memroute.memory.errors import StoreUnavailableError
+from memroute.errors import StoreUnavailableError
 
 log = get_logger(__name__)
 

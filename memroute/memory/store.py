@@ -19,9 +19,9 @@ from psycopg import AsyncConnection, OperationalError
 from psycopg_pool import AsyncConnectionPool
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from memroute.memory import search as sql
+from memroute.memory import sql
 from memroute.memory.embedders import Embedder, make_embedder
-from memroute.memory.errors import (
+from memroute.errors import (
     InvalidInputError,
     ModelUnavailableError,
     StoreUnavailableError,
@@ -42,15 +42,11 @@ from memroute.memory.rerankers import (
 )
 from memroute.memory.schema import check_identifier, migrate
 from memroute.memory.server import ensure_embedded_server
+from memroute.memory.limits import MAX_CONTEXT, MAX_EXTRA_QUERIES, MAX_K, MAX_QUERY_CHARS
 from memroute.memory.splitter import split_sentences
 from memroute.settings import MemrouteSettings, get_settings
 
 log = get_logger(__name__)
-
-MAX_QUERY_CHARS = 8192
-MAX_K = 1000
-MAX_CONTEXT = 50
-MAX_EXTRA_QUERIES = 16
 
 _DEFAULT = object()
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib.resources import files
 
-from memroute.memory.errors import InvalidInputError
+from memroute.errors import InvalidInputError
 
 _SECTIONS = ("## system\n", "## user\n")
 

@@ -1,17 +1,18 @@
-"""Retrieval strategies: ToolSelect, direct, SplitQuery and ChainOfQuery, and their planners."""
+"""Retrieval strategies: ToolSelect, direct, SplitQuery and ChainOfQuery.
+
+One module each, with its decision schema, validator, stop rule and measured `CostProfile`;
+`budget` holds what a request may spend. The deciders behind them are in `memroute.planners`.
+"""
 
 from memroute.strategies.base import (
     ChainJudgment,
     CostProfile,
-    Planner,
-    PlannerResult,
     Route,
     RouteDecision,
     SplitPlan,
     Usage,
 )
 from memroute.strategies.budget import Budget, CallLimits
-from memroute.strategies.llm_planner import LLMPlanner
 
-__all__ = ["Budget", "CallLimits", "ChainJudgment", "CostProfile", "LLMPlanner", "Planner",
-           "PlannerResult", "Route", "RouteDecision", "SplitPlan", "Usage"]
+__all__ = ["Budget", "CallLimits", "ChainJudgment", "CostProfile", "Route", "RouteDecision",
+           "SplitPlan", "Usage"]

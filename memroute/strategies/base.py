@@ -1,19 +1,22 @@
-"""What every strategy shares: decision schemas, usage accounting, cost profiles, the planner.
+"""What every strategy shares: the route and strategy names, the decision schemas, the one
+cost record (`Usage`) and the measured `CostProfile` of each strategy.
 
-A planner makes the three decisions of the retrieval agent: which route (ToolSelect), how to
-split a query (SplitQuery) and whether the evidence suffices or which query to search next
-(ChainOfQuery). The LLM planner asks a model; the offline planner uses documented heuristics.
-Both return the same validated objects, so the graph does not know which one ran.
+The decisions themselves are made by a planner (`memroute.planners`), which returns these
+schemas; the graph does not know which planner ran.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Generic, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
 Route = Literal["direct", "split", "chain"]
+"""A path through the graph, as chosen by ToolSelect (or forced by a strategy override)."""
+Strategy = Literal["auto", "direct", "split", "chain"]
+"""What a caller asks for: ``auto`` lets ToolSelect choose the route."""
+STRATEGIES: tuple[Strategy, ...] = ("auto", "direct", "split", "chain")
 
 
 class RouteDecision(BaseModel):
@@ -54,19 +57,6 @@ class Usage:
                      self.estimated or other.estimated)
 
 
-T = TypeVar("T", bound=BaseModel)
-
-
-@dataclass
-class PlannerResult(Generic[T]):
-    """A validated decision, or ``None`` with the ``error`` that made the graph fall back."""
-
-    value: T | None
-    usage: Usage = field(default_factory=Usage)
-    raw: list[str] = field(default_factory=list)  # raw model outputs, kept for the trace
-    error: str | None = None
-
-
 @dataclass(frozen=True)
 class CostProfile:
     """A strategy's measured accuracy and cost, read by the router against the budget.
@@ -80,19 +70,3 @@ class CostProfile:
     token_cost: float
     time_cost: float
     llm_calls: int
-
-
-@runtime_checkable
-class Planner(Protocol):
-    """Makes the agent's decisions. Implementations never raise for bad model output:
-    they return a `PlannerResult` with ``value=None`` and an ``error``. Transient errors
-    (rate limits, timeouts, 5xx) may propagate so the graph's retry policy can retry them."""
-
-    name: str
-
-    async def route(self, query: str) -> PlannerResult[RouteDecision]: ...
-
-    async def split(self, query: str) -> PlannerResult[SplitPlan]: ...
-
-    async def judge(self, query: str, evidence: list[str], previous_queries: list[str],
-                    hop: int) -> PlannerResult[ChainJudgment]: ...

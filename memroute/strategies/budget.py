@@ -15,7 +15,7 @@ import time
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from memroute.memory.errors import InvalidInputError
+from memroute.errors import InvalidInputError
 from memroute.strategies.base import CostProfile
 
 # An estimate is inflated by this much before it is checked against an input-token ceiling,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memroute.memory.embedders.base import Embedder, l2_normalize
-from memroute.memory.errors import ModelUnavailableError
+from memroute.errors import ModelUnavailableError
 
 __all__ = ["Embedder", "l2_normalize", "make_embedder"]
 

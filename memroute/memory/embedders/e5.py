@@ -8,7 +8,7 @@ import threading
 import numpy as np
 
 from memroute.memory.embedders.base import l2_normalize
-from memroute.memory.errors import ModelUnavailableError
+from memroute.errors import ModelUnavailableError
 
 
 class E5SmallEmbedder:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from memroute.memory.embedders.base import l2_normalize
-from memroute.memory.errors import ModelUnavailableError
+from memroute.errors import ModelUnavailableError
 
 TOKENIZER_PATH = Path(__file__).with_name("minilm_tokenizer.json")
 MAX_TOKENS = 256

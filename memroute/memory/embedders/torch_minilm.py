@@ -13,7 +13,7 @@ import asyncio
 import numpy as np
 
 from memroute.memory.embedders.base import l2_normalize
-from memroute.memory.errors import ModelUnavailableError
+from memroute.errors import ModelUnavailableError
 
 
 class TorchMiniLMEmbedder:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memroute._log import get_logger
 
-from memroute.memory.errors import ModelUnavailableError
+from memroute.errors import ModelUnavailableError
 from memroute.memory.rerankers.base import (
     RerankCandidate,
     Reranker,

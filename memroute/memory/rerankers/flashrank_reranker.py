@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memroute.memory.errors import ModelUnavailableError
+from memroute.errors import ModelUnavailableError
 from memroute.memory.rerankers.base import RerankCandidate, RerankQuery
 
 DEFAULT_MODEL = "ms-marco-MiniLM-L-12-v2"

@@ -32,31 +32,17 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from memroute.strategies.base import (
-    ChainJudgment,
-    PlannerResult,
-    RouteDecision,
-    SplitPlan,
-    Usage,
-)
-from memroute.strategies.bridging import (
-    BridgeCandidate,
-    ChainHeuristics,
-    bridge_candidates,
-    bridge_query,
-    judge_evidence,
-)
-from memroute.strategies.question_syntax import choose_route, comparison_subjects, split_query
+from memroute.strategies.base import ChainJudgment, RouteDecision, SplitPlan, Usage
 
-__all__ = ["BridgeCandidate", "ChainHeuristics", "OfflinePlanner", "bridge_candidates",
-           "bridge_query", "choose_route", "comparison_subjects", "judge_evidence",
-           "split_query"]
+from memroute.planners.base import PlannerResult
+from memroute.planners.offline.bridging import ChainHeuristics, judge_evidence
+from memroute.planners.offline.question_syntax import route_by_syntax, subject_sub_queries
 
 T = TypeVar("T", bound=BaseModel)
 
 
 class OfflinePlanner:
-    """Implements `memroute.strategies.base.Planner` with the heuristics above."""
+    """Implements `memroute.planners.base.Planner` with the heuristics above."""
 
     name = "offline"
 
@@ -77,12 +63,12 @@ class OfflinePlanner:
 
     async def route(self, query: str) -> PlannerResult[RouteDecision]:
         def build() -> RouteDecision:
-            route, reason = choose_route(query)
+            route, reason = route_by_syntax(query)
             return RouteDecision(route=route, reason=reason)
         return await self._run(build)
 
     async def split(self, query: str) -> PlannerResult[SplitPlan]:
-        return await self._run(lambda: SplitPlan(sub_queries=split_query(query)))
+        return await self._run(lambda: SplitPlan(sub_queries=subject_sub_queries(query)))
 
     async def judge(self, query: str, evidence: list[str], previous_queries: list[str],
                     hop: int) -> PlannerResult[ChainJudgment]:

@@ -1,7 +1,7 @@
 """The one layer every LLM call goes through: prompt in, validated pydantic object out.
 
 `StructuredLLM.call` sends chat messages to a `ChatBackend` (an OpenAI-compatible endpoint
-or a LangChain chat model, see `memroute.strategies.llm_clients`), validates the reply
+or a LangChain chat model, see `memroute.planners.llm.backends`), validates the reply
 against a pydantic schema, re-prompts once to repair an invalid reply, and returns the
 value with its `Usage` and raw text, or a typed `LLMFailure`. It checks the remaining
 budget before every call. Transient errors (rate limits, 5xx, timeouts) are raised, so
@@ -21,9 +21,10 @@ from memroute._log import get_logger
 from pydantic import BaseModel, ValidationError
 
 from memroute.prompts import load_prompt
-from memroute.strategies.base import PlannerResult, Usage
+from memroute.strategies.base import Usage
+from memroute.planners.base import PlannerResult
 from memroute.strategies.budget import CallLimits, with_margin
-from memroute.strategies.tokens import count_messages, count_tokens
+from memroute.planners.llm.tokens import count_messages, count_tokens
 
 log = get_logger(__name__)
 

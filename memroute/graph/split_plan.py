@@ -10,7 +10,7 @@ from langgraph.types import Command
 
 from memroute.graph.context import ContextResolver
 from memroute.graph.events import SubQueries, as_payload
-from memroute.graph.search import send_search
+from memroute.graph.memory_search import send_search
 from memroute.graph.state import RetrievalState
 from memroute.graph.steps import (
     ask,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import tiktoken
 
-from memroute.memory.errors import ModelUnavailableError
+from memroute.errors import ModelUnavailableError
 
 ENCODING = "o200k_base"
 _URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"

@@ -8,9 +8,9 @@ from typing import Any
 from memroute._log import get_logger
 from pydantic import BaseModel
 
-from memroute.memory.errors import InvalidInputError
+from memroute.errors import InvalidInputError
 from memroute.settings import MemrouteSettings
-from memroute.strategies.llm import ChatBackend, Completion, Message
+from memroute.planners.llm.structured import ChatBackend, Completion, Message
 
 log = get_logger(__name__)
 

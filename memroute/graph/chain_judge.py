@@ -10,7 +10,7 @@ from langgraph.types import Command
 
 from memroute.graph.context import ContextResolver, RetrievalContext
 from memroute.graph.events import HopJudged, as_payload
-from memroute.graph.search import send_search
+from memroute.graph.memory_search import send_search
 from memroute.graph.state import HopRecord, NodeCost, RetrievalState
 from memroute.graph.steps import (
     ask,

@@ -11,7 +11,7 @@ from langgraph.types import Command, Overwrite
 
 from memroute.graph.context import ContextResolver, RetrievalContext
 from memroute.graph.events import RouteChosen, as_payload
-from memroute.graph.search import send_search
+from memroute.graph.memory_search import send_search
 from memroute.graph.state import NodeCost, RetrievalState
 from memroute.graph.steps import (
     ask,
@@ -25,7 +25,7 @@ from memroute.graph.steps import (
     node_cost,
     uses_llm,
 )
-from memroute.memory.errors import InvalidInputError
+from memroute.errors import InvalidInputError
 from memroute.memory.models import coerce_scope
 from memroute.strategies import tool_select as strategy
 from memroute.strategies.base import Route

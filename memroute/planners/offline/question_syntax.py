@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from memroute.strategies.entities import capitalized_phrases, key_terms
+from memroute.planners.offline.entities import capitalized_phrases, key_terms
 
 MAX_SUB_QUERIES = 6
 
@@ -185,7 +185,7 @@ def has_anchor(query: str) -> bool:
     return bool(capitalized_phrases(query))
 
 
-def choose_route(query: str) -> tuple[str, str]:
+def route_by_syntax(query: str) -> tuple[str, str]:
     """The route and a short reason (see the module docstring)."""
     subjects, alternatives = comparison_subjects(query)
     nested = has_nested_relation(query)
@@ -214,7 +214,7 @@ def relation_words(query: str, subjects: list[str]) -> list[str]:
             if w != _MASK and not _COMPARATIVE.fullmatch(w) and not _SHARED.fullmatch(w)]
 
 
-def split_query(query: str) -> list[str]:
+def subject_sub_queries(query: str) -> list[str]:
     subjects, _ = comparison_subjects(query)
     if len(subjects) < 2:
         return []

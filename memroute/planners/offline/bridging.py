@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memroute.strategies.base import ChainJudgment
-from memroute.strategies.entities import (
+from memroute.planners.offline.entities import (
     capitalized_phrases,
     fold,
     key_terms,

@@ -8,11 +8,12 @@ from typing import Any
 from memroute.prompts import load_prompt
 from memroute.settings import MemrouteSettings
 from memroute.strategies import chain_of_query, split_query, tool_select
-from memroute.strategies.base import ChainJudgment, PlannerResult, RouteDecision, SplitPlan
+from memroute.strategies.base import ChainJudgment, RouteDecision, SplitPlan
+from memroute.planners.base import PlannerResult
 from memroute.strategies.budget import CallLimits
-from memroute.strategies.llm import StructuredLLM
-from memroute.strategies.llm_clients import make_backend
-from memroute.strategies.tokens import encoding
+from memroute.planners.llm.structured import StructuredLLM
+from memroute.planners.llm.backends import make_backend
+from memroute.planners.llm.tokens import encoding
 
 PROMPTS = (tool_select.PROMPT, split_query.PROMPT, chain_of_query.PROMPT, "repair")
 

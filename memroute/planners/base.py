@@ -1,0 +1,55 @@
+"""The `Planner` protocol: what makes the retrieval agent's decisions, and what it returns.
+
+A planner makes the three decisions of the retrieval agent: which route (ToolSelect), how to
+split a query (SplitQuery) and whether the evidence suffices or which query to search next
+(ChainOfQuery). The LLM planner (`memroute.planners.llm`) asks a model; the offline planner
+(`memroute.planners.offline`) uses documented heuristics. Both return the strategies' schemas
+(`memroute.strategies.base`), so the graph does not know which one ran.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar, runtime_checkable
+
+from pydantic import BaseModel
+
+from memroute.strategies.base import ChainJudgment, RouteDecision, SplitPlan, Usage
+from memroute.strategies.budget import CallLimits
+
+T = TypeVar("T", bound=BaseModel)
+
+
+@dataclass
+class PlannerResult(Generic[T]):
+    """A validated decision, or ``None`` with the ``error`` that made the graph fall back."""
+
+    value: T | None
+    usage: Usage = field(default_factory=Usage)
+    raw: list[str] = field(default_factory=list)  # raw model outputs, kept for the trace
+    error: str | None = None
+
+
+@runtime_checkable
+class Planner(Protocol):
+    """Makes the agent's decisions. Implementations never raise for bad model output:
+    they return a `PlannerResult` with ``value=None`` and an ``error``. Transient errors
+    (rate limits, timeouts, 5xx) may propagate so the graph's retry policy can retry them."""
+
+    name: str
+
+    async def route(self, query: str) -> PlannerResult[RouteDecision]: ...
+
+    async def split(self, query: str) -> PlannerResult[SplitPlan]: ...
+
+    async def judge(self, query: str, evidence: list[str], previous_queries: list[str],
+                    hop: int) -> PlannerResult[ChainJudgment]: ...
+
+    @property
+    def prompt_versions(self) -> dict[str, str]:
+        """The sha256 of every prompt file the planner sends, by name (empty when none)."""
+        ...
+
+    def with_limits(self, limits: CallLimits) -> Planner:
+        """This planner bound to what its next step may spend (call limits)."""
+        ...

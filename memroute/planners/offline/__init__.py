@@ -1,0 +1,1 @@
+"""The offline planner: question syntax, entity bridging and sufficiency heuristics, no LLM."""
