@@ -8,28 +8,13 @@ import uuid
 
 import pytest
 
-from memroute import RetrievalAgent, sample_data
+from memroute import RetrievalAgent
 from memroute._loop import CallerLoop, LoopHandle
 from memroute.errors import InvalidInputError
 from memroute.graph.events import Final
 from memroute.memory import Memory, Scope, SyncMemory
 
 QUESTION = "Which clinic does Biscuit go to?"
-
-
-@pytest.fixture(scope="module")
-def sync_memory(settings, embedder):
-    mem = SyncMemory.open(settings=settings, embedder=embedder,
-                          schema=f"loop_{uuid.uuid4().hex[:8]}")
-    yield mem
-    mem.close()
-
-
-@pytest.fixture(scope="module")
-def filled(sync_memory: SyncMemory) -> Scope:
-    scope = Scope(org_id=f"loop-{uuid.uuid4().hex[:6]}", project_id="sample")
-    sync_memory.add(scope, sample_data.episodes())
-    return scope
 
 
 @pytest.fixture
@@ -57,28 +42,28 @@ def test_sync_memory_offers_every_public_method_of_memory() -> None:
 
 
 async def test_agent_on_a_sync_memory_searches_on_the_memory_loop_from_another_loop(
-        sync_memory: SyncMemory, filled: Scope, search_loops) -> None:
+        sync_memory: SyncMemory, sync_scope: Scope, search_loops) -> None:
     agent = RetrievalAgent(sync_memory)
     assert asyncio.get_running_loop() is not sync_memory.loop.loop
-    result = await agent.aretrieve(QUESTION, scope=filled, k=3, strategy="direct")
+    result = await agent.aretrieve(QUESTION, scope=sync_scope, k=3, strategy="direct")
     assert len(result.results) == 3
     assert search_loops and all(loop is sync_memory.loop.loop for loop in search_loops)
 
-    events = [e async for e in agent.astream(QUESTION, scope=filled, k=2, strategy="direct")]
+    events = [e async for e in agent.astream(QUESTION, scope=sync_scope, k=2, strategy="direct")]
     assert isinstance(events[-1], Final) and len(events[-1].result.results) == 2
     assert [r.uid for r in events[-1].result.results] == [r.uid for r in result.results[:2]]
     assert all(loop is sync_memory.loop.loop for loop in search_loops)
 
 
-def test_agent_on_a_sync_memory_retrieves_synchronously(sync_memory: SyncMemory, filled: Scope,
+def test_agent_on_a_sync_memory_retrieves_synchronously(sync_memory: SyncMemory, sync_scope: Scope,
                                                         search_loops) -> None:
-    result = RetrievalAgent(sync_memory).retrieve(QUESTION, scope=filled, k=2, strategy="direct")
+    result = RetrievalAgent(sync_memory).retrieve(QUESTION, scope=sync_scope, k=2, strategy="direct")
     assert len(result.results) == 2 and search_loops == [sync_memory.loop.loop]
 
 
 def test_sync_memory_methods_match_the_async_ones(sync_memory: SyncMemory,
-                                                  filled: Scope) -> None:
-    hits = sync_memory.search_scored(filled, QUESTION, k=4)
+                                                  sync_scope: Scope) -> None:
+    hits = sync_memory.search_scored(sync_scope, QUESTION, k=4)
     reranked = sync_memory.rerank(hits, [QUESTION, "Biscuit's vet"], 2)
     assert len(reranked) == 2 and {r.uid for r in reranked} <= {h.uid for h in hits}
     [vector] = sync_memory.embed_queries([QUESTION])
