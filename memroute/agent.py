@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from memroute._sync import run_sync
 from memroute.graph import (
     Event,
     Final,
@@ -22,7 +21,7 @@ from memroute.graph.state import OUTPUT_KEYS
 from memroute.memory.models import Scope, ScoredResult
 from memroute.memory.rerankers import Reranker, make_reranker
 from memroute.memory.store import Memory
-from memroute.memory.sync import SyncMemory
+from memroute.memory.sync import SyncMemory, memory_and_loop
 from memroute.settings import MemrouteSettings
 from memroute.planners import Planner, make_planner
 from memroute.strategies.budget import Budget
@@ -114,8 +113,7 @@ class RetrievalAgent:
                  rerank_mode: Literal["fused", "concat"] = "fused",
                  search_concurrency: int = 4, context: tuple[int, int] | None = None,
                  policies: GraphPolicies | None = None) -> None:
-        if isinstance(memory, SyncMemory):  # a sync caller: run on the loop it was opened on
-            memory = memory.memory
+        memory, self.loop = memory_and_loop(memory)  # runs go where the memory's pool lives
         self.settings = settings or memory.settings
         if reranker is not None:  # a view of the same store (same pool) with another reranker
             memory = copy.copy(memory)
@@ -146,15 +144,15 @@ class RetrievalAgent:
                         budget: Budget | dict | None = None,
                         config: dict | None = None) -> RetrievalResult:
         """Retrieve the top ``k`` results for ``query`` within ``scope``."""
-        output = await self.graph.ainvoke(
+        output = await self.loop.run_as_async(self.graph.ainvoke(
             self._input(query, scope, k, filters, strategy, budget), config,
-            context=self.context())
+            context=self.context()))
         return RetrievalResult.from_output(output)
 
     def retrieve(self, query: str, **kwargs: Any) -> RetrievalResult:
-        """Sync facade of `aretrieve`, for a memory opened with `SyncMemory.open` (both run on
-        memroute's background loop). Not for use inside a running event loop."""
-        return run_sync(self.aretrieve(query, **kwargs))
+        """Sync facade of `aretrieve`, for a memory opened with `SyncMemory.open` (it runs on
+        that memory's background loop)."""
+        return self.loop.run_as_sync(self.aretrieve(query, **kwargs))
 
     async def astream(self, query: str, *, scope: Scope | dict, k: int = 10,
                       filters: dict | None = None, strategy: Strategy = "auto",
@@ -164,9 +162,9 @@ class RetrievalAgent:
         whose ``result`` is the `RetrievalResult`."""
         final: Final | None = None
         values: dict[str, Any] = {}
-        async for mode, chunk in self.graph.astream(
+        async for mode, chunk in self.loop.iterate_as_async(self.graph.astream(
                 self._input(query, scope, k, filters, strategy, budget), config,
-                context=self.context(), stream_mode=["custom", "values"]):
+                context=self.context(), stream_mode=["custom", "values"])):
             if mode == "values":
                 values = chunk
                 continue

@@ -20,9 +20,9 @@ from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
 from langchain_core.runnables import ConfigurableField, RunnableSerializable
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
-from memroute._bridge import run_async, run_blocking, unwrap
 from memroute.errors import InvalidInputError
 from memroute.memory.models import Scope, ScoredResult, coerce_scope
+from memroute.memory.sync import memory_and_loop
 
 Strategy = Literal["auto", "direct", "split", "chain"]
 CALL_OPTIONS = ("k", "filters", "strategy", "budget", "scope")
@@ -50,7 +50,7 @@ class MemrouteRetriever(BaseRetriever):
     llm: Any = None
     include_context: bool = True
 
-    _shared_loop: bool = PrivateAttr(default=False)
+    _loop: Any = PrivateAttr(default=None)  # where the memory's pool lives (memroute._loop)
 
     @field_validator("scope", mode="before")
     @classmethod
@@ -58,30 +58,29 @@ class MemrouteRetriever(BaseRetriever):
         return coerce_scope(value)
 
     def model_post_init(self, context: Any, /) -> None:
-        memory, self._shared_loop = unwrap(self.memory)
+        _, self._loop = memory_and_loop(self.memory)
         if self.agent is None:
             from memroute.agent import RetrievalAgent
 
-            self.agent = RetrievalAgent(memory=memory, llm=self.llm)
+            self.agent = RetrievalAgent(memory=self.memory, llm=self.llm)
 
     # -- LangChain hooks -----------------------------------------------------------------
 
     def _get_ls_params(self, **kwargs: Any) -> LangSmithRetrieverParams:
-        memory, _ = unwrap(self.memory)
+        memory, _ = memory_and_loop(self.memory)
         return LangSmithRetrieverParams(
             ls_retriever_name="memroute", ls_vector_store_provider="pgvector",
             ls_embedding_provider="memroute", ls_embedding_model=memory.embedder.name)
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
                                 **options: Any) -> list[Document]:
-        return run_blocking(self._retrieve(query, run_manager.get_child(), options),
-                            self._shared_loop, "MemrouteRetriever.invoke")
+        return self._loop.run_as_sync(self._retrieve(query, run_manager.get_child(), options))
 
     async def _aget_relevant_documents(self, query: str, *,
                                        run_manager: AsyncCallbackManagerForRetrieverRun,
                                        **options: Any) -> list[Document]:
-        return await run_async(self._retrieve(query, run_manager.get_child(), options),
-                               self._shared_loop)
+        return await self._loop.run_as_async(
+            self._retrieve(query, run_manager.get_child(), options))
 
     # -- the work ------------------------------------------------------------------------
 

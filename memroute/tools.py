@@ -15,10 +15,10 @@ from typing import Any
 from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
-from memroute._bridge import run_async, run_blocking, unwrap
 from memroute.memory import Memory, Scope, ScoredResult, SyncMemory
 from memroute.errors import InvalidInputError, MemrouteError
 from memroute.memory.models import coerce_scope
+from memroute.memory.sync import memory_and_loop
 
 DESCRIPTION = (
     "Search long-term memory (earlier conversations and stored notes) for facts that help "
@@ -43,7 +43,7 @@ class MemorySearch:
                  budget: Any = None, cache_size: int = 32) -> None:
         if not 1 <= page_size <= 100 or not 1 <= max_results <= 1000:
             raise InvalidInputError("page_size must be in [1, 100] and max_results in [1, 1000]")
-        self.memory, self._shared = unwrap(memory)
+        self.memory, self._loop = memory_and_loop(memory)
         self.scope = coerce_scope(scope)
         self.page_size = page_size
         self.max_results = max_results
@@ -87,7 +87,7 @@ class MemorySearch:
     async def apage(self, query: str, page: int = 0) -> tuple[str, list[dict[str, Any]]]:
         """The text the model reads for one page, and the page's results as data."""
         try:
-            results, note = await run_async(self._ranked(query), self._shared)
+            results, note = await self._loop.run_as_async(self._ranked(query))
         except MemrouteError as exc:
             raise ToolException(f"memory_search failed: {exc}") from exc
         if not results:
@@ -107,7 +107,7 @@ class MemorySearch:
 
     def page(self, query: str, page: int = 0) -> tuple[str, list[dict[str, Any]]]:
         """Blocking `apage`, for sync agents (needs a `SyncMemory`)."""
-        return run_blocking(self.apage(query, page), self._shared, "memory_search (sync)")
+        return self._loop.run_as_sync(self.apage(query, page))
 
     def as_tool(self, name: str = "memory_search", description: str | None = None
                 ) -> StructuredTool:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from memroute.memory import Memory, Scope
+from memroute import sample_data
+from memroute.memory import Memory, Scope, SyncMemory
 from memroute.memory.embedders.minilm_onnx import MiniLMOnnxEmbedder
 from memroute.memory.server import ensure_embedded_server, stop_embedded_server
 from memroute.settings import MemrouteSettings
@@ -54,6 +55,23 @@ async def memory(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder) -> As
                             schema=f"t_{uuid.uuid4().hex[:10]}")
     yield mem
     await mem.close()
+
+
+@pytest.fixture(scope="session")
+def sync_memory(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder):
+    """One `SyncMemory` (on memroute's background loop) for the session, in its own schema."""
+    mem = SyncMemory.open(settings=settings, embedder=embedder,
+                          schema=f"sync_{uuid.uuid4().hex[:10]}")
+    yield mem
+    mem.close()
+
+
+@pytest.fixture(scope="session")
+def sync_scope(sync_memory: SyncMemory) -> Scope:
+    """A scope of ``sync_memory`` holding the sample conversation (read-only)."""
+    scope = Scope(org_id=f"sync-{uuid.uuid4().hex[:6]}", project_id="sample")
+    sync_memory.add(scope, sample_data.episodes())
+    return scope
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 from psycopg import AsyncConnection
 
 from memroute.memory import Episode, Memory, Scope, StoreUnavailableError
-from memroute.memory.server import restart_embedded_server
+from memroute.memory.server import ensure_embedded_server, stop_embedded_server
 from memroute.memory.splitter import split_sentences
 
 needs_embedded = pytest.mark.skipif(bool(os.environ.get("MEMROUTE_TEST_DATABASE_URL")),
@@ -25,6 +25,11 @@ def batch(tag: str, n: int) -> list[Episode]:
                     content=" ".join(rng.choice(WORDS) for _ in range(8)).capitalize() + ". "
                     + " ".join(rng.choice(WORDS) for _ in range(6)).capitalize() + ".")
             for i in range(n)]
+
+
+def restart_embedded_server(home) -> str:
+    stop_embedded_server(home)
+    return ensure_embedded_server(home)
 
 
 async def kill_backends(url: str) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import uuid
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -20,21 +19,6 @@ from memroute.memory import Memory, Scope, SyncMemory
 from memroute.errors import InvalidInputError
 
 QUESTION = "Which clinic does Biscuit go to?"
-
-
-@pytest.fixture(scope="module")
-def sync_memory(settings, embedder) -> SyncMemory:
-    mem = SyncMemory.open(settings=settings, embedder=embedder,
-                          schema=f"retr_{uuid.uuid4().hex[:8]}")
-    yield mem
-    mem.close()
-
-
-@pytest.fixture(scope="module")
-def sync_scope(sync_memory: SyncMemory) -> Scope:
-    scope = Scope(org_id=f"retr-{uuid.uuid4().hex[:6]}", project_id="sample")
-    sync_memory.add(scope, sample_data.episodes())
-    return scope
 
 
 @pytest.fixture

@@ -137,19 +137,6 @@ def test_invalid_settings_are_rejected(memory: Memory) -> None:
         MemorySearch(object(), {"org_id": "x"})  # type: ignore[arg-type]
 
 
-@pytest.fixture(scope="module")
-def sync_memory(settings, embedder):
-    """A memory on the shared background loop, for sync callers."""
-    import uuid
-
-    from memroute.memory import SyncMemory
-
-    mem = SyncMemory.open(settings=settings, embedder=embedder,
-                          schema=f"tools_{uuid.uuid4().hex[:8]}")
-    yield mem
-    mem.close()
-
-
 def test_sync_invoke_with_a_sync_memory(sync_memory, scope: Scope) -> None:
     sync_memory.add(scope, sample_data.episodes())
     tool = memory_search_tool(sync_memory, scope, page_size=5)

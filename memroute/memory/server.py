@@ -146,13 +146,3 @@ def stop_embedded_server(home: Path) -> bool:
     server.ensure_postgres_running()  # attaches to the running postmaster
     server.stop()
     return True
-
-
-def restart_embedded_server(home: Path) -> str:
-    """Stop then start the embedded server (used by fault tests and `memroute db`)."""
-    stop_embedded_server(home)
-    return ensure_embedded_server(home)
-
-
-def running_as_root() -> bool:
-    return hasattr(os, "geteuid") and os.geteuid() == 0

@@ -1,76 +1,33 @@
-"""`Memory`: the only door to the episodic store (add, search_scored, delete)."""
+"""`Memory`: the only door to the episodic store. Reads live here; writes are in
+`memory.writes`, opening in `memory.connect`."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import math
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from memroute._log import get_logger
-from pgvector.psycopg import register_vector_async
-from psycopg import AsyncConnection, OperationalError
 from psycopg_pool import AsyncConnectionPool
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from memroute.memory import sql
-from memroute.memory.embedders import Embedder, make_embedder
-from memroute.errors import (
-    InvalidInputError,
-    ModelUnavailableError,
-    StoreUnavailableError,
-)
-from memroute.memory.models import (
-    Episode,
-    Scope,
-    ScoredResult,
-    coerce_episode,
-    coerce_scope,
-)
-from memroute.memory.rerankers import (
-    RerankCandidate,
-    Reranker,
-    RerankQuery,
-    fuse_scores,
-    make_reranker,
-)
-from memroute.memory.schema import check_identifier, migrate
-from memroute.memory.server import ensure_embedded_server
+from memroute._log import get_logger
+from memroute.errors import InvalidInputError
+from memroute.memory import connect, sql
+from memroute.memory.embedders import Embedder
 from memroute.memory.limits import MAX_CONTEXT, MAX_EXTRA_QUERIES, MAX_K, MAX_QUERY_CHARS
-from memroute.memory.splitter import split_sentences
+from memroute.memory.models import Episode, Scope, ScoredResult, coerce_scope
+from memroute.memory.rerankers import RerankCandidate, Reranker, RerankQuery, fuse_scores
+from memroute.memory.retry import with_retry
+from memroute.memory.schema import check_identifier
+from memroute.memory.writes import EpisodeWriter
 from memroute.settings import MemrouteSettings, get_settings
 
 log = get_logger(__name__)
-
-_DEFAULT = object()
-
-
-def _transient(exc: BaseException) -> bool:
-    """Connection-level failures (server restart, killed backend, pool timeout)."""
-    return isinstance(exc, OperationalError)
-
-
-async def _with_retry(operation, what: str):
-    """Run ``operation`` (a coroutine function), retrying connection failures.
-
-    Safe because every retried operation is idempotent: reads, deletes and `add` (by uid).
-    """
-    try:
-        async for attempt in AsyncRetrying(
-            retry=retry_if_exception(_transient), stop=stop_after_attempt(4),
-            wait=wait_exponential(multiplier=0.2, max=3), reraise=True,
-        ):
-            with attempt:
-                return await operation()
-    except OperationalError as exc:
-        raise StoreUnavailableError(f"{what} failed, database unavailable: {exc}") from exc
-    raise AssertionError("unreachable")
 
 
 class SearchResults(list[ScoredResult]):
@@ -81,18 +38,6 @@ class SearchResults(list[ScoredResult]):
         super().__init__(items)
         self.timings = timings or {}
         self.reranker = reranker
-
-
-@dataclass
-class _PreparedAdd:
-    """An `add` between embedding and writing."""
-
-    scope: Scope
-    uids: list[str]
-    new: list[Episode] = field(default_factory=list)
-    sentences: list[tuple[Episode, int, str]] = field(default_factory=list)
-    vectors: np.ndarray | None = None
-    skipped: int = 0
 
 
 def _check_query(query: Any, what: str = "query") -> str:
@@ -150,7 +95,7 @@ class Memory:
         *,
         schema: str | None = None,
         embedder: Embedder | str | None = None,
-        reranker: Reranker | str | None = _DEFAULT,  # type: ignore[assignment]
+        reranker: Reranker | str | None = connect.SETTINGS_RERANKER,  # type: ignore[assignment]
         settings: MemrouteSettings | None = None,
     ) -> Memory:
         """Connect (starting the embedded server unless a DSN is given) and migrate the schema.
@@ -161,38 +106,8 @@ class Memory:
         """
         settings = settings or get_settings()
         schema = check_identifier(schema or settings.db_schema)
-        if embedder is None or isinstance(embedder, str):
-            embedder = await asyncio.to_thread(
-                make_embedder, embedder or settings.embedder, threads=settings.embed_threads,
-                batch_size=settings.embed_batch_size,
-            )
-        if reranker is _DEFAULT or isinstance(reranker, str):
-            spec = settings.reranker if reranker is _DEFAULT else reranker
-            cache = str(settings.flashrank_cache_dir) if settings.flashrank_cache_dir else None
-            reranker = make_reranker(spec, cache_dir=cache)
-        url = dsn or settings.database_url
-        if url is None:
-            url = await asyncio.to_thread(ensure_embedded_server, settings.home)
-        try:
-            async with await AsyncConnection.connect(url, autocommit=True) as conn:
-                await migrate(conn, schema, embedder.name, embedder.dim)
-        except OperationalError as exc:
-            raise StoreUnavailableError(f"cannot connect to the database: {exc}") from exc
-
-        async def configure(conn: AsyncConnection) -> None:
-            await register_vector_async(conn)
-            await conn.execute(
-                "SELECT set_config('maintenance_work_mem', %s, false)",
-                (settings.maintenance_work_mem,),
-            )
-            await conn.commit()
-
-        pool = AsyncConnectionPool(
-            url, min_size=settings.pool_min_size, max_size=settings.pool_max_size,
-            timeout=settings.pool_timeout_s, configure=configure, open=False,
-            check=AsyncConnectionPool.check_connection, name=f"memroute-{schema}",
-        )
-        await pool.open(wait=True, timeout=settings.pool_timeout_s)
+        embedder, reranker = await connect.load_models(embedder, reranker, settings)
+        pool, url = await connect.open_pool(dsn, schema, embedder, settings)
         log.debug("memory.open", schema=schema, embedder=embedder.name,
                   reranker=getattr(reranker, "name", "none"))
         return cls(pool, schema=schema, embedder=embedder, reranker=reranker, settings=settings,
@@ -213,11 +128,13 @@ class Memory:
 
     # -- writes ---------------------------------------------------------------------------
 
+    @property
+    def _writer(self) -> EpisodeWriter:
+        return EpisodeWriter(self._pool, self.schema, self.embedder)
+
     async def add(self, scope: Scope | dict, episodes: list[Episode | dict]) -> list[str]:
         """Store episodes atomically; idempotent by uid. Returns the uids, in input order."""
-        prepared = await self._prepare_add(coerce_scope(scope), episodes)
-        await self._commit_add(prepared)
-        return prepared.uids
+        return await self._writer.add(coerce_scope(scope), episodes)
 
     async def add_batches(self, scope: Scope | dict,
                           batches: Iterable[list[Episode | dict]]) -> AsyncIterator[list[str]]:
@@ -225,106 +142,10 @@ class Memory:
         it is stored. The next batch is embedded while the previous one is written, so a long
         ingestion runs at the embedder's pace. A bad batch raises when its turn comes; the
         batches before it stay stored."""
-        scope = coerce_scope(scope)
-        remaining = iter(batches)
-        first = next(remaining, None)
-        preparing = None if first is None else asyncio.ensure_future(
-            self._prepare_add(scope, first))
-        try:
-            while preparing is not None:
-                prepared = await preparing
-                following = next(remaining, None)
-                preparing = None if following is None else asyncio.ensure_future(
-                    self._prepare_add(scope, following))
-                await self._commit_add(prepared)
-                yield prepared.uids
-        finally:
-            if preparing is not None and not preparing.done():
-                preparing.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await preparing
-
-    async def _prepare_add(self, scope: Scope, episodes: list[Episode | dict]) -> _PreparedAdd:
-        """Validate, skip the uids stored already, split and embed; nothing is written."""
-        if not isinstance(episodes, (list, tuple)):
-            raise InvalidInputError("episodes must be a list")
-        items = [coerce_episode(e, i) for i, e in enumerate(episodes)]
-        prepared = _PreparedAdd(scope, [e.uid for e in items])
-        unique: dict[str, Episode] = {}
-        for episode in items:
-            unique.setdefault(episode.uid, episode)
-        if not unique:
-            return prepared
-        s = self.schema
-
-        async def existing_uids() -> set[str]:
-            async with self._pool.connection() as conn:
-                cur = await conn.execute(
-                    f"SELECT uid FROM {s}.episodes WHERE scope_key = %s AND uid = ANY(%s::text[])",
-                    [scope.key, list(unique)],
-                )
-                return {row[0] for row in await cur.fetchall()}
-
-        existing = await _with_retry(existing_uids, "add")
-        prepared.skipped = len(existing)
-        prepared.new = [e for uid, e in unique.items() if uid not in existing]
-        if not prepared.new:
-            return prepared
-        prepared.sentences = [(e, i, text) for e in prepared.new
-                              for i, text in enumerate(split_sentences(e.content))]
-        vectors = await self.embedder.embed_documents([t for _, _, t in prepared.sentences])
-        if getattr(vectors, "shape", None) != (len(prepared.sentences), self.embedder.dim):
-            raise ModelUnavailableError(
-                f"embedder {self.embedder.name} returned {getattr(vectors, 'shape', None)} "
-                f"for {len(prepared.sentences)} sentences of dimension {self.embedder.dim}; "
-                "nothing stored"
-            )
-        prepared.vectors = vectors
-        return prepared
-
-    async def _commit_add(self, prepared: _PreparedAdd) -> None:
-        if not prepared.new:
-            return
-        await _with_retry(lambda: self._write(prepared.scope, prepared.new, prepared.sentences,
-                                              prepared.vectors), "add")
-        log.debug("memory.add", episodes=len(prepared.new), sentences=len(prepared.sentences),
-                  skipped=prepared.skipped)
-
-    async def _write(self, scope: Scope, episodes: list[Episode],
-                     sentences: list[tuple[Episode, int, str]], vectors: np.ndarray) -> None:
-        s = self.schema
-        async with self._pool.connection() as conn, conn.transaction():
-            await conn.execute(
-                "CREATE TEMP TABLE _memroute_new (ord int, uid text, session_id text, producer text, "
-                "produced_at timestamptz, content text, metadata jsonb) ON COMMIT DROP"
-            )
-            async with conn.cursor().copy(
-                "COPY _memroute_new (ord, uid, session_id, producer, produced_at, content, metadata) "
-                "FROM STDIN"
-            ) as copy:
-                for i, e in enumerate(episodes):
-                    await copy.write_row([i, e.uid, e.session_id, e.producer, e.produced_at,
-                                          e.content, json.dumps(e.metadata)])
-            cur = await conn.execute(
-                f"""
-                INSERT INTO {s}.episodes (scope_key, org_id, project_id, user_id, agent_id, uid,
-                                          session_id, producer, produced_at, content, metadata)
-                SELECT %s, %s, %s, %s, %s, uid, session_id, producer, produced_at, content, metadata
-                FROM _memroute_new ORDER BY ord
-                ON CONFLICT (scope_key, uid) DO NOTHING
-                RETURNING uid
-                """,
-                [scope.key, scope.org_id, scope.project_id, scope.user_id, scope.agent_id],
-            )
-            inserted = {row[0] for row in await cur.fetchall()}
-            async with conn.cursor().copy(
-                f"COPY {s}.sentences (scope_key, episode_uid, idx, text, embedding, session_id, "
-                "producer, produced_at, metadata) FROM STDIN"
-            ) as copy:
-                for (e, idx, text), vector in zip(sentences, vectors, strict=True):
-                    if e.uid in inserted:  # a concurrent add of the same uid wrote its own
-                        await copy.write_row([scope.key, e.uid, idx, text, vector, e.session_id,
-                                              e.producer, e.produced_at, json.dumps(e.metadata)])
+        async with contextlib.aclosing(self._writer.add_batches(coerce_scope(scope),
+                                                                batches)) as stored:
+            async for uids in stored:
+                yield uids
 
     async def delete(self, scope: Scope | dict, *, session_id: str | None = None,
                      uids: list[str] | None = None) -> int:
@@ -351,7 +172,7 @@ class Memory:
                                          params)
                 return cur.rowcount
 
-        count = await _with_retry(run, "delete")
+        count = await with_retry(run, "delete")
         log.info("memory.delete", scope=scope.key, session_id=session_id,
                  uids=len(uids) if uids is not None else None, deleted=count)
         return count
@@ -369,7 +190,7 @@ class Memory:
                 )
                 return await cur.fetchone()
 
-        episodes, sentences = await _with_retry(run, "count")
+        episodes, sentences = await with_retry(run, "count")
         return {"episodes": episodes, "sentences": sentences}
 
     # -- search ---------------------------------------------------------------------------
@@ -432,7 +253,7 @@ class Memory:
                 timings["context_ms"] = (time.perf_counter() - t0) * 1000
                 return nuclei, members, episodes, stored
 
-        nuclei, members, episodes, stored = await _with_retry(read, "search")
+        nuclei, members, episodes, stored = await with_retry(read, "search")
         if not nuclei:
             return SearchResults([], timings, self.reranker_name)
         clusters = sql.merge_overlapping(nuclei, members)

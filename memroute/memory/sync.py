@@ -2,41 +2,70 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from memroute._sync import run_sync
-from memroute.memory.models import Episode, Scope
+import numpy as np
+
+from memroute._loop import CallerLoop, LoopHandle
+from memroute.errors import InvalidInputError
+from memroute.memory.models import Episode, Scope, ScoredResult
 from memroute.memory.store import Memory, SearchResults
 
 
 class SyncMemory:
-    """``SyncMemory.open(...)`` then ``add`` / ``search_scored`` / ``delete`` / ``close``."""
+    """``SyncMemory.open(...)`` then the `Memory` methods, blocking, and ``close``.
 
-    def __init__(self, memory: Memory) -> None:
+    The `Memory` and its pool live on ``loop``, memroute's background loop.
+    """
+
+    def __init__(self, memory: Memory, loop: LoopHandle | None = None) -> None:
         self.memory = memory
+        self.loop = loop or LoopHandle.shared()
 
     @classmethod
     def open(cls, dsn: str | None = None, **kwargs: Any) -> SyncMemory:
-        return cls(run_sync(Memory.open(dsn, **kwargs)))
+        loop = LoopHandle.shared()
+        return cls(loop.run_as_sync(Memory.open(dsn, **kwargs)), loop)
 
     def add(self, scope: Scope | dict, episodes: list[Episode | dict]) -> list[str]:
-        return run_sync(self.memory.add(scope, episodes))
+        return self.loop.run_as_sync(self.memory.add(scope, episodes))
+
+    def add_batches(self, scope: Scope | dict,
+                    batches: Iterable[list[Episode | dict]]) -> Iterator[list[str]]:
+        return self.loop.iterate_as_sync(self.memory.add_batches(scope, batches))
 
     def search_scored(self, scope: Scope | dict, query: str, k: int = 10,
                       **kwargs: Any) -> SearchResults:
-        return run_sync(self.memory.search_scored(scope, query, k, **kwargs))
+        return self.loop.run_as_sync(self.memory.search_scored(scope, query, k, **kwargs))
+
+    def rerank(self, results: list[ScoredResult], queries: list[str], k: int,
+               **kwargs: Any) -> list[ScoredResult]:
+        return self.loop.run_as_sync(self.memory.rerank(results, queries, k, **kwargs))
+
+    def embed_queries(self, texts: list[str]) -> list[np.ndarray]:
+        return self.loop.run_as_sync(self.memory.embed_queries(texts))
 
     def delete(self, scope: Scope | dict, **kwargs: Any) -> int:
-        return run_sync(self.memory.delete(scope, **kwargs))
+        return self.loop.run_as_sync(self.memory.delete(scope, **kwargs))
 
     def count(self, scope: Scope | dict) -> dict[str, int]:
-        return run_sync(self.memory.count(scope))
+        return self.loop.run_as_sync(self.memory.count(scope))
 
     def close(self) -> None:
-        run_sync(self.memory.close())
+        self.loop.run_as_sync(self.memory.close())
 
     def __enter__(self) -> SyncMemory:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def memory_and_loop(memory: Memory | SyncMemory) -> tuple[Memory, LoopHandle | CallerLoop]:
+    """The async `Memory` behind ``memory`` and the loop its pool lives on."""
+    if isinstance(memory, SyncMemory):
+        return memory.memory, memory.loop
+    if isinstance(memory, Memory):
+        return memory, CallerLoop()
+    raise InvalidInputError(f"memory must be a Memory or SyncMemory, not {type(memory).__name__}")

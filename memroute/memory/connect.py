@@ -1,0 +1,67 @@
+"""Opening a store: models from settings, the embedded server, migrations, the pool."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pgvector.psycopg import register_vector_async
+from psycopg import AsyncConnection, OperationalError
+from psycopg_pool import AsyncConnectionPool
+
+from memroute.errors import StoreUnavailableError
+from memroute.memory.embedders import Embedder, make_embedder
+from memroute.memory.rerankers import Reranker, make_reranker
+from memroute.memory.schema import migrate
+from memroute.memory.server import ensure_embedded_server
+from memroute.settings import MemrouteSettings
+
+SETTINGS_RERANKER = object()  # `Memory.open`'s default: the reranker the settings name
+
+
+async def load_models(embedder: Embedder | str | None, reranker: Reranker | str | None | object,
+                      settings: MemrouteSettings) -> tuple[Embedder, Reranker | None]:
+    """The embedder and reranker to use: given objects as they are, specs built now (so a
+    missing or corrupt model fails here, not inside a query)."""
+    if embedder is None or isinstance(embedder, str):
+        embedder = await asyncio.to_thread(
+            make_embedder, embedder or settings.embedder, threads=settings.embed_threads,
+            batch_size=settings.embed_batch_size,
+        )
+    if reranker is SETTINGS_RERANKER or isinstance(reranker, str):
+        spec = settings.reranker if reranker is SETTINGS_RERANKER else reranker
+        cache = str(settings.flashrank_cache_dir) if settings.flashrank_cache_dir else None
+        reranker = make_reranker(spec, cache_dir=cache)
+    return embedder, reranker  # type: ignore[return-value]
+
+
+async def open_pool(dsn: str | None, schema: str, embedder: Embedder,
+                    settings: MemrouteSettings) -> tuple[AsyncConnectionPool, str]:
+    """Migrate ``schema`` for ``embedder`` and open a connection pool; returns it and the URL.
+
+    Without ``dsn`` or ``settings.database_url``, the embedded server under
+    ``settings.home`` is started or reused.
+    """
+    url = dsn or settings.database_url
+    if url is None:
+        url = await asyncio.to_thread(ensure_embedded_server, settings.home)
+    try:
+        async with await AsyncConnection.connect(url, autocommit=True) as conn:
+            await migrate(conn, schema, embedder.name, embedder.dim)
+    except OperationalError as exc:
+        raise StoreUnavailableError(f"cannot connect to the database: {exc}") from exc
+
+    async def configure(conn: AsyncConnection) -> None:
+        await register_vector_async(conn)
+        await conn.execute(
+            "SELECT set_config('maintenance_work_mem', %s, false)",
+            (settings.maintenance_work_mem,),
+        )
+        await conn.commit()
+
+    pool = AsyncConnectionPool(
+        url, min_size=settings.pool_min_size, max_size=settings.pool_max_size,
+        timeout=settings.pool_timeout_s, configure=configure, open=False,
+        check=AsyncConnectionPool.check_connection, name=f"memroute-{schema}",
+    )
+    await pool.open(wait=True, timeout=settings.pool_timeout_s)
+    return pool, url

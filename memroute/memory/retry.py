@@ -1,0 +1,35 @@
+"""Retrying the store's idempotent operations across connection failures."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from psycopg import OperationalError
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from memroute.errors import StoreUnavailableError
+
+T = TypeVar("T")
+
+
+def _transient(exc: BaseException) -> bool:
+    """Connection-level failures (server restart, killed backend, pool timeout)."""
+    return isinstance(exc, OperationalError)
+
+
+async def with_retry(operation: Callable[[], Awaitable[T]], what: str) -> T:
+    """Run ``operation`` (a coroutine function), retrying connection failures.
+
+    Safe because every retried operation is idempotent: reads, deletes and `add` (by uid).
+    """
+    try:
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception(_transient), stop=stop_after_attempt(4),
+            wait=wait_exponential(multiplier=0.2, max=3), reraise=True,
+        ):
+            with attempt:
+                return await operation()
+    except OperationalError as exc:
+        raise StoreUnavailableError(f"{what} failed, database unavailable: {exc}") from exc
+    raise AssertionError("unreachable")

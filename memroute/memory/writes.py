@@ -1,0 +1,150 @@
+"""The write pipeline behind `Memory.add`: validate, skip stored uids, split, embed, then
+write everything in one transaction."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+from psycopg_pool import AsyncConnectionPool
+
+from memroute._log import get_logger
+from memroute.errors import InvalidInputError, ModelUnavailableError
+from memroute.memory.embedders import Embedder
+from memroute.memory.models import Episode, Scope, coerce_episode
+from memroute.memory.retry import with_retry
+from memroute.memory.splitter import split_sentences
+
+log = get_logger(__name__)
+
+
+@dataclass
+class PreparedAdd:
+    """An `add` between embedding and writing."""
+
+    scope: Scope
+    uids: list[str]
+    new: list[Episode] = field(default_factory=list)
+    sentences: list[tuple[Episode, int, str]] = field(default_factory=list)
+    vectors: np.ndarray | None = None
+    skipped: int = 0
+
+
+@dataclass(frozen=True)
+class EpisodeWriter:
+    """Writes episodes and their embedded sentences into one schema of the store."""
+
+    pool: AsyncConnectionPool
+    schema: str
+    embedder: Embedder
+
+    async def add(self, scope: Scope, episodes: list[Episode | dict]) -> list[str]:
+        prepared = await self.prepare(scope, episodes)
+        await self.commit(prepared)
+        return prepared.uids
+
+    async def add_batches(self, scope: Scope, batches: Iterable[list[Episode | dict]]
+                          ) -> AsyncIterator[list[str]]:
+        """Each batch like `add`, the next one embedded while the previous one is written."""
+        remaining = iter(batches)
+        first = next(remaining, None)
+        preparing = None if first is None else asyncio.ensure_future(self.prepare(scope, first))
+        try:
+            while preparing is not None:
+                prepared = await preparing
+                following = next(remaining, None)
+                preparing = None if following is None else asyncio.ensure_future(
+                    self.prepare(scope, following))
+                await self.commit(prepared)
+                yield prepared.uids
+        finally:
+            if preparing is not None and not preparing.done():
+                preparing.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await preparing
+
+    async def prepare(self, scope: Scope, episodes: list[Episode | dict]) -> PreparedAdd:
+        """Validate, skip the uids stored already, split and embed; nothing is written."""
+        if not isinstance(episodes, (list, tuple)):
+            raise InvalidInputError("episodes must be a list")
+        items = [coerce_episode(e, i) for i, e in enumerate(episodes)]
+        prepared = PreparedAdd(scope, [e.uid for e in items])
+        unique: dict[str, Episode] = {}
+        for episode in items:
+            unique.setdefault(episode.uid, episode)
+        if not unique:
+            return prepared
+
+        async def existing_uids() -> set[str]:
+            async with self.pool.connection() as conn:
+                cur = await conn.execute(
+                    f"SELECT uid FROM {self.schema}.episodes "
+                    "WHERE scope_key = %s AND uid = ANY(%s::text[])",
+                    [scope.key, list(unique)],
+                )
+                return {row[0] for row in await cur.fetchall()}
+
+        existing = await with_retry(existing_uids, "add")
+        prepared.skipped = len(existing)
+        prepared.new = [e for uid, e in unique.items() if uid not in existing]
+        if not prepared.new:
+            return prepared
+        prepared.sentences = [(e, i, text) for e in prepared.new
+                              for i, text in enumerate(split_sentences(e.content))]
+        vectors = await self.embedder.embed_documents([t for _, _, t in prepared.sentences])
+        if getattr(vectors, "shape", None) != (len(prepared.sentences), self.embedder.dim):
+            raise ModelUnavailableError(
+                f"embedder {self.embedder.name} returned {getattr(vectors, 'shape', None)} "
+                f"for {len(prepared.sentences)} sentences of dimension {self.embedder.dim}; "
+                "nothing stored"
+            )
+        prepared.vectors = vectors
+        return prepared
+
+    async def commit(self, prepared: PreparedAdd) -> None:
+        """Write a prepared add (retried as a whole: it is idempotent by uid)."""
+        if not prepared.new:
+            return
+        await with_retry(lambda: self._write(prepared), "add")
+        log.debug("memory.add", episodes=len(prepared.new), sentences=len(prepared.sentences),
+                  skipped=prepared.skipped)
+
+    async def _write(self, prepared: PreparedAdd) -> None:
+        s, scope = self.schema, prepared.scope
+        async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute(
+                "CREATE TEMP TABLE _memroute_new (ord int, uid text, session_id text, producer text, "
+                "produced_at timestamptz, content text, metadata jsonb) ON COMMIT DROP"
+            )
+            async with conn.cursor().copy(
+                "COPY _memroute_new (ord, uid, session_id, producer, produced_at, content, metadata) "
+                "FROM STDIN"
+            ) as copy:
+                for i, e in enumerate(prepared.new):
+                    await copy.write_row([i, e.uid, e.session_id, e.producer, e.produced_at,
+                                          e.content, json.dumps(e.metadata)])
+            cur = await conn.execute(
+                f"""
+                INSERT INTO {s}.episodes (scope_key, org_id, project_id, user_id, agent_id, uid,
+                                          session_id, producer, produced_at, content, metadata)
+                SELECT %s, %s, %s, %s, %s, uid, session_id, producer, produced_at, content, metadata
+                FROM _memroute_new ORDER BY ord
+                ON CONFLICT (scope_key, uid) DO NOTHING
+                RETURNING uid
+                """,
+                [scope.key, scope.org_id, scope.project_id, scope.user_id, scope.agent_id],
+            )
+            inserted = {row[0] for row in await cur.fetchall()}
+            async with conn.cursor().copy(
+                f"COPY {s}.sentences (scope_key, episode_uid, idx, text, embedding, session_id, "
+                "producer, produced_at, metadata) FROM STDIN"
+            ) as copy:
+                for (e, idx, text), vector in zip(prepared.sentences, prepared.vectors,
+                                                  strict=True):
+                    if e.uid in inserted:  # a concurrent add of the same uid wrote its own
+                        await copy.write_row([scope.key, e.uid, idx, text, vector, e.session_id,
+                                              e.producer, e.produced_at, json.dumps(e.metadata)])
