@@ -40,9 +40,8 @@ class Prompt:
 
 @lru_cache(maxsize=None)
 def load_prompt(name: str, package: str = __package__) -> Prompt:
-    """The prompt ``<name>.md`` in ``package`` (by default ``memroute.prompts``; the
-    evaluation loads its own, e.g. ``load_prompt("judge", package="memroute.evals.prompts")``).
-    """
+    """The prompt ``<name>.md`` in ``package``: by default ``memroute.prompts``; another
+    package's prompt folder (the evaluation's, say) loads the same way."""
     resource = files(package).joinpath(f"{name}.md")
     if not resource.is_file():
         raise InvalidInputError(f"no prompt named {name!r} in {package}")
