@@ -260,7 +260,6 @@ def _meta(cfg: EvalConfig, dataset: Dataset, store: EvalStore, retrieval: Retrie
             "fusion": settings.rerank_fusion,
             "candidates": settings.candidates,
             "context": list(cfg.context_window()),
-            "engine": retrieval.engine,
             "concurrency": cfg.concurrency,
             "limit": cfg.limit,
         },
