@@ -27,8 +27,8 @@ demo: install
 # Memory (ingestion; search at 10k, 100k and 1M sentences), then the agent (LLM tokens per
 # strategy, overhead with a 200 ms scripted LLM, SplitQuery/direct wall ratio).
 bench: install
-	$(THREADS) $(BIN)/python -m memroute.evals.bench $(BENCH_ARGS)
-	$(THREADS) $(BIN)/python -m memroute.evals.bench_agent $(BENCH_AGENT_ARGS)
+	$(THREADS) $(BIN)/python -m benchmarks.memory $(BENCH_ARGS)
+	$(THREADS) $(BIN)/python -m benchmarks.agent $(BENCH_AGENT_ARGS)
 
 stress: install
 	$(THREADS) $(BIN)/python -m pytest -m stress $(PYTEST_ARGS)

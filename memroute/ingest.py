@@ -1,5 +1,10 @@
 """Read episodes from files (JSON Lines, benchmark data sets) and store them in batches.
 
+Besides JSON Lines, a format is a reader that an installed package registers as an entry
+point in the ``memroute.ingest_formats`` group (memroute's evaluation registers hotpotqa,
+2wiki, musique and locomo): ``reader(path, *, limit, seed)`` returns
+``(conversation, episodes)`` pairs.
+
 JSON Lines: one episode per line, an object with ``content`` and optionally ``producer``,
 ``session_id``, ``produced_at`` (ISO-8601), ``metadata`` and ``uid``. A line without a uid
 gets a stable one derived from its fields (and its occurrence among identical lines), so
@@ -17,6 +22,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +31,7 @@ from pydantic import ValidationError
 from memroute.errors import InvalidInputError
 from memroute.memory.models import Episode, Scope
 
-FORMATS = ("jsonl", "hotpotqa", "2wiki", "musique", "locomo")
+FORMAT_ENTRY_POINTS = "memroute.ingest_formats"
 EPISODE_FIELDS = frozenset(["content", "producer", "session_id", "produced_at", "metadata", "uid"])
 DEFAULT_BATCH_SIZE = 256
 
@@ -106,23 +112,27 @@ def read_jsonl(path: Path) -> ParsedFile:
     return parsed
 
 
+def ingest_formats() -> tuple[str, ...]:
+    """``jsonl`` and the formats installed packages register."""
+    return ("jsonl", *(ep.name for ep in entry_points(group=FORMAT_ENTRY_POINTS)))
+
+
+def check_format(fmt: str) -> None:
+    """Raise `InvalidInputError` unless ``fmt`` is one of `ingest_formats`."""
+    formats = ingest_formats()
+    if fmt not in formats:
+        raise InvalidInputError(f"unknown --format {fmt!r}: use one of {', '.join(formats)}")
+
+
 def read_dataset(path: Path, fmt: str, *, limit: int | None = None,
                  seed: int = 0) -> list[tuple[str | None, list[Episode]]]:
-    """The episodes of a benchmark data file, laid out as the evaluation protocol stores them.
-
-    Reuses the evaluation package's loaders. Returns ``(conversation, episodes)`` pairs:
-    ``None`` for the pooled Wikipedia sets (one scope, one shuffled session), else the
-    LoCoMo conversation id whose turns form one scope.
+    """The episodes of a data file in a registered format, as ``(conversation, episodes)``
+    pairs: ``None`` for one pooled scope, else a conversation id whose turns form one scope.
     """
-    try:
-        from memroute.evals.datasets import load_dataset
-        from memroute.evals.store import planned_episodes
-    except ImportError as exc:
-        raise InvalidInputError(
-            f"--format {fmt} needs the evaluation package, which is not available: {exc}"
-        ) from exc
-    plan = planned_episodes(load_dataset(fmt, Path(path), limit=limit), seed)
-    return [(key or None, episodes) for key, episodes in plan.items()]
+    found = tuple(entry_points(group=FORMAT_ENTRY_POINTS, name=fmt))
+    if not found:
+        raise InvalidInputError(f"no data set reader is registered for --format {fmt!r}")
+    return found[0].load()(Path(path), limit=limit, seed=seed)
 
 
 def conversation_scope(scope: Scope, conversation: str | None) -> Scope:

@@ -303,7 +303,7 @@ def test_version_and_help(cli) -> None:
     help_text = cli("--help").stdout
     for command in ("ingest", "search", "ask", "db", "eval"):
         assert command in help_text
-    eval_help = cli("eval", "--help")  # mounted lazily from memroute.evals.cli
+    eval_help = cli("eval", "--help")  # plugged in through the memroute.cli entry point
     assert eval_help.exit_code == 0 and "--data" in eval_help.stdout
 
 
@@ -410,8 +410,35 @@ def test_starting_the_cli_loads_no_database_or_model_code() -> None:
     import sys
 
     code = ("import sys, memroute.cli; "
-            "print(sorted(m for m in ('memroute.memory', 'psycopg', 'numpy', 'langgraph') "
-            "if m in sys.modules))")
+            "print(sorted(m for m in ('memroute.memory', 'psycopg', 'numpy', 'langgraph', "
+            "'memroute.evals') if m in sys.modules))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True).stdout.strip()
     assert loaded == "[]"
+
+
+def test_the_evaluation_plugs_in_and_the_library_never_imports_it() -> None:
+    """`memroute eval` and the data set formats come from entry points; no module outside
+    memroute/evals names the evaluation, so there is no cli <-> evals cycle."""
+    import ast
+    from importlib.metadata import entry_points
+
+    import memroute
+    from memroute.ingest import ingest_formats
+
+    assert [ep.value for ep in entry_points(group="memroute.cli", name="eval")] == [
+        "memroute.evals.cli:app"]
+    assert set(ingest_formats()) == {"jsonl", "hotpotqa", "2wiki", "musique", "locomo"}
+    root = Path(memroute.__file__).parent
+    offenders = []
+    for path in root.rglob("*.py"):
+        if path.relative_to(root).parts[0] == "evals":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else
+                     [node.value] if isinstance(node, ast.Constant)
+                     and isinstance(node.value, str) else [])
+            if any("memroute.evals" in n for n in names):
+                offenders.append(str(path.relative_to(root)))
+    assert offenders == []

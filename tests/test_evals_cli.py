@@ -63,7 +63,7 @@ def test_eval_writes_every_output_and_the_figures_add_up(cli, tmp_path: Path) ->
     assert len(summary["data_sha256"]) == 64 and summary["seed"] == 0
     assert {"embedder", "reranker", "planner", "answer_model", "judge_model",
             "prompts"} <= set(summary["config"])
-    assert summary["config"]["planner"] == "offline" and summary["config"]["engine"] == "graph"
+    assert summary["config"]["planner"] == "offline" and "engine" not in summary["config"]
     assert set(summary["strategies"]) == {"direct", "auto", "split", "chain"}
     for name, figures in summary["strategies"].items():
         assert STRATEGY_KEYS <= set(figures), name

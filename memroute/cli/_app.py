@@ -9,12 +9,11 @@ This is the only place that configures logging (structlog and the standard libra
 from __future__ import annotations
 
 import asyncio
-import importlib
-import importlib.util
 import json
 import logging
 import sys
 from collections.abc import Coroutine
+from importlib.metadata import entry_points
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -24,8 +23,9 @@ from memroute.errors import exit_code_for
 
 T = TypeVar("T")
 
-# Sub-apps owned by other modules, imported only when used so the CLI starts fast.
-LAZY_COMMANDS = {"eval": ("memroute.evals.cli", "app")}
+# Commands other packages plug in (``memroute eval`` comes from the evaluation), as entry
+# points: typer apps or click commands, imported only when used so the CLI starts fast.
+COMMAND_ENTRY_POINTS = "memroute.cli"
 
 
 class _State:
@@ -99,19 +99,18 @@ def _report_error(exc: BaseException) -> None:
 
 
 class MemrouteGroup(TyperGroup):
-    """Turns every error into one line and an exit code, and loads lazy sub-apps on demand."""
+    """Turns every error into one line and an exit code, and loads plugged-in commands on
+    demand."""
 
     def list_commands(self, ctx: typer.Context) -> list[str]:
         names = list(super().list_commands(ctx))
-        for name, (module, _) in LAZY_COMMANDS.items():
-            if name not in names and _module_exists(module):
-                names.append(name)
-        return names
+        plugged = [ep.name for ep in entry_points(group=COMMAND_ENTRY_POINTS)]
+        return names + [name for name in plugged if name not in names]
 
     def get_command(self, ctx: typer.Context, cmd_name: str) -> Any:
         command = super().get_command(ctx, cmd_name)
-        if command is None and cmd_name in LAZY_COMMANDS:
-            command = _load_lazy(*LAZY_COMMANDS[cmd_name])
+        if command is None:
+            command = _plugged_command(cmd_name)
         return command
 
     def invoke(self, ctx: typer.Context) -> Any:
@@ -130,18 +129,13 @@ class MemrouteGroup(TyperGroup):
             raise typer.Exit(exit_code_for(exc)) from None
 
 
-def _module_exists(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def _load_lazy(module_name: str, attribute: str) -> Any:
-    if not _module_exists(module_name):
+def _plugged_command(name: str) -> Any:
+    """The click command an installed package registers under ``name``, or ``None``."""
+    found = tuple(entry_points(group=COMMAND_ENTRY_POINTS, name=name))
+    if not found:
         return None
-    module = importlib.import_module(module_name)
-    return typer.main.get_command(getattr(module, attribute))
+    command = found[0].load()
+    return typer.main.get_command(command) if isinstance(command, typer.Typer) else command
 
 
 # -- shared options ------------------------------------------------------------------------

@@ -40,11 +40,9 @@ def ingest(
 ) -> None:
     """Store episodes from a file. Every line is validated before anything is written."""
     setup_command(json_output, debug)
-    from memroute.ingest import FORMATS
-    from memroute.errors import InvalidInputError
+    from memroute.ingest import check_format
 
-    if fmt not in FORMATS:
-        raise InvalidInputError(f"unknown --format {fmt!r}: use one of {', '.join(FORMATS)}")
+    check_format(fmt)
     target = parse_scope(scope)
     report = run(_ingest(file, fmt, target, batch_size, skip_invalid, limit, seed))
     if json_output:

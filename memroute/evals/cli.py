@@ -1,6 +1,6 @@
-"""``memroute eval``: the evaluation command (mounted by ``memroute.cli``; also
-``python -m memroute.evals``). Progress goes to stderr; the last stdout line is the summary
-as one JSON object."""
+"""``memroute eval``: the evaluation command (plugged into the main CLI through the
+``memroute.cli`` entry point; also ``python -m memroute.evals``). Progress goes to stderr;
+the last stdout line is the summary as one JSON object."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import typer
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False,
                   help="Evaluate retrieval on a benchmark, per the evaluation protocol.")
-eval_app = app
 
 
 def _csv(text: str) -> list[str]:
@@ -131,10 +130,8 @@ def eval_command(
 
 def _configure_logging(debug: bool) -> None:
     """Use the main CLI's logging setup (the only place that configures logging)."""
-    try:
-        from memroute.cli import configure_logging
-    except ImportError:
-        return
+    from memroute.cli import configure_logging
+
     configure_logging(debug)
 
 

@@ -22,7 +22,6 @@ DatasetName = Literal["hotpotqa", "2wiki", "musique", "locomo"]
 DATASETS: tuple[str, ...] = ("hotpotqa", "2wiki", "musique", "locomo")
 LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop",
                      5: "adversarial"}
-_DIA_ID = re.compile(r"^D(\d+):(\d+)$")
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,6 @@ class Retrieval:
         self.agent = RetrievalAgent(memory=memory, llm=llm, planner=planner,
                                     rerank_mode=rerank_mode, context=context)
         self.planner_name = getattr(self.agent.planner, "name", type(self.agent.planner).__name__)
-        self.engine = "graph"
 
     async def retrieve(self, question: str, scope: Scope, strategy: str, k: int) -> Retrieved:
         start = time.perf_counter()

@@ -24,11 +24,12 @@ from memroute.evals.store import EvalStore, open_store
 from memroute.evals.summary import render_markdown, summarize
 from memroute.memory.embedders import make_embedder
 from memroute.errors import InvalidInputError
+from memroute.planners.llm.backends import openai_client_from_settings
 from memroute.settings import MemrouteSettings, get_settings
+from memroute.strategies.base import STRATEGIES
 
 log = get_logger(__name__)
 
-STRATEGIES = ("auto", "direct", "split", "chain")
 PLANNERS = ("offline", "llm")
 RERANK_MODES = ("fused", "concat")
 
@@ -88,11 +89,7 @@ def configured_llm(settings: MemrouteSettings) -> Any:
     """An ``AsyncOpenAI`` client for the configured endpoint, or ``None``."""
     if not settings.llm_model or not (settings.llm_base_url or settings.llm_api_key):
         return None
-    from openai import AsyncOpenAI
-
-    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
-    return AsyncOpenAI(base_url=settings.llm_base_url, api_key=key,
-                       timeout=settings.llm_timeout_s, max_retries=settings.llm_max_retries)
+    return openai_client_from_settings(settings)
 
 
 class Reporter:
@@ -183,7 +180,7 @@ async def run_eval(cfg: EvalConfig, *, settings: MemrouteSettings | None = None,
     store: EvalStore = await open_store(dataset, seed=cfg.seed, embedder=embedder,
                                         reranker=cfg.reranker or settings.reranker,
                                         settings=settings, progress=reporter.ingest)
-    chat = answering.as_chat_model(llm, settings.llm_model) if (cfg.answer or cfg.judge) else None
+    chat = answering.answer_backend(llm, settings) if (cfg.answer or cfg.judge) else None
     if planner is None and cfg.planner == "offline":
         from memroute.planners.offline.planner import OfflinePlanner
 
@@ -255,15 +252,14 @@ def _meta(cfg: EvalConfig, dataset: Dataset, store: EvalStore, retrieval: Retrie
             "reranker": store.memory.reranker_name,
             "planner": retrieval.planner_name if cfg.planner == "offline" else (
                 settings.llm_model or retrieval.planner_name),
-            "answer_model": getattr(chat, "name", None) if cfg.answer or cfg.judge else None,
-            "judge_model": getattr(chat, "name", None) if cfg.judge else None,
+            "answer_model": chat.model if chat is not None else None,
+            "judge_model": chat.model if chat is not None and cfg.judge else None,
             "prompts": prompts,
             "lexical": settings.lexical,
             "rerank_mode": cfg.rerank_mode,
             "fusion": settings.rerank_fusion,
             "candidates": settings.candidates,
             "context": list(cfg.context_window()),
-            "engine": retrieval.engine,
             "concurrency": cfg.concurrency,
             "limit": cfg.limit,
         },

@@ -139,7 +139,7 @@ def render_markdown(summary: dict[str, Any]) -> str:
         "",
         f"embedder `{cfg['embedder']}`, reranker `{cfg['reranker']}`, planner "
         f"`{cfg['planner']}`, lexical {cfg.get('lexical')}, final rerank "
-        f"`{cfg.get('rerank_mode')}`, context {cfg.get('context')}, engine `{cfg.get('engine')}`",
+        f"`{cfg.get('rerank_mode')}`, context {cfg.get('context')}",
         "",
         "## Recall by strategy",
         "",

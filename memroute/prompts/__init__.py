@@ -39,11 +39,12 @@ class Prompt:
 
 
 @lru_cache(maxsize=None)
-def load_prompt(name: str) -> Prompt:
-    """The prompt ``memroute/prompts/<name>.md``."""
-    resource = files(__package__).joinpath(f"{name}.md")
+def load_prompt(name: str, package: str = __package__) -> Prompt:
+    """The prompt ``<name>.md`` in ``package``: by default ``memroute.prompts``; another
+    package's prompt folder (the evaluation's, say) loads the same way."""
+    resource = files(package).joinpath(f"{name}.md")
     if not resource.is_file():
-        raise InvalidInputError(f"no prompt named {name!r} in memroute/prompts")
+        raise InvalidInputError(f"no prompt named {name!r} in {package}")
     raw = resource.read_bytes()
     text = raw.decode("utf-8")
     head, user_marker, user = text.partition(_SECTIONS[1])

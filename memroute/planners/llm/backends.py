@@ -32,19 +32,19 @@ def _merge_system(messages: list[Message]) -> list[Message]:
 class OpenAIChat:
     """An ``openai.AsyncOpenAI`` client (any OpenAI-compatible endpoint) and a model name.
 
-    The client's own retries are turned off: the graph's retry policy owns retrying.
+    The client's own retries are off by default: the graph's retry policy owns retrying.
     ``response_format`` is the first of `RESPONSE_FORMATS` the server accepts, found on
-    the first call and remembered.
+    the first schema call and remembered; a plain-text call (``schema=None``) sends none.
     """
 
     can_cap_output = True
 
     def __init__(self, client: Any, model: str, *, response_format: str = "auto",
                  merge_system: bool = False, max_tokens_param: str = "max_tokens",
-                 timeout_s: float | None = None) -> None:
+                 timeout_s: float | None = None, max_retries: int = 0) -> None:
         if response_format != "auto" and response_format not in RESPONSE_FORMATS:
             raise InvalidInputError(f"response_format must be auto or one of {RESPONSE_FORMATS}")
-        options: dict[str, Any] = {"max_retries": 0}
+        options: dict[str, Any] = {"max_retries": max_retries}
         if timeout_s is not None:
             options["timeout"] = timeout_s
         self.client = client.with_options(**options)
@@ -65,7 +65,7 @@ class OpenAIChat:
             return {"type": "json_object"}
         return None
 
-    async def complete(self, messages: list[Message], schema: type[BaseModel],
+    async def complete(self, messages: list[Message], schema: type[BaseModel] | None,
                        max_tokens: int | None) -> Completion:
         import openai
 
@@ -75,6 +75,8 @@ class OpenAIChat:
         }
         if max_tokens is not None:
             kwargs[self.max_tokens_param] = max_tokens
+        if schema is None:
+            return _completion(await self.client.chat.completions.create(**kwargs))
         for i, kind in enumerate(self._formats):
             response_format = self._format(kind, schema)
             extra = {"response_format": response_format} if response_format else {}
@@ -89,12 +91,15 @@ class OpenAIChat:
                 continue
             if not self._confirmed:
                 self._formats, self._confirmed = self._formats[i:], True
-            usage = response.usage
-            text = (response.choices[0].message.content or "") if response.choices else ""
-            return Completion(text, None,
-                              getattr(usage, "prompt_tokens", None),
-                              getattr(usage, "completion_tokens", None))
+            return _completion(response)
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _completion(response: Any) -> Completion:
+    usage = response.usage
+    text = (response.choices[0].message.content or "") if response.choices else ""
+    return Completion(text, None, getattr(usage, "prompt_tokens", None),
+                      getattr(usage, "completion_tokens", None))
 
 
 _MAX_TOKEN_FIELDS = ("max_tokens", "max_output_tokens", "num_predict", "max_new_tokens")
@@ -104,8 +109,9 @@ class LangChainChat:
     """Any LangChain ``BaseChatModel``.
 
     Uses the model's ``with_structured_output`` when it has one (tool calling or native JSON
-    schema), else plain text parsed as JSON. ``max_tokens`` reaches the model through its
-    own output-length field, when it has one of `_MAX_TOKEN_FIELDS`.
+    schema), else plain text parsed as JSON; ``schema=None`` asks for plain text.
+    ``max_tokens`` reaches the model through its own output-length field, when it has one
+    of `_MAX_TOKEN_FIELDS`.
     """
 
     def __init__(self, model: Any) -> None:
@@ -122,18 +128,19 @@ class LangChainChat:
             return self.chat_model
         return self.chat_model.model_copy(update={self._cap_field: max_tokens})
 
-    async def complete(self, messages: list[Message], schema: type[BaseModel],
+    async def complete(self, messages: list[Message], schema: type[BaseModel] | None,
                        max_tokens: int | None) -> Completion:
         from langchain_core.messages import AIMessage, convert_to_messages
 
         chat = self._capped(max_tokens)
         lc_messages = convert_to_messages([(m["role"], m["content"]) for m in messages])
-        if self._structured:
+        structured = self._structured and schema is not None
+        if structured:
             try:
                 runnable = chat.with_structured_output(schema, include_raw=True)
             except NotImplementedError:
-                self._structured = False
-        if self._structured:
+                self._structured = structured = False
+        if structured:
             out = await runnable.ainvoke(lc_messages)
             reply, parsed = out["raw"], out.get("parsed")
         else:

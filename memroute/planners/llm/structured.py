@@ -46,12 +46,13 @@ class Completion:
 
 
 class ChatBackend(Protocol):
-    """A chat model that can be asked for JSON matching a schema."""
+    """A chat model that can be asked for JSON matching a schema, or (``schema=None``) for
+    plain text."""
 
     model: str
     can_cap_output: bool  # whether max_tokens reaches the model
 
-    async def complete(self, messages: list[Message], schema: type[BaseModel],
+    async def complete(self, messages: list[Message], schema: type[BaseModel] | None,
                        max_tokens: int | None) -> Completion: ...
 
 
@@ -158,7 +159,7 @@ class StructuredLLM:
                 failure = LLMFailure("budget_exhausted",
                                      "latency (deadline passed during the call)")
                 return LLMResult(None, usage, raw, failure)
-            usage = usage + self._usage(completion, estimate, time.perf_counter() - started)
+            usage = usage + completion_usage(completion, estimate, time.perf_counter() - started)
             raw.append(completion.text)
             try:
                 data = (completion.data if completion.data is not None
@@ -195,16 +196,28 @@ class StructuredLLM:
                 raise _DeadlinePassed from None
             raise
 
-    def _usage(self, completion: Completion, estimate: int, seconds: float) -> Usage:
-        estimated = completion.input_tokens is None or completion.output_tokens is None
-        return Usage(
-            llm_calls=1,
-            input_tokens=estimate if completion.input_tokens is None else completion.input_tokens,
-            output_tokens=(count_tokens(completion.text) if completion.output_tokens is None
-                           else completion.output_tokens),
-            wall_ms=seconds * 1000,
-            estimated=estimated,
-        )
+
+def completion_usage(completion: Completion, input_estimate: int, seconds: float) -> Usage:
+    """One call's `Usage`: the backend's token counts, else estimates (marked as such)."""
+    estimated = completion.input_tokens is None or completion.output_tokens is None
+    return Usage(
+        llm_calls=1,
+        input_tokens=(input_estimate if completion.input_tokens is None
+                      else completion.input_tokens),
+        output_tokens=(count_tokens(completion.text) if completion.output_tokens is None
+                       else completion.output_tokens),
+        wall_ms=seconds * 1000,
+        estimated=estimated,
+    )
+
+
+async def complete_text(backend: ChatBackend, messages: list[Message],
+                        max_tokens: int | None = None) -> tuple[str, Usage]:
+    """A plain-text reply (no schema, no repair, no budget) and what it cost."""
+    started = time.perf_counter()
+    completion = await backend.complete(messages, None, max_tokens)
+    return completion.text, completion_usage(completion, count_messages(messages),
+                                             time.perf_counter() - started)
 
 
 class _DeadlinePassed(Exception):

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from memroute.agent import RetrievalAgent
-from memroute.evals.bench import load_average, machine_info, percentiles, write_report
+from benchmarks.memory import load_average, machine_info, percentiles, write_report
 from memroute.evals.datasets import load_dataset
 from memroute.evals.scripted_llm import ScriptedPlannerChat
 from memroute.evals.store import build_store

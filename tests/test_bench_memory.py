@@ -6,7 +6,7 @@ import copy
 
 import numpy as np
 
-from memroute.evals import bench
+from benchmarks import memory as bench
 from memroute.memory import Scope
 
 

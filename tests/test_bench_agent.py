@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from memroute.evals import bench_agent
+from benchmarks import agent as bench_agent
 from memroute.evals.datasets import load_dataset
 from memroute.evals.scripted_llm import ScriptedPlannerChat, padded_split, planner_reply
 from memroute.evals.store import pooled_episodes
