@@ -19,12 +19,14 @@ from memroute.cli._app import (
     setup_command,
     state,
 )
+from memroute.memory.limits import MAX_K
+from memroute.strategies.base import STRATEGIES
 
 
 @app.command()
 def search(
     query: Annotated[str, typer.Argument(help="What to look for.", show_default=False)],
-    k: Annotated[int, typer.Option("--k", "-k", min=1, max=1000, help="How many results.")] = 10,
+    k: Annotated[int, typer.Option("--k", "-k", min=1, max=MAX_K, help="How many results.")] = 10,
     filters: Annotated[str | None, typer.Option(
         help='A JSON filter, e.g. \'{"producer": "user"}\'.')] = None,
     scope: ScopeOpt = "default",
@@ -61,7 +63,6 @@ async def _search(scope: Any, query: str, k: int, filters: dict | None) -> Any:
 
 # -- ask -----------------------------------------------------------------------------------
 
-STRATEGIES = ("auto", "direct", "split", "chain")
 PLANNERS = ("auto", "offline", "llm")
 
 
@@ -69,7 +70,7 @@ PLANNERS = ("auto", "offline", "llm")
 def ask(
     query: Annotated[str, typer.Argument(help="The question.", show_default=False)],
     strategy: Annotated[str, typer.Option(help="auto | direct | split | chain")] = "auto",
-    k: Annotated[int, typer.Option("--k", "-k", min=1, max=1000, help="How many results.")] = 10,
+    k: Annotated[int, typer.Option("--k", "-k", min=1, max=MAX_K, help="How many results.")] = 10,
     filters: Annotated[str | None, typer.Option(
         help='A JSON filter, e.g. \'{"producer": "user"}\'.')] = None,
     planner: Annotated[str, typer.Option(

@@ -24,7 +24,9 @@ class RetrievalContext:
     """What the graph's nodes need besides the state.
 
     ``memory`` is read by ``memory_search`` only; ``planner`` makes the route, split and
-    chain decisions; ``search_concurrency`` caps concurrent searches of one fan-out;
+    chain decisions (any `Planner`); ``neighbours`` is the window of turns kept before and
+    after each hit (``search_scored(context=...)``; ``None``: the memory's default);
+    ``search_concurrency`` caps concurrent searches of one fan-out;
     ``rerank_mode`` is ``"fused"`` (score against each query, fuse per candidate) or
     ``"concat"`` (MemMachine's: one concatenated query string).
     """
@@ -35,12 +37,19 @@ class RetrievalContext:
     sufficient_confidence: float = chain_of_query.SUFFICIENT_CONFIDENCE
     rerank_mode: Literal["fused", "concat"] = "fused"
     search_concurrency: int = 4
-    context: tuple[int, int] | None = None  # neighbours per hit; None: the memory's default
+    neighbours: tuple[int, int] | None = None  # turns kept around each hit; None: the memory's
     profiles: Mapping[Route, CostProfile] = field(default_factory=default_profiles)
     router_profile: CostProfile = tool_select.COST_PROFILE
     _searches: asyncio.Semaphore | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.planner, Planner):
+            missing = [m for m in ("name", "spends_llm_calls", "route", "split", "judge",
+                                   "prompt_versions", "with_limits")
+                       if not hasattr(self.planner, m)]
+            raise InvalidInputError(
+                f"planner must implement memroute.planners.Planner; {type(self.planner).__name__}"
+                f" lacks {', '.join(missing)}")
         if not isinstance(self.max_hops, int) or self.max_hops < 1:
             raise InvalidInputError("max_hops must be an integer >= 1")
         if not 0.0 <= self.sufficient_confidence <= 1.0:

@@ -12,7 +12,7 @@ from langgraph.types import Command, Send
 from memroute.graph.context import ContextResolver
 from memroute.graph.events import SearchDone, as_payload
 from memroute.graph.state import RetrievalState
-from memroute.graph.steps import node_cost
+from memroute.graph.planner_step import node_cost
 from memroute.memory.models import Scope
 
 NODE = "memory_search"
@@ -40,7 +40,7 @@ def make_memory_search(resolve: ContextResolver):
     async def memory_search(task: SearchTask, runtime: Runtime) -> Command:
         """Search memory for one query and pool the hits by episode uid."""
         ctx = await resolve(runtime.context)
-        options = {"context": ctx.context} if ctx.context is not None else {}
+        options = {"context": ctx.neighbours} if ctx.neighbours is not None else {}
         async with ctx.searches:
             started = time.time()
             results = await ctx.memory.search_scored(task.scope, task.query, k=task.k,

@@ -10,14 +10,13 @@ must be able to serialize numpy arrays and dataclasses.
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from typing_extensions import NotRequired, Required, TypedDict
 
 from memroute.memory.models import Scope, ScoredResult
+from memroute.strategies.base import Strategy
 from memroute.strategies.budget import Budget
-
-Strategy = Literal["auto", "direct", "split", "chain"]
 
 
 def merge_pool(left: dict[str, ScoredResult] | None,
