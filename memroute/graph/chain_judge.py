@@ -48,15 +48,16 @@ def make_chain_judge(resolve: ContextResolver):
         """Judge the evidence so far; stop, or search the grounded rewrite as the next hop."""
         ctx = await resolve(runtime.context)
         hop = state.get("hop", 1)
-        if hop >= ctx.max_hops:  # a new query could not be searched: skip the call
-            return _end(state, "hop_limit", runtime, None)
+        stop = strategy.stop_before_judging(hop, ctx.max_hops)
+        if stop:
+            return _end(state, stop, runtime, None)
         selected = list(state.get("selected") or [])
         previous = list(state.get("queries") or [])
         uids = strategy.evidence_uids(selected, state.get("last_hits") or [],
                                       state.get("pool", {}))
         texts = [state["pool"][u].text for u in uids]
         step = PlannerStep.start(NODE, STEP, ctx, state, runtime)
-        decided = await step.ask(
+        decided = await step.ask_planner(
             lambda planner: planner.judge(state["query"], texts, list(previous), hop),
             detail=f"hop {hop}")
         if decided.value is None:

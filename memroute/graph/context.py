@@ -7,6 +7,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from typing_extensions import get_protocol_members
+
 from memroute.errors import InvalidInputError
 from memroute.memory.store import Memory
 from memroute.strategies import chain_of_query, direct, split_query, tool_select
@@ -44,9 +46,8 @@ class RetrievalContext:
 
     def __post_init__(self) -> None:
         if not isinstance(self.planner, Planner):
-            missing = [m for m in ("name", "spends_llm_calls", "route", "split", "judge",
-                                   "prompt_versions", "with_limits")
-                       if not hasattr(self.planner, m)]
+            missing = sorted(m for m in get_protocol_members(Planner)
+                             if not hasattr(self.planner, m))
             raise InvalidInputError(
                 f"planner must implement memroute.planners.Planner; {type(self.planner).__name__}"
                 f" lacks {', '.join(missing)}")

@@ -126,7 +126,7 @@ class PlannerStep:
         return cls(node, step, ctx, limits_for(state, attempt), attempt,
                    time.time() if started is None else started)
 
-    async def ask(self, decide: Callable[[Planner], Awaitable[PlannerResult[T]]],
+    async def ask_planner(self, decide: Callable[[Planner], Awaitable[PlannerResult[T]]],
                   detail: str | None = None) -> Decided[T]:
         """``decide`` asked of the planner bound to the limits, before the deadline."""
         planner = self.ctx.planner.with_limits(self.limits)

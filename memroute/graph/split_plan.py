@@ -29,7 +29,7 @@ def make_split_plan(resolve: ContextResolver):
     async def split_plan(state: RetrievalState, runtime: Runtime) -> Command:
         """Ask the planner for independent sub-queries; clean them; fan out."""
         step = PlannerStep.start(NODE, STEP, await resolve(runtime.context), state, runtime)
-        decided = await step.ask(lambda planner: planner.split(state["query"]))
+        decided = await step.ask_planner(lambda planner: planner.split(state["query"]))
         update: dict = {"costs": [decided.cost]}
         if decided.value is None:
             reason = decided.failure

@@ -85,7 +85,7 @@ def make_tool_select(resolve: ContextResolver):
                 return _take_route(request, "direct", f"router skipped, budget: {skip}",
                                    "budget", node_cost(NODE, started), runtime,
                                    stop_reason=reason, notes=[f"router skipped: {reason}"])
-        decided = await step.ask(lambda planner: planner.route(request["query"]))
+        decided = await step.ask_planner(lambda planner: planner.route(request["query"]))
         if decided.value is None:
             return _take_route(request, "direct", decided.failure, "fallback", decided.cost,
                                runtime, stop_reason=decided.failure, notes=[decided.failure])

@@ -19,6 +19,7 @@ MAX_HOPS = 3
 SUFFICIENT_CONFIDENCE = 0.8
 MAX_EVIDENCE = 12  # new items shown to the judge per hop
 CONTINUE = "continue"
+HOP_LIMIT = "hop_limit"
 OUT_OF_TIME = "budget_exhausted: latency"
 
 # Measured (docs/evaluation.md, "Cost profiles"): accuracy is the mean headline recall@10
@@ -35,6 +36,12 @@ _NOT_ENTITIES = frozenset(
     "have had what which who whom whose when where why how name list find tell give show i "
     "it its this that these those".split()
 )
+
+
+def stop_before_judging(hop: int, max_hops: int) -> str | None:
+    """`HOP_LIMIT` when no new query could be searched after this hop (the judge is not
+    asked), else ``None``."""
+    return HOP_LIMIT if hop >= max_hops else None
 
 
 def evidence_uids(selected: list[str], last_hits: list[str], pooled: Collection[str]) -> list[str]:

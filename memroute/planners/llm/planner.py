@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from memroute.planners.base import PlannerResult
 from memroute.planners.llm import replies
@@ -14,16 +16,19 @@ from memroute.planners.llm.prompting import (
     QUESTION_CHARS,
     ROUTE,
     SPLIT,
+    PromptSpec,
     as_data,
     format_evidence,
     format_queries,
 )
-from memroute.planners.llm.structured import StructuredLLM
+from memroute.planners.llm.structured import LLMResult, StructuredLLM
 from memroute.planners.llm.tokens import encoding
 from memroute.prompts import load_prompt
 from memroute.settings import MemrouteSettings
 from memroute.strategies.base import ChainJudgment, RouteDecision, SplitPlan
 from memroute.strategies.budget import CallLimits
+
+T = TypeVar("T", bound=BaseModel)
 
 
 class LLMPlanner:
@@ -65,27 +70,28 @@ class LLMPlanner:
         bound.limits = limits
         return bound
 
+    async def _ask(self, llm: StructuredLLM, spec: PromptSpec, reply: type[T],
+                   **fields: str) -> LLMResult[T]:
+        """``spec``'s prompt rendered with ``fields``, asked of ``llm`` within the limits."""
+        return await llm.call(load_prompt(spec.name).render(**fields), reply, limits=self.limits,
+                              max_tokens=spec.max_tokens,
+                              min_output_tokens=spec.min_output_tokens)
+
     async def route(self, query: str) -> PlannerResult[RouteDecision]:
-        messages = load_prompt(ROUTE.name).render(query=as_data(query, QUESTION_CHARS))
-        result = await self.router_llm.call(
-            messages, replies.RouteReply, limits=self.limits, max_tokens=ROUTE.max_tokens,
-            min_output_tokens=ROUTE.min_output_tokens)
+        result = await self._ask(self.router_llm, ROUTE, replies.RouteReply,
+                                 query=as_data(query, QUESTION_CHARS))
         return result.to_planner(result.value and replies.to_decision(result.value))
 
     async def split(self, query: str) -> PlannerResult[SplitPlan]:
-        messages = load_prompt(SPLIT.name).render(query=as_data(query, QUESTION_CHARS))
-        result = await self.llm.call(
-            messages, replies.SplitReply, limits=self.limits, max_tokens=SPLIT.max_tokens,
-            min_output_tokens=SPLIT.min_output_tokens)
+        result = await self._ask(self.llm, SPLIT, replies.SplitReply,
+                                 query=as_data(query, QUESTION_CHARS))
         return result.to_planner(result.value and replies.to_plan(result.value))
 
     async def judge(self, query: str, evidence: list[str], previous_queries: list[str],
                     hop: int) -> PlannerResult[ChainJudgment]:
-        messages = load_prompt(JUDGE.name).render(
-            query=as_data(query, QUESTION_CHARS), previous=format_queries(previous_queries),
-            evidence=format_evidence(evidence))
-        result = await self.llm.call(
-            messages, replies.JudgeReply, limits=self.limits, max_tokens=JUDGE.max_tokens,
-            min_output_tokens=JUDGE.min_output_tokens)
+        result = await self._ask(self.llm, JUDGE, replies.JudgeReply,
+                                 query=as_data(query, QUESTION_CHARS),
+                                 previous=format_queries(previous_queries),
+                                 evidence=format_evidence(evidence))
         return result.to_planner(
             result.value and replies.to_judgment(result.value, len(evidence)))
