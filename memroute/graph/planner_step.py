@@ -1,5 +1,5 @@
-"""What the planner nodes share: one planner step within the budget, its cost record, and
-the one error handler that turns a step that kept raising into its node's fallback.
+"""What the planner nodes share: one planner step within the budget, and the one error
+handler that turns a step that kept raising into its node's fallback.
 
 A step runs the same sequence in every node: the run's context, what the budget leaves,
 the planner bound to that, the decision asked before the deadline, its cost, and on failure
@@ -21,7 +21,7 @@ from langgraph.types import Command
 from memroute._log import get_logger
 from memroute.errors import InvalidInputError
 from memroute.graph.context import ContextResolver, RetrievalContext
-from memroute.graph.state import NodeCost, RetrievalState
+from memroute.graph.state import NodeCost, RetrievalState, node_cost
 from memroute.planners.base import Planner, PlannerResult
 from memroute.strategies.base import Usage
 from memroute.strategies.budget import Budget, CallLimits
@@ -29,21 +29,6 @@ from memroute.strategies.budget import Budget, CallLimits
 log = get_logger(__name__)
 T = TypeVar("T")
 ATTEMPTS_ATTR = "memroute_attempts"
-RAW_CHARS = 2000
-
-
-def node_cost(node: str, started_at: float, usage: Usage | None = None,
-              detail: str | None = None, raw: list[str] | None = None) -> NodeCost:
-    usage = usage or Usage()
-    ended = time.time()
-    record = NodeCost(node=node, llm_calls=usage.llm_calls, input_tokens=usage.input_tokens,
-                      output_tokens=usage.output_tokens, wall_ms=(ended - started_at) * 1000,
-                      estimated=usage.estimated, started_at=started_at, ended_at=ended)
-    if detail:
-        record["detail"] = detail
-    if raw:
-        record["raw"] = [text[:RAW_CHARS] for text in raw]
-    return record
 
 
 def limits_for(state: RetrievalState, attempt: int = 1) -> CallLimits:

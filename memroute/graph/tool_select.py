@@ -12,8 +12,8 @@ from memroute.errors import InvalidInputError
 from memroute.graph.context import ContextResolver, RetrievalContext
 from memroute.graph.events import RouteChosen, as_payload
 from memroute.graph.memory_search import send_search
-from memroute.graph.planner_step import PlannerStep, first_attempt_time, limits_for, node_cost
-from memroute.graph.state import NodeCost, RetrievalState
+from memroute.graph.planner_step import PlannerStep, first_attempt_time, limits_for
+from memroute.graph.state import NodeCost, RetrievalState, node_cost
 from memroute.memory.limits import MAX_K
 from memroute.memory.models import coerce_scope
 from memroute.strategies import tool_select as strategy
