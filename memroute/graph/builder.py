@@ -10,7 +10,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import RetryPolicy, TimeoutPolicy
 
-from memroute.errors import StoreUnavailableError
+from memroute.errors import InvalidInputError, StoreUnavailableError
 from memroute.graph import chain_judge, split_plan, tool_select
 from memroute.graph.context import ContextResolver, ContextSource, RetrievalContext
 from memroute.graph.final_rerank import make_final_rerank
@@ -53,14 +53,16 @@ def build_retrieval_graph(context: ContextSource = None,
                             max_interval=policies.retry_max_interval_s, retry_on=_retry_llm)
     timeout = TimeoutPolicy(run_timeout=policies.llm_timeout_s)
 
-    def fallback(node) -> object:
+    def fallback(node, **options) -> object:
         return make_fallback(node.NODE, node.STEP, resolve, policies.llm_max_attempts,
-                             node.fall_back)
+                             node.fall_back, **options)
+
+    bad_request = (InvalidInputError,)  # raised to the caller, never searched around
 
     graph = StateGraph(RetrievalState, context_schema=RetrievalContext,
                        input_schema=RetrievalInput, output_schema=RetrievalOutput)
     graph.add_node("tool_select", tool_select.make_tool_select(resolve), retry_policy=llm_retry,
-                   timeout=timeout, error_handler=fallback(tool_select),
+                   timeout=timeout, error_handler=fallback(tool_select, reraise=bad_request),
                    destinations=("memory_search", "split_plan"))
     graph.add_node("split_plan", split_plan.make_split_plan(resolve), retry_policy=llm_retry,
                    timeout=timeout, error_handler=fallback(split_plan),

@@ -19,7 +19,6 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from memroute._log import get_logger
-from memroute.errors import InvalidInputError
 from memroute.graph.context import ContextResolver, RetrievalContext
 from memroute.graph.state import NodeCost, RetrievalState, node_cost
 from memroute.planners.base import Planner, PlannerResult
@@ -145,13 +144,13 @@ FallBack = Callable[[RetrievalState, str, NodeCost, RetrievalContext, Runtime], 
 
 
 def make_fallback(node: str, step: str, resolve: ContextResolver, max_attempts: int,
-                  fall_back: FallBack):
-    """The error handler of a planner node: a caller's invalid input is raised; any other
-    error, after the retries, is charged and handed to ``fall_back`` with the stop reason
+                  fall_back: FallBack, *, reraise: tuple[type[Exception], ...] = ()):
+    """The error handler of a planner node: an error of a ``reraise`` type is raised; any
+    other, after the retries, is charged and handed to ``fall_back`` with the stop reason
     ``<step>_failed: <cause>``."""
 
     async def on_error(state: RetrievalState, error: NodeError, runtime: Runtime) -> Command:
-        if isinstance(error.error, InvalidInputError):
+        if isinstance(error.error, reraise):
             raise error.error
         ctx = await resolve(runtime.context)
         cost = failed_attempt_cost(node, error.error, max_attempts, time.time(), ctx.planner)
