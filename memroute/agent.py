@@ -24,9 +24,9 @@ from memroute.memory.store import Memory
 from memroute.memory.sync import SyncMemory, memory_and_loop
 from memroute.settings import MemrouteSettings
 from memroute.planners import Planner, make_planner
+from memroute.strategies.base import Strategy
 from memroute.strategies.budget import Budget
 
-Strategy = Literal["auto", "direct", "split", "chain"]
 _COUNTS = ("llm_calls", "input_tokens", "output_tokens", "wall_ms")
 
 
@@ -124,7 +124,7 @@ class RetrievalAgent:
         self.planner = planner or make_planner(llm, settings=self.settings, **llm_options)
         self.options = {"max_hops": max_hops, "sufficient_confidence": sufficient_confidence,
                         "rerank_mode": rerank_mode, "search_concurrency": search_concurrency,
-                        "context": context}
+                        "neighbours": context}
         RetrievalContext(memory=self.memory, planner=self.planner, **self.options)  # validate
         self.policies = policies or GraphPolicies.from_settings(self.settings)
         self.graph = compiled_retrieval_graph(self.policies)

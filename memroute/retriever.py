@@ -9,7 +9,7 @@ runs as a child run of the retriever, so traces show routing, LLM calls and sear
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
@@ -21,10 +21,11 @@ from langchain_core.runnables import ConfigurableField, RunnableSerializable
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from memroute.errors import InvalidInputError
+from memroute.memory.limits import MAX_K
 from memroute.memory.models import Scope, ScoredResult, coerce_scope
 from memroute.memory.sync import memory_and_loop
+from memroute.strategies.base import Strategy
 
-Strategy = Literal["auto", "direct", "split", "chain"]
 CALL_OPTIONS = ("k", "filters", "strategy", "budget", "scope")
 
 
@@ -42,7 +43,7 @@ class MemrouteRetriever(BaseRetriever):
 
     memory: Any
     scope: Scope
-    k: int = Field(default=10, ge=1, le=1000)
+    k: int = Field(default=10, ge=1, le=MAX_K)
     filters: dict[str, Any] | None = None
     strategy: Strategy = "auto"
     budget: Any = None

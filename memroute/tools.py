@@ -41,8 +41,9 @@ class MemorySearch:
                  max_results: int = 100, filters: dict[str, Any] | None = None,
                  agent_mode: bool = False, agent: Any = None, strategy: str = "auto",
                  budget: Any = None, cache_size: int = 32) -> None:
-        if not 1 <= page_size <= 100 or not 1 <= max_results <= 1000:
-            raise InvalidInputError("page_size must be in [1, 100] and max_results in [1, 1000]")
+        if not 1 <= page_size <= 100 or not 1 <= max_results <= MAX_K:
+            raise InvalidInputError(
+                f"page_size must be in [1, 100] and max_results in [1, {MAX_K}]")
         self.memory, self._loop = memory_and_loop(memory)
         self.scope = coerce_scope(scope)
         self.page_size = page_size

@@ -18,7 +18,9 @@ from memroute.evals.store import pooled_episodes
 from memroute.prompts import load_prompt
 from memroute.planners.offline.bridging import judge_evidence
 from memroute.planners.offline.question_syntax import route_by_syntax, subject_sub_queries
-from memroute.strategies import chain_of_query, split_query
+from memroute.planners.llm.prompting import QUESTION_CHARS, as_data
+from memroute.planners.llm.replies import SplitReply
+from memroute.strategies import split_query
 from memroute.planners.llm.planner import LLMPlanner
 from memroute.planners.llm.tokens import count_messages
 
@@ -36,7 +38,7 @@ async def test_route_reply_is_the_offline_route_and_tokens_are_counted_from_the_
         result = await planner.route(question)
         assert result.error is None
         assert result.value.route == route_by_syntax(question)[0]
-        sent = load_prompt("tool_select").render(query=chain_of_query.as_data(question, 2000))
+        sent = load_prompt("tool_select").render(query=as_data(question, QUESTION_CHARS))
         assert result.usage.llm_calls == 1 and result.usage.estimated
         assert result.usage.input_tokens == count_messages(sent)
         assert result.usage.output_tokens > 0
@@ -51,7 +53,7 @@ async def test_split_reply_is_the_offline_split_or_exactly_n_sub_queries():
         padded = await LLMPlanner(ScriptedPlannerChat(split_into=4)).split(question)
         assert padded.error is None and len(padded.value.sub_queries) == 4
         assert padded.value.sub_queries == padded_split(question, 4)
-        # every one survives the planner's own validation
+        # every one survives the graph's cleaning
         assert split_query.clean_sub_queries(question, padded.value.sub_queries) \
             == padded.value.sub_queries
 
@@ -82,8 +84,8 @@ def test_an_unknown_schema_is_refused():
 async def test_replies_are_cut_to_max_tokens_as_a_server_would():
     chat = ScriptedPlannerChat()
     messages = load_prompt("split_query").render(query=COMPARISON)
-    full = await chat.complete(messages, split_query.SplitReply, None)
-    cut = await chat.complete(messages, split_query.SplitReply, 3)
+    full = await chat.complete(messages, SplitReply, None)
+    cut = await chat.complete(messages, SplitReply, 3)
     assert json.loads(full.text)["sub_queries"]
     assert full.text.startswith(cut.text) and len(cut.text) < len(full.text)
     assert full.input_tokens is None and full.output_tokens is None  # it counts nothing

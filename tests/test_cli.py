@@ -157,6 +157,9 @@ def test_errors_are_one_line_unless_debug(cli, scope_arg: str, tmp_path: Path,
     assert missing.exit_code == 2 and "cannot read" in missing.stderr
 
     assert cli("search", "x", "--scope", "bad scope!").exit_code == 2
+    for command in ("search", "ask"):  # above the memory's MAX_K
+        too_many = cli(command, "x", "--scope", scope_arg, "-k", "1001")
+        assert too_many.exit_code == 2 and "at most 1000" in too_many.stderr
     assert cli("ingest", str(tmp_path), "--format", "csv").exit_code == 2
 
     monkeypatch.setenv("MEMROUTE_DATABASE_URL",

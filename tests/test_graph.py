@@ -419,6 +419,17 @@ async def test_bad_input_is_a_typed_error(memory, corpus, kwargs):
         await agent.aretrieve(args.pop("query"), **args)
 
 
+async def test_a_planner_missing_protocol_members_is_refused_by_name(memory):
+    class RoutesOnly:
+        name = "partial"
+
+        async def route(self, query):  # pragma: no cover - never called
+            raise AssertionError
+
+    with pytest.raises(InvalidInputError, match="lacks judge, prompt_versions, spends_llm_calls"):
+        RetrievalAgent(memory=memory, planner=RoutesOnly())
+
+
 async def test_the_uncompiled_graph_embeds_in_a_host_graph(memory, corpus):
     from dataclasses import dataclass
 

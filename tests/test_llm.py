@@ -10,14 +10,13 @@ import pytest
 from fake_chat import Delay, RateLimited, ScriptedChatModel, judge, route
 from langgraph.errors import NodeTimeoutError
 
-from memroute.strategies.base import RouteDecision
-from memroute.strategies.budget import Budget, CallLimits, Spend, with_margin
-from memroute.strategies.chain_of_query import JudgeReply
+from memroute.strategies.base import RouteDecision, Usage
+from memroute.strategies.budget import Budget, CallLimits, with_margin
+from memroute.planners.llm.replies import JudgeReply, RouteReply
 from memroute.planners.llm.structured import StructuredLLM, extract_json, is_transient
 from memroute.planners.llm.backends import LangChainChat, make_backend
 from memroute.planners.llm.planner import LLMPlanner
 from memroute.planners.llm.tokens import count_messages
-from memroute.strategies.tool_select import RouteReply
 
 MESSAGES = [{"role": "system", "content": "Pick a route."},
             {"role": "user", "content": "<question>Who directed it?</question>"}]
@@ -195,7 +194,7 @@ def test_budget_validation_and_limits():
                 {"max_input_tokens": True}):
         with pytest.raises(InvalidInputError):
             Budget.coerce(bad)
-    limits = CallLimits.remaining(Budget(max_llm_calls=3, max_input_tokens=100), Spend(1, 40, 5),
+    limits = CallLimits.remaining(Budget(max_llm_calls=3, max_input_tokens=100), Usage(1, 40, 5),
                                   started_at=time.time())
     assert (limits.llm_calls, limits.input_tokens, limits.output_tokens) == (2, 60, None)
     assert limits.shortfall(calls=3).startswith("llm_calls")

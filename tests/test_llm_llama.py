@@ -27,7 +27,7 @@ from memroute.strategies.budget import CallLimits, with_margin
 from memroute.planners.llm.structured import StructuredLLM
 from memroute.planners.llm.backends import OpenAIChat
 from memroute.planners.llm.tokens import count_messages
-from memroute.strategies.tool_select import RouteReply
+from memroute.planners.llm.replies import RouteReply
 
 pytestmark = pytest.mark.llm
 

@@ -19,7 +19,7 @@ from memroute.settings import MemrouteSettings
 from memroute.strategies.budget import CallLimits
 from memroute.planners.llm.structured import StructuredLLM
 from memroute.planners.llm.backends import OpenAIChat
-from memroute.strategies.tool_select import RouteReply
+from memroute.planners.llm.replies import RouteReply
 
 FAST = GraphPolicies(llm_timeout_s=10.0, llm_max_attempts=2, retry_initial_interval_s=0.01,
                      retry_max_interval_s=0.02)

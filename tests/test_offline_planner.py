@@ -12,6 +12,7 @@ from memroute.planners.base import Planner, PlannerResult
 from memroute.planners.offline.entities import capitalized_phrases, key_terms, mentioned, split_title
 from memroute.planners.offline.bridging import bridge_candidates
 from memroute.planners.offline.planner import OfflinePlanner
+from memroute.strategies.budget import CallLimits
 from memroute.planners.offline.question_syntax import (
     comparison_subjects,
     route_by_syntax,
@@ -20,7 +21,10 @@ from memroute.planners.offline.question_syntax import (
 
 
 def test_implements_the_planner_protocol() -> None:
-    assert isinstance(OfflinePlanner(), Planner)
+    planner = OfflinePlanner()
+    assert isinstance(planner, Planner)
+    assert planner.spends_llm_calls is False and planner.prompt_versions == {}
+    assert planner.with_limits(CallLimits(llm_calls=0)) is planner  # limits do not bind it
 
 
 @pytest.mark.parametrize(("question", "route"), [

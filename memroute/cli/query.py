@@ -19,12 +19,23 @@ from memroute.cli._app import (
     setup_command,
     state,
 )
+from memroute.strategies.base import STRATEGIES
+
+
+def _check_k(k: int) -> int:
+    """``k`` within the memory's limit (imported here: starting the CLI loads no memory code)."""
+    from memroute.errors import InvalidInputError
+    from memroute.memory.limits import MAX_K
+
+    if k > MAX_K:
+        raise InvalidInputError(f"--k must be at most {MAX_K}, got {k}")
+    return k
 
 
 @app.command()
 def search(
     query: Annotated[str, typer.Argument(help="What to look for.", show_default=False)],
-    k: Annotated[int, typer.Option("--k", "-k", min=1, max=1000, help="How many results.")] = 10,
+    k: Annotated[int, typer.Option("--k", "-k", min=1, help="How many results.")] = 10,
     filters: Annotated[str | None, typer.Option(
         help='A JSON filter, e.g. \'{"producer": "user"}\'.')] = None,
     scope: ScopeOpt = "default",
@@ -35,7 +46,7 @@ def search(
     setup_command(json_output, debug)
     target = parse_scope(scope)
     where = parse_filters(filters)
-    results = run(_search(target, query, k, where))
+    results = run(_search(target, query, _check_k(k), where))
     if json_output:
         out.emit_json({
             "query": query, "scope": out.scope_label(target), "k": k, "filters": where,
@@ -61,7 +72,6 @@ async def _search(scope: Any, query: str, k: int, filters: dict | None) -> Any:
 
 # -- ask -----------------------------------------------------------------------------------
 
-STRATEGIES = ("auto", "direct", "split", "chain")
 PLANNERS = ("auto", "offline", "llm")
 
 
@@ -69,7 +79,7 @@ PLANNERS = ("auto", "offline", "llm")
 def ask(
     query: Annotated[str, typer.Argument(help="The question.", show_default=False)],
     strategy: Annotated[str, typer.Option(help="auto | direct | split | chain")] = "auto",
-    k: Annotated[int, typer.Option("--k", "-k", min=1, max=1000, help="How many results.")] = 10,
+    k: Annotated[int, typer.Option("--k", "-k", min=1, help="How many results.")] = 10,
     filters: Annotated[str | None, typer.Option(
         help='A JSON filter, e.g. \'{"producer": "user"}\'.')] = None,
     planner: Annotated[str, typer.Option(
@@ -91,6 +101,7 @@ def ask(
         raise InvalidInputError(f"unknown --strategy {strategy!r}: use {', '.join(STRATEGIES)}")
     if planner not in PLANNERS:
         raise InvalidInputError(f"unknown --planner {planner!r}: use {', '.join(PLANNERS)}")
+    _check_k(k)
     target = parse_scope(scope)
     budget = None
     if max_llm_calls is not None or max_tokens is not None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memroute.memory import Memory, Scope, ScoredResult
 
-NODE_FIELDS = ("llm_calls", "input_tokens", "output_tokens", "wall_ms")
+if TYPE_CHECKING:
+    from memroute.agent import Costs
 
 
 @dataclass
@@ -24,32 +25,12 @@ class Retrieved:
     prompt_versions: dict[str, str] = field(default_factory=dict)
 
 
-def _as_dict(value: Any) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if isinstance(value, dict):
-        return value
-    if hasattr(value, "model_dump"):
-        return value.model_dump()
-    return {k: getattr(value, k) for k in NODE_FIELDS if hasattr(value, k)}
-
-
-def normalize_costs(costs: Any) -> dict[str, dict[str, float]]:
-    """``{node: {llm_calls, input_tokens, output_tokens, wall_ms, estimated}, "total": ...}``
-    from the agent's `Costs` (``by_node`` and ``totals``) or a plain mapping of nodes."""
-    if hasattr(costs, "by_node"):
-        raw = {**costs.by_node, "total": costs.totals}
-    else:
-        raw = _as_dict(costs)
-    out: dict[str, dict[str, float]] = {}
-    for node, value in raw.items():
-        data = _as_dict(value)
-        if not any(f in data for f in NODE_FIELDS):
-            continue
-        name = "total" if node in ("total", "totals") else str(node)
-        out[name] = {f: float(data.get(f) or 0.0) for f in NODE_FIELDS}
-        out[name]["estimated"] = float(bool(data.get("estimated", False)))
-    return out
+def cost_rows(costs: Costs) -> dict[str, dict[str, float]]:
+    """The agent's `Costs` per node and in ``"total"``, as numbers for report rows:
+    ``{node: {llm_calls, input_tokens, output_tokens, wall_ms, estimated (0 or 1)}}``."""
+    usage = {**costs.by_node, "total": costs.totals}
+    return {node: {name: float(value) for name, value in totals.items()}
+            for node, totals in usage.items()}
 
 
 class Retrieval:
@@ -67,5 +48,5 @@ class Retrieval:
         start = time.perf_counter()
         res = await self.agent.aretrieve(question, scope=scope, k=k, strategy=strategy)
         return Retrieved(list(res.results), str(res.route), list(res.queries),
-                         normalize_costs(res.costs), str(res.stop_reason or ""),
+                         cost_rows(res.costs), str(res.stop_reason or ""),
                          (time.perf_counter() - start) * 1000, dict(res.prompt_versions))

@@ -26,6 +26,7 @@ from memroute.memory.embedders import make_embedder
 from memroute.errors import InvalidInputError
 from memroute.planners.llm.backends import openai_client_from_settings
 from memroute.settings import MemrouteSettings, get_settings
+from memroute.memory.limits import MAX_K
 from memroute.strategies.base import STRATEGIES
 
 log = get_logger(__name__)
@@ -64,8 +65,8 @@ class EvalConfig:
         bad = [s for s in self.strategies if s not in STRATEGIES]
         if bad or not self.strategies:
             raise EvalConfigError(f"unknown strategy {bad}: use {','.join(STRATEGIES)}")
-        if not self.ks or any(k < 1 or k > 1000 for k in self.ks):
-            raise EvalConfigError("--k takes positive integers up to 1000, e.g. 10,20")
+        if not self.ks or any(k < 1 or k > MAX_K for k in self.ks):
+            raise EvalConfigError(f"--k takes positive integers up to {MAX_K}, e.g. 10,20")
         if self.planner not in PLANNERS:
             raise EvalConfigError(f"--planner must be offline or llm, not {self.planner!r}")
         if self.rerank_mode not in RERANK_MODES:

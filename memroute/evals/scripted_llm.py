@@ -21,14 +21,13 @@ import time
 
 from pydantic import BaseModel
 
-from memroute.planners.offline.bridging import bridge_query, judge_evidence
-from memroute.planners.offline.question_syntax import route_by_syntax, subject_sub_queries
-from memroute.strategies.chain_of_query import JudgeReply
-from memroute.planners.offline.entities import capitalized_phrases, key_terms
+from memroute.planners.llm.replies import JudgeReply, RouteReply, SplitReply
 from memroute.planners.llm.structured import Completion, Message
-from memroute.strategies.split_query import SplitReply, clean_sub_queries
 from memroute.planners.llm.tokens import encoding
-from memroute.strategies.tool_select import RouteReply
+from memroute.planners.offline.bridging import bridge_query, judge_evidence
+from memroute.planners.offline.entities import capitalized_phrases, key_terms
+from memroute.planners.offline.question_syntax import route_by_syntax, subject_sub_queries
+from memroute.strategies.split_query import clean_sub_queries
 
 _NONE = "(none)"
 

@@ -10,14 +10,13 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import RetryPolicy, TimeoutPolicy
 
-from memroute.graph.chain_judge import make_chain_judge, make_judge_fallback
+from memroute.errors import InvalidInputError, StoreUnavailableError
+from memroute.graph import chain_judge, split_plan, tool_select
 from memroute.graph.context import ContextResolver, ContextSource, RetrievalContext
 from memroute.graph.final_rerank import make_final_rerank
-from memroute.graph.tool_select import make_router_fallback, make_tool_select
 from memroute.graph.memory_search import make_memory_search
-from memroute.graph.split_plan import make_split_fallback, make_split_plan
+from memroute.graph.planner_step import make_fallback
 from memroute.graph.state import RetrievalInput, RetrievalOutput, RetrievalState
-from memroute.errors import StoreUnavailableError
 from memroute.planners.llm.structured import is_transient
 
 
@@ -53,22 +52,28 @@ def build_retrieval_graph(context: ContextSource = None,
                             initial_interval=policies.retry_initial_interval_s,
                             max_interval=policies.retry_max_interval_s, retry_on=_retry_llm)
     timeout = TimeoutPolicy(run_timeout=policies.llm_timeout_s)
-    attempts = policies.llm_max_attempts
+
+    def fallback(node, **options) -> object:
+        return make_fallback(node.NODE, node.STEP, resolve, policies.llm_max_attempts,
+                             node.fall_back, **options)
+
+    bad_request = (InvalidInputError,)  # raised to the caller, never searched around
+
     graph = StateGraph(RetrievalState, context_schema=RetrievalContext,
                        input_schema=RetrievalInput, output_schema=RetrievalOutput)
-    graph.add_node("tool_select", make_tool_select(resolve), retry_policy=llm_retry,
-                   timeout=timeout, error_handler=make_router_fallback(resolve, attempts),
+    graph.add_node("tool_select", tool_select.make_tool_select(resolve), retry_policy=llm_retry,
+                   timeout=timeout, error_handler=fallback(tool_select, reraise=bad_request),
                    destinations=("memory_search", "split_plan"))
-    graph.add_node("split_plan", make_split_plan(resolve), retry_policy=llm_retry,
-                   timeout=timeout, error_handler=make_split_fallback(resolve, attempts),
+    graph.add_node("split_plan", split_plan.make_split_plan(resolve), retry_policy=llm_retry,
+                   timeout=timeout, error_handler=fallback(split_plan),
                    destinations=("memory_search",))
     graph.add_node("memory_search", make_memory_search(resolve), input_schema=RetrievalState,
                    retry_policy=RetryPolicy(max_attempts=policies.search_max_attempts,
                                             initial_interval=0.2,
                                             retry_on=StoreUnavailableError),
                    destinations=("chain_judge", "final_rerank"))
-    graph.add_node("chain_judge", make_chain_judge(resolve), retry_policy=llm_retry,
-                   timeout=timeout, error_handler=make_judge_fallback(resolve, attempts),
+    graph.add_node("chain_judge", chain_judge.make_chain_judge(resolve), retry_policy=llm_retry,
+                   timeout=timeout, error_handler=fallback(chain_judge),
                    destinations=("memory_search", "final_rerank"))
     graph.add_node("final_rerank", make_final_rerank(resolve))
     graph.add_edge(START, "tool_select")

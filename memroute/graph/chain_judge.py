@@ -1,43 +1,29 @@
-"""``chain_judge``: ChainOfQuery's step after each search: judge, then stop or search again."""
+"""``chain_judge``: ChainOfQuery's step after each search: judge, then stop or search again.
+
+The stop rule is the strategy's (`memroute.strategies.chain_of_query`); this node wires it.
+"""
 
 from __future__ import annotations
 
-import time
-
-from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from memroute.graph.context import ContextResolver, RetrievalContext
 from memroute.graph.events import HopJudged, as_payload
 from memroute.graph.memory_search import send_search
+from memroute.graph.planner_step import PlannerStep
 from memroute.graph.state import HopRecord, NodeCost, RetrievalState
-from memroute.graph.steps import (
-    ask,
-    attempt_of,
-    bind,
-    describe,
-    failed_attempt_cost,
-    failure_reason,
-    limits_for,
-    node_cost,
-)
+from memroute.strategies import chain_of_query as strategy
 from memroute.strategies.base import ChainJudgment
-from memroute.strategies.chain_of_query import MAX_EVIDENCE, rewrite_problem
 
 NODE = "chain_judge"
-
-
-def evidence_uids(state: RetrievalState) -> list[str]:
-    """What the judge sees: evidence it selected at earlier hops, then this hop's new hits."""
-    selected = list(dict.fromkeys(state.get("selected") or []))
-    fresh = [u for u in state.get("last_hits") or [] if u not in selected][:MAX_EVIDENCE]
-    return [u for u in selected + fresh if u in state.get("pool", {})]
+STEP = "judge"
 
 
 def _end(state: RetrievalState, decision: str, runtime: Runtime, cost: NodeCost | None,
          judgment: ChainJudgment | None = None, selected: list[str] | None = None,
          goto: object = "final_rerank") -> Command:
+    """Record the hop and its decision; go where the decision leads."""
     hop = state.get("hop", 1)
     query = (state.get("queries") or [state["query"]])[-1]
     record = HopRecord(hop=hop, query=query,
@@ -52,60 +38,43 @@ def _end(state: RetrievalState, decision: str, runtime: Runtime, cost: NodeCost 
     update: dict = {"hops": [record], "selected": selected or []}
     if cost is not None:
         update["costs"] = [cost]
-    if decision != "continue":
+    if decision != strategy.CONTINUE:
         update["stop_reason"] = decision
     return Command(update=update, goto=goto)
-
-
-def _decide(state: RetrievalState, ctx: RetrievalContext, judgment: ChainJudgment,
-            texts: list[str], left: float | None) -> str:
-    if judgment.is_sufficient and judgment.confidence >= ctx.sufficient_confidence:
-        return "sufficient"
-    previous = list(state.get("queries") or [])
-    problem = rewrite_problem(judgment.new_query, state["query"], previous, texts)
-    if problem:
-        return problem
-    if left is not None and left <= 0:
-        return f"budget_exhausted: latency ({NODE})"
-    return "continue"
 
 
 def make_chain_judge(resolve: ContextResolver):
     async def chain_judge(state: RetrievalState, runtime: Runtime) -> Command:
         """Judge the evidence so far; stop, or search the grounded rewrite as the next hop."""
         ctx = await resolve(runtime.context)
-        started = time.time()
         hop = state.get("hop", 1)
-        if hop >= ctx.max_hops:  # a new query could not be searched: skip the call
-            return _end(state, "hop_limit", runtime, None)
-        uids = evidence_uids(state)
+        stop = strategy.stop_before_judging(hop, ctx.max_hops)
+        if stop:
+            return _end(state, stop, runtime, None)
+        selected = list(state.get("selected") or [])
+        previous = list(state.get("queries") or [])
+        uids = strategy.evidence_uids(selected, state.get("last_hits") or [],
+                                      state.get("pool", {}))
         texts = [state["pool"][u].text for u in uids]
-        attempt = attempt_of(runtime)
-        limits = limits_for(state, attempt)
-        planner = bind(ctx.planner, limits)
-        result = await ask(lambda: planner.judge(state["query"], texts,
-                                                 list(state.get("queries") or []), hop),
-                           limits, attempt)
-        cost = node_cost(NODE, started, result.usage, detail=f"hop {hop}", raw=result.raw)
-        if result.value is None:
-            return _end(state, failure_reason("judge", result.error), runtime, cost)
-        judgment = result.value
-        indices = [i for i in dict.fromkeys(judgment.evidence_indices) if 0 <= i < len(uids)]
-        judgment = judgment.model_copy(update={"evidence_indices": indices})
-        chosen = [uids[i] for i in indices if uids[i] not in (state.get("selected") or [])]
-        decision = _decide(state, ctx, judgment, texts, limits.seconds_left())
+        step = PlannerStep.start(NODE, STEP, ctx, state, runtime)
+        decided = await step.ask_planner(
+            lambda planner: planner.judge(state["query"], texts, list(previous), hop),
+            detail=f"hop {hop}")
+        if decided.value is None:
+            return _end(state, decided.failure, runtime, decided.cost)
+        judgment, chosen = strategy.newly_selected(decided.value, uids, selected)
+        decision = strategy.next_step(judgment, state["query"], previous, texts,
+                                      ctx.sufficient_confidence, step.limits.seconds_left())
+        if decision == strategy.OUT_OF_TIME:
+            decision = f"{decision} ({NODE})"
         goto = (send_search(state, judgment.new_query, "chain", hop + 1)
-                if decision == "continue" else "final_rerank")
-        return _end(state, decision, runtime, cost, judgment, chosen, goto)
+                if decision == strategy.CONTINUE else "final_rerank")
+        return _end(state, decision, runtime, decided.cost, judgment, chosen, goto)
 
     return chain_judge
 
 
-def make_judge_fallback(resolve: ContextResolver, max_attempts: int):
-    async def on_judge_error(state: RetrievalState, error: NodeError, runtime: Runtime) -> Command:
-        """After retries: stop the chain with the evidence found so far."""
-        ctx = await resolve(runtime.context)
-        cost = failed_attempt_cost(NODE, error.error, max_attempts, time.time(), ctx.planner)
-        return _end(state, f"judge_failed: {describe(error.error)}", runtime, cost)
-
-    return on_judge_error
+def fall_back(state: RetrievalState, reason: str, cost: NodeCost, ctx: RetrievalContext,
+              runtime: Runtime) -> Command:
+    """After retries: stop the chain with the evidence found so far."""
+    return _end(state, reason, runtime, cost)

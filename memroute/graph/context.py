@@ -7,6 +7,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from typing_extensions import get_protocol_members
+
 from memroute.errors import InvalidInputError
 from memroute.memory.store import Memory
 from memroute.strategies import chain_of_query, direct, split_query, tool_select
@@ -24,7 +26,9 @@ class RetrievalContext:
     """What the graph's nodes need besides the state.
 
     ``memory`` is read by ``memory_search`` only; ``planner`` makes the route, split and
-    chain decisions; ``search_concurrency`` caps concurrent searches of one fan-out;
+    chain decisions (any `Planner`); ``neighbours`` is the window of turns kept before and
+    after each hit (``search_scored(context=...)``; ``None``: the memory's default);
+    ``search_concurrency`` caps concurrent searches of one fan-out;
     ``rerank_mode`` is ``"fused"`` (score against each query, fuse per candidate) or
     ``"concat"`` (MemMachine's: one concatenated query string).
     """
@@ -35,12 +39,18 @@ class RetrievalContext:
     sufficient_confidence: float = chain_of_query.SUFFICIENT_CONFIDENCE
     rerank_mode: Literal["fused", "concat"] = "fused"
     search_concurrency: int = 4
-    context: tuple[int, int] | None = None  # neighbours per hit; None: the memory's default
+    neighbours: tuple[int, int] | None = None  # turns kept around each hit; None: the memory's
     profiles: Mapping[Route, CostProfile] = field(default_factory=default_profiles)
     router_profile: CostProfile = tool_select.COST_PROFILE
     _searches: asyncio.Semaphore | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.planner, Planner):
+            missing = sorted(m for m in get_protocol_members(Planner)
+                             if not hasattr(self.planner, m))
+            raise InvalidInputError(
+                f"planner must implement memroute.planners.Planner; {type(self.planner).__name__}"
+                f" lacks {', '.join(missing)}")
         if not isinstance(self.max_hops, int) or self.max_hops < 1:
             raise InvalidInputError("max_hops must be an integer >= 1")
         if not 0.0 <= self.sufficient_confidence <= 1.0:

@@ -8,8 +8,7 @@ from langgraph.runtime import Runtime
 
 from memroute.graph.context import ContextResolver
 from memroute.graph.events import Final, as_payload
-from memroute.graph.state import RetrievalState
-from memroute.graph.steps import node_cost
+from memroute.graph.state import RetrievalState, node_cost
 
 NODE = "final_rerank"
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
 
 from memroute.graph.context import ContextResolver
 from memroute.graph.events import SearchDone, as_payload
-from memroute.graph.state import RetrievalState
-from memroute.graph.steps import node_cost
+from memroute.graph.state import RetrievalState, node_cost
 from memroute.memory.models import Scope
+from memroute.strategies.base import Route
 
 NODE = "memory_search"
 
@@ -23,15 +23,14 @@ class SearchTask:
     """One search, sent to ``memory_search`` with `Send`."""
 
     query: str
-    role: Literal["direct", "split", "chain"]
+    role: Route
     hop: int
     scope: Scope
     k: int
     filters: dict[str, Any] | None = None
 
 
-def send_search(state: RetrievalState, query: str, role: Literal["direct", "split", "chain"],
-                hop: int = 0) -> Send:
+def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0) -> Send:
     return Send(NODE, SearchTask(query, role, hop, state["scope"], state["k"],
                                  state.get("filters")))
 
@@ -40,7 +39,7 @@ def make_memory_search(resolve: ContextResolver):
     async def memory_search(task: SearchTask, runtime: Runtime) -> Command:
         """Search memory for one query and pool the hits by episode uid."""
         ctx = await resolve(runtime.context)
-        options = {"context": ctx.context} if ctx.context is not None else {}
+        options = {"context": ctx.neighbours} if ctx.neighbours is not None else {}
         async with ctx.searches:
             started = time.time()
             results = await ctx.memory.search_scored(task.scope, task.query, k=task.k,

@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-import time
-
-from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from memroute.graph.context import ContextResolver
+from memroute.graph.context import ContextResolver, RetrievalContext
 from memroute.graph.events import SubQueries, as_payload
 from memroute.graph.memory_search import send_search
-from memroute.graph.state import RetrievalState
-from memroute.graph.steps import (
-    ask,
-    attempt_of,
-    bind,
-    describe,
-    failed_attempt_cost,
-    failure_reason,
-    limits_for,
-    node_cost,
-)
+from memroute.graph.planner_step import PlannerStep
+from memroute.graph.state import NodeCost, RetrievalState
 from memroute.strategies.split_query import clean_sub_queries
 
 NODE = "split_plan"
+STEP = "split"
 
 
 def _fan_out(state: RetrievalState, sub_queries: list[str], update: dict,
@@ -38,21 +27,17 @@ def _fan_out(state: RetrievalState, sub_queries: list[str], update: dict,
 
 def make_split_plan(resolve: ContextResolver):
     async def split_plan(state: RetrievalState, runtime: Runtime) -> Command:
-        """Ask the planner for independent sub-queries; validate them; fan out."""
-        ctx = await resolve(runtime.context)
-        started = time.time()
-        attempt = attempt_of(runtime)
-        limits = limits_for(state, attempt)
-        planner = bind(ctx.planner, limits)
-        result = await ask(lambda: planner.split(state["query"]), limits, attempt)
-        update: dict = {"costs": [node_cost(NODE, started, result.usage, raw=result.raw)]}
-        if result.value is None:
-            reason = failure_reason("split", result.error)
+        """Ask the planner for independent sub-queries; clean them; fan out."""
+        step = PlannerStep.start(NODE, STEP, await resolve(runtime.context), state, runtime)
+        decided = await step.ask_planner(lambda planner: planner.split(state["query"]))
+        update: dict = {"costs": [decided.cost]}
+        if decided.value is None:
+            reason = decided.failure
             return _fan_out(state, [], {**update, "stop_reason": reason, "notes": [reason]},
                             runtime)
-        sub_queries = clean_sub_queries(state["query"], list(result.value.sub_queries))
+        sub_queries = clean_sub_queries(state["query"], list(decided.value.sub_queries))
         notes = [] if sub_queries else ["split: no valid sub-queries; searched the query alone"]
-        left = limits.seconds_left()
+        left = step.limits.seconds_left()
         if sub_queries and left is not None and left <= 0:
             reason = f"budget_exhausted: latency ({NODE}); searched the query alone"
             return _fan_out(state, [], {**update, "stop_reason": reason, "notes": [reason]},
@@ -62,13 +47,8 @@ def make_split_plan(resolve: ContextResolver):
     return split_plan
 
 
-def make_split_fallback(resolve: ContextResolver, max_attempts: int):
-    async def on_split_error(state: RetrievalState, error: NodeError, runtime: Runtime) -> Command:
-        """After retries: search the original query alone, with the cause as the stop reason."""
-        ctx = await resolve(runtime.context)
-        reason = f"split_failed: {describe(error.error)}"
-        cost = failed_attempt_cost(NODE, error.error, max_attempts, time.time(), ctx.planner)
-        return _fan_out(state, [], {"costs": [cost], "stop_reason": reason, "notes": [reason]},
-                        runtime)
-
-    return on_split_error
+def fall_back(state: RetrievalState, reason: str, cost: NodeCost, ctx: RetrievalContext,
+              runtime: Runtime) -> Command:
+    """After retries: search the original query alone, with the cause as the stop reason."""
+    return _fan_out(state, [], {"costs": [cost], "stop_reason": reason, "notes": [reason]},
+                    runtime)

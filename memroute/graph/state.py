@@ -10,14 +10,14 @@ must be able to serialize numpy arrays and dataclasses.
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, Literal
+import time
+from typing import Annotated, Any
 
 from typing_extensions import NotRequired, Required, TypedDict
 
 from memroute.memory.models import Scope, ScoredResult
+from memroute.strategies.base import Strategy, Usage
 from memroute.strategies.budget import Budget
-
-Strategy = Literal["auto", "direct", "split", "chain"]
 
 
 def merge_pool(left: dict[str, ScoredResult] | None,
@@ -48,6 +48,24 @@ class NodeCost(TypedDict):
     ended_at: float
     detail: NotRequired[str]
     raw: NotRequired[list[str]]  # an LLM step's raw model outputs (truncated), for the trace
+
+
+RAW_CHARS = 2000  # of one raw model output kept in a cost record
+
+
+def node_cost(node: str, started_at: float, usage: Usage | None = None,
+              detail: str | None = None, raw: list[str] | None = None) -> NodeCost:
+    """The cost record of a node run that began at ``started_at`` and ends now."""
+    usage = usage or Usage()
+    ended = time.time()
+    record = NodeCost(node=node, llm_calls=usage.llm_calls, input_tokens=usage.input_tokens,
+                      output_tokens=usage.output_tokens, wall_ms=(ended - started_at) * 1000,
+                      estimated=usage.estimated, started_at=started_at, ended_at=ended)
+    if detail:
+        record["detail"] = detail
+    if raw:
+        record["raw"] = [text[:RAW_CHARS] for text in raw]
+    return record
 
 
 class HopRecord(TypedDict):

@@ -5,35 +5,23 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Overwrite
 
+from memroute.errors import InvalidInputError
 from memroute.graph.context import ContextResolver, RetrievalContext
 from memroute.graph.events import RouteChosen, as_payload
 from memroute.graph.memory_search import send_search
-from memroute.graph.state import NodeCost, RetrievalState
-from memroute.graph.steps import (
-    ask,
-    attempt_of,
-    bind,
-    describe,
-    failed_attempt_cost,
-    failure_reason,
-    first_attempt_time,
-    limits_for,
-    node_cost,
-    uses_llm,
-)
-from memroute.errors import InvalidInputError
+from memroute.graph.planner_step import PlannerStep, first_attempt_time, limits_for
+from memroute.graph.state import NodeCost, RetrievalState, node_cost
+from memroute.memory.limits import MAX_K
 from memroute.memory.models import coerce_scope
 from memroute.strategies import tool_select as strategy
-from memroute.strategies.base import Route
+from memroute.strategies.base import STRATEGIES, Route
 from memroute.strategies.budget import Budget
 
 NODE = "tool_select"
-STRATEGIES = ("auto", "direct", "split", "chain")
-MAX_K = 1000
+STEP = "router"
 
 
 def _request(state: RetrievalState, ctx: RetrievalContext, started_at: float) -> dict[str, Any]:
@@ -58,12 +46,13 @@ def _request(state: RetrievalState, ctx: RetrievalContext, started_at: float) ->
         "pool": Overwrite({}), "selected": Overwrite([]), "hop": 0, "last_hits": [],
         "sub_queries": [], "stop_reason": "", "results": [],
         "planner": ctx.planner.name,
-        "prompt_versions": Overwrite(dict(getattr(ctx.planner, "prompt_versions", {}) or {})),
+        "prompt_versions": Overwrite(dict(ctx.planner.prompt_versions)),
     }
 
 
-def _go(request: dict[str, Any], route: Route, reason: str, source: str, cost: NodeCost,
-        runtime: Runtime, **extra: Any) -> Command:
+def _take_route(request: dict[str, Any], route: Route, reason: str, source: str,
+                cost: NodeCost, runtime: Runtime, **extra: Any) -> Command:
+    """Record the route and send the request to its first node."""
     runtime.stream_writer(as_payload(RouteChosen(route, reason, source)))
     if "notes" in extra:
         extra["notes"] = Overwrite(list(extra["notes"]))
@@ -83,48 +72,38 @@ def make_tool_select(resolve: ContextResolver):
         started = time.time()
         request = _request(state, ctx, first_attempt_time(runtime))
         if request["strategy"] != "auto":
-            return _go(request, request["strategy"], "strategy override", "override",
-                       node_cost(NODE, started), runtime)
+            return _take_route(request, request["strategy"], "strategy override", "override",
+                               node_cost(NODE, started), runtime)
         # Budgets steer routing only for planners that spend LLM calls and tokens.
-        budget = request["budget"] if uses_llm(ctx.planner) else None
-        attempt = attempt_of(runtime)
-        limits = limits_for({**state, **request, "costs": []}, attempt)
+        budget = request["budget"] if ctx.planner.spends_llm_calls else None
+        step = PlannerStep.start(NODE, STEP, ctx, {**state, **request, "costs": []}, runtime,
+                                 started)
         if budget is not None:
-            skip = strategy.worth_asking(ctx.profiles, ctx.router_profile, limits)
+            skip = strategy.router_skip_reason(ctx.profiles, ctx.router_profile, step.limits)
             if skip:
                 reason = f"budget_exhausted: {skip} ({NODE})"
-                return _go(request, "direct", f"router skipped, budget: {skip}", "budget",
-                           node_cost(NODE, started), runtime, stop_reason=reason,
-                           notes=[f"router skipped: {reason}"])
-        planner = bind(ctx.planner, limits)
-        result = await ask(lambda: planner.route(request["query"]), limits, attempt)
-        cost = node_cost(NODE, started, result.usage, raw=result.raw)
-        if result.value is None:
-            reason = failure_reason("router", result.error)
-            return _go(request, "direct", reason, "fallback", cost, runtime,
-                       stop_reason=reason, notes=[reason])
-        route, reason, source = result.value.route, result.value.reason, "planner"
+                return _take_route(request, "direct", f"router skipped, budget: {skip}",
+                                   "budget", node_cost(NODE, started), runtime,
+                                   stop_reason=reason, notes=[f"router skipped: {reason}"])
+        decided = await step.ask_planner(lambda planner: planner.route(request["query"]))
+        if decided.value is None:
+            return _take_route(request, "direct", decided.failure, "fallback", decided.cost,
+                               runtime, stop_reason=decided.failure, notes=[decided.failure])
+        route, reason, source = decided.value.route, decided.value.reason, "planner"
         if budget is not None:
-            after = limits_for({**state, **request, "costs": [cost]})
-            route, why = strategy.choose_route(route, ctx.profiles, after)
+            after = limits_for({**state, **request, "costs": [decided.cost]})
+            route, why = strategy.route_within_budget(route, ctx.profiles, after)
             if why:
                 reason, source = why, "budget"
-        return _go(request, route, reason, source, cost, runtime,
-                   notes=[reason] if source == "budget" else [])
+        return _take_route(request, route, reason, source, decided.cost, runtime,
+                           notes=[reason] if source == "budget" else [])
 
     return tool_select
 
 
-def make_router_fallback(resolve: ContextResolver, max_attempts: int):
-    async def on_router_error(state: RetrievalState, error: NodeError, runtime: Runtime) -> Command:
-        """After retries: search the query directly, with the cause as the stop reason."""
-        if isinstance(error.error, InvalidInputError):
-            raise error.error
-        ctx = await resolve(runtime.context)
-        request = _request(state, ctx, state.get("started_at") or time.time())
-        reason = f"router_failed: {describe(error.error)}"
-        cost = failed_attempt_cost(NODE, error.error, max_attempts, time.time(), ctx.planner)
-        return _go(request, "direct", reason, "fallback", cost, runtime, stop_reason=reason,
-                   notes=[reason])
-
-    return on_router_error
+def fall_back(state: RetrievalState, reason: str, cost: NodeCost, ctx: RetrievalContext,
+              runtime: Runtime) -> Command:
+    """After retries: search the query directly, with the cause as the stop reason."""
+    request = _request(state, ctx, state.get("started_at") or time.time())
+    return _take_route(request, "direct", reason, "fallback", cost, runtime, stop_reason=reason,
+                       notes=[reason])

@@ -34,9 +34,14 @@ class PlannerResult(Generic[T]):
 class Planner(Protocol):
     """Makes the agent's decisions. Implementations never raise for bad model output:
     they return a `PlannerResult` with ``value=None`` and an ``error``. Transient errors
-    (rate limits, timeouts, 5xx) may propagate so the graph's retry policy can retry them."""
+    (rate limits, timeouts, 5xx) may propagate so the graph's retry policy can retry them.
+
+    The graph uses every member declared here and nothing else."""
 
     name: str
+    spends_llm_calls: bool
+    """Whether decisions cost LLM calls and tokens: then budgets steer routing, and a step
+    that raised is charged one call per attempt."""
 
     async def route(self, query: str) -> PlannerResult[RouteDecision]: ...
 
@@ -51,5 +56,5 @@ class Planner(Protocol):
         ...
 
     def with_limits(self, limits: CallLimits) -> Planner:
-        """This planner bound to what its next step may spend (call limits)."""
+        """This planner bound to what its next step may spend (itself when it spends nothing)."""
         ...

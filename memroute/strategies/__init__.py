@@ -1,18 +1,22 @@
 """Retrieval strategies: ToolSelect, direct, SplitQuery and ChainOfQuery.
 
-One module each, with its decision schema, validator, stop rule and measured `CostProfile`;
-`budget` holds what a request may spend. The deciders behind them are in `memroute.planners`.
+One module each, with its rules (sub-query cleaning, the chain's stop rule, the router's
+budget choice) and measured `CostProfile`; `base` declares the strategy names and the decision
+schemas, `budget` what a request may spend. The deciders behind them are in
+`memroute.planners`.
 """
 
 from memroute.strategies.base import (
+    STRATEGIES,
     ChainJudgment,
     CostProfile,
     Route,
     RouteDecision,
     SplitPlan,
+    Strategy,
     Usage,
 )
 from memroute.strategies.budget import Budget, CallLimits
 
-__all__ = ["Budget", "CallLimits", "ChainJudgment", "CostProfile", "Route", "RouteDecision",
-           "SplitPlan", "Usage"]
+__all__ = ["STRATEGIES", "Budget", "CallLimits", "ChainJudgment", "CostProfile", "Route",
+           "RouteDecision", "SplitPlan", "Strategy", "Usage"]

@@ -7,8 +7,10 @@ schemas; the graph does not know which planner ran.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -17,13 +19,19 @@ Route = Literal["direct", "split", "chain"]
 Strategy = Literal["auto", "direct", "split", "chain"]
 """What a caller asks for: ``auto`` lets ToolSelect choose the route."""
 STRATEGIES: tuple[Strategy, ...] = ("auto", "direct", "split", "chain")
+MAX_REASON_CHARS = 500  # of a route decision's reason
+
+
+def query_key(text: str) -> str:
+    """A query as compared with others: case-folded, punctuation dropped, spaces collapsed."""
+    return " ".join(re.sub(r"[^\w ]+", " ", text.casefold()).split())
 
 
 class RouteDecision(BaseModel):
     """ToolSelect's answer."""
 
     route: Route
-    reason: str = Field(default="", max_length=500)
+    reason: str = Field(default="", max_length=MAX_REASON_CHARS)
 
 
 class SplitPlan(BaseModel):
@@ -43,7 +51,8 @@ class ChainJudgment(BaseModel):
 
 @dataclass
 class Usage:
-    """What one planner call cost. ``estimated`` when tokens were counted with tiktoken."""
+    """What LLM work cost: one planner call, or the sum of a request's steps (`total`).
+    ``estimated`` when tokens were counted with tiktoken."""
 
     llm_calls: int = 0
     input_tokens: int = 0
@@ -55,6 +64,12 @@ class Usage:
         return Usage(self.llm_calls + other.llm_calls, self.input_tokens + other.input_tokens,
                      self.output_tokens + other.output_tokens, self.wall_ms + other.wall_ms,
                      self.estimated or other.estimated)
+
+    @classmethod
+    def total(cls, records: Iterable[Mapping[str, Any]]) -> Usage:
+        """The sum of cost records (mappings with these fields, e.g. the graph's `NodeCost`)."""
+        return sum((cls(r["llm_calls"], r["input_tokens"], r["output_tokens"], r["wall_ms"],
+                        r["estimated"]) for r in records), cls())
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Per-request budgets, what a request has spent, and what one planner step may still spend.
+"""Per-request budgets, and what one planner step may still spend of them.
 
 ``Budget`` fields left ``None`` are unlimited. LLM calls and tokens are hard ceilings: every
 step checks before it spends, a call is refused when its estimated prompt (tiktoken, plus a
@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from memroute.errors import InvalidInputError
-from memroute.strategies.base import CostProfile
+from memroute.strategies.base import CostProfile, Usage
 
 # An estimate is inflated by this much before it is checked against an input-token ceiling,
 # since the model's tokenizer and chat template may count a little more than o200k_base.
@@ -65,15 +65,6 @@ class Budget:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class Spend:
-    """What a request has spent on LLM calls so far."""
-
-    llm_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-
 def _left(limit: float | None, used: float) -> float | None:
     return None if limit is None else max(0, limit - used)
 
@@ -94,8 +85,9 @@ class CallLimits:
     prior_attempts: int = 0
 
     @classmethod
-    def remaining(cls, budget: Budget | None, spent: Spend, started_at: float,
+    def remaining(cls, budget: Budget | None, spent: Usage, started_at: float,
                   prior_attempts: int = 0) -> CallLimits:
+        """What is left of ``budget`` after ``spent`` (a request's LLM usage so far)."""
         if budget is None:
             return cls(prior_attempts=prior_attempts)
         return cls(

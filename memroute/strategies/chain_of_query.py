@@ -1,28 +1,26 @@
-"""ChainOfQuery: search, then one LLM call judges the evidence and writes the next query.
+"""ChainOfQuery: search, then one planner call judges the evidence and writes the next query.
 
 Each hop is a memory search followed by one combined judgment
-``{is_sufficient, evidence_indices, new_query, confidence}``. The graph stops when the
-evidence is sufficient with enough confidence, when the new query is empty, repeats an
-earlier one or is not grounded (it names capitalized entities found neither in the
-question nor in the evidence), at the hop limit, or when the budget would be exceeded.
+``{is_sufficient, evidence_indices, new_query, confidence}``. The stop rule (`next_step`):
+the chain stops when the evidence is sufficient with enough confidence, when the new query is
+empty, repeats an earlier one or is not grounded (it names capitalized entities found neither
+in the question nor in the evidence), when the deadline has passed, or at the hop limit (the
+judge after the last permitted search is never asked). The graph only wires these rules.
 """
 
 from __future__ import annotations
 
-import math
 import re
+from collections.abc import Collection
 
-from pydantic import BaseModel
+from memroute.strategies.base import ChainJudgment, CostProfile, query_key
 
-from memroute.strategies.base import ChainJudgment, CostProfile
-
-PROMPT = "chain_of_query"
 MAX_HOPS = 3
 SUFFICIENT_CONFIDENCE = 0.8
-MAX_TOKENS = 256
-MIN_OUTPUT_TOKENS = 48
-EVIDENCE_CHARS = 300  # of one evidence item shown to the judge
-MAX_EVIDENCE = 12  # items shown to the judge per hop
+MAX_EVIDENCE = 12  # new items shown to the judge per hop
+CONTINUE = "continue"
+HOP_LIMIT = "hop_limit"
+OUT_OF_TIME = "budget_exhausted: latency"
 
 # Measured (docs/evaluation.md, "Cost profiles"): accuracy is the mean headline recall@10
 # over the four shared data sets; tokens are the agent benchmark's mean on 100 HotpotQA
@@ -31,7 +29,6 @@ MAX_EVIDENCE = 12  # items shown to the judge per hop
 COST_PROFILE = CostProfile(accuracy_score=0.779, token_cost=1711.0, time_cost=0.092,
                            llm_calls=MAX_HOPS - 1)
 
-_TAG = re.compile(r"</?\s*(evidence|question|previous_queries|reply)\b[^>]*>", re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z0-9À-ÿ][\w'’\-]*")
 # Capitalized only because they start a question or an instruction.
 _NOT_ENTITIES = frozenset(
@@ -41,36 +38,40 @@ _NOT_ENTITIES = frozenset(
 )
 
 
-class JudgeReply(BaseModel):
-    """What the model is asked to return (lenient: the validator clamps and filters)."""
-
-    is_sufficient: bool
-    evidence_indices: list[int] = []
-    new_query: str = ""
-    confidence: float = 0.0
+def stop_before_judging(hop: int, max_hops: int) -> str | None:
+    """`HOP_LIMIT` when no new query could be searched after this hop (the judge is not
+    asked), else ``None``."""
+    return HOP_LIMIT if hop >= max_hops else None
 
 
-def to_judgment(reply: JudgeReply, n_evidence: int) -> ChainJudgment:
-    """Out-of-range or repeated indices dropped, confidence clamped to [0, 1]."""
-    indices = list(dict.fromkeys(i for i in reply.evidence_indices if 0 <= i < n_evidence))
-    confidence = reply.confidence if math.isfinite(reply.confidence) else 0.0
-    return ChainJudgment(is_sufficient=reply.is_sufficient, evidence_indices=indices,
-                         new_query=" ".join(reply.new_query.split())[:500],
-                         confidence=min(1.0, max(0.0, confidence)))
+def evidence_uids(selected: list[str], last_hits: list[str], pooled: Collection[str]) -> list[str]:
+    """What the judge sees: evidence it selected at earlier hops, then the latest search's new
+    hits (at most `MAX_EVIDENCE`), all still in the pool."""
+    kept = list(dict.fromkeys(selected))
+    fresh = [u for u in last_hits if u not in kept][:MAX_EVIDENCE]
+    return [u for u in kept + fresh if u in pooled]
 
 
-def as_data(text: str, limit: int = EVIDENCE_CHARS) -> str:
-    """Text made safe to place between data tags: one line, no delimiter tags, bounded."""
-    flat = " / ".join(line.strip() for line in _TAG.sub(" ", text).splitlines() if line.strip())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+def newly_selected(judgment: ChainJudgment, uids: list[str],
+                   selected: list[str]) -> tuple[ChainJudgment, list[str]]:
+    """The judgment with its evidence indices deduplicated and kept within ``uids``, and the
+    uids it marks as evidence that were not ``selected`` before."""
+    indices = [i for i in dict.fromkeys(judgment.evidence_indices) if 0 <= i < len(uids)]
+    judgment = judgment.model_copy(update={"evidence_indices": indices})
+    return judgment, [uids[i] for i in indices if uids[i] not in selected]
 
 
-def format_evidence(evidence: list[str]) -> str:
-    return "\n".join(f"[{i}] {as_data(text)}" for i, text in enumerate(evidence)) or "(none)"
-
-
-def format_queries(queries: list[str]) -> str:
-    return "\n".join(f"- {as_data(q)}" for q in queries) or "(none)"
+def next_step(judgment: ChainJudgment, question: str, previous: list[str], evidence: list[str],
+              sufficient_confidence: float, seconds_left: float | None) -> str:
+    """`CONTINUE` (search ``judgment.new_query`` next), or why the chain stops here."""
+    if judgment.is_sufficient and judgment.confidence >= sufficient_confidence:
+        return "sufficient"
+    problem = rewrite_problem(judgment.new_query, question, previous, evidence)
+    if problem:
+        return problem
+    if seconds_left is not None and seconds_left <= 0:
+        return OUT_OF_TIME
+    return CONTINUE
 
 
 def _words(text: str) -> set[str]:
@@ -96,16 +97,12 @@ def ungrounded_entities(new_query: str, grounding: list[str]) -> list[str]:
     return list(dict.fromkeys(missing))
 
 
-def _key(text: str) -> str:
-    return " ".join(re.sub(r"[^\w ]+", " ", text.casefold()).split())
-
-
 def rewrite_problem(new_query: str, question: str, previous: list[str],
                     evidence: list[str]) -> str | None:
     """Why the chain must stop instead of searching ``new_query``, or ``None`` if it may go on."""
-    if not _key(new_query):
+    if not query_key(new_query):
         return "empty_query"
-    if _key(new_query) in {_key(q) for q in [question, *previous]}:
+    if query_key(new_query) in {query_key(q) for q in [question, *previous]}:
         return "repeated_query"
     missing = ungrounded_entities(new_query, [question, *evidence])
     if missing:

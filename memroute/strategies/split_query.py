@@ -1,22 +1,18 @@
-"""SplitQuery: one LLM call breaks a query into 2-6 independent single-fact sub-queries.
+"""SplitQuery: one planner call breaks a query into 2-6 independent single-fact sub-queries.
 
-Not splitting is the default. The graph searches the original query and every sub-query
-(concurrently) and pools the evidence.
+Not splitting is the default. The graph cleans what the planner proposes
+(`clean_sub_queries`), then searches the original query and every sub-query (concurrently)
+and pools the evidence.
 """
 
 from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel
+from memroute.strategies.base import CostProfile, query_key
 
-from memroute.strategies.base import CostProfile, SplitPlan
-
-PROMPT = "split_query"
 MAX_SUB_QUERIES = 6
-MAX_QUERY_CHARS = 300
-MAX_TOKENS = 320
-MIN_OUTPUT_TOKENS = 48
+MAX_SUB_QUERY_CHARS = 300
 
 # Measured (docs/evaluation.md, "Cost profiles"): accuracy is the mean headline recall@10
 # over the four shared data sets; tokens are the agent benchmark's mean on 100 HotpotQA
@@ -32,25 +28,15 @@ _DERIVED = re.compile(
 )
 
 
-class SplitReply(BaseModel):
-    """What the model is asked to return."""
-
-    sub_queries: list[str] = []
-
-
-def _key(text: str) -> str:
-    return " ".join(re.sub(r"[^\w ]+", " ", text.casefold()).split())
-
-
 def clean_sub_queries(query: str, candidates: list[object]) -> list[str]:
     """Stripped, non-empty, distinct single-fact sub-queries (at most 6), never the query itself."""
-    seen = {_key(query)}
+    seen = {query_key(query)}
     kept: list[str] = []
     for item in candidates:
         if not isinstance(item, str):
             continue
-        text = " ".join(item.split())[:MAX_QUERY_CHARS]
-        key = _key(text)
+        text = " ".join(item.split())[:MAX_SUB_QUERY_CHARS].rstrip()
+        key = query_key(text)
         if not key or key in seen or _DERIVED.search(text):
             continue
         seen.add(key)
@@ -58,7 +44,3 @@ def clean_sub_queries(query: str, candidates: list[object]) -> list[str]:
         if len(kept) == MAX_SUB_QUERIES:
             break
     return kept
-
-
-def to_plan(query: str, reply: SplitReply) -> SplitPlan:
-    return SplitPlan(sub_queries=clean_sub_queries(query, list(reply.sub_queries)))

@@ -1,6 +1,6 @@
-"""ToolSelect: one LLM call picks the route (direct, split or chain) for a query.
+"""ToolSelect: one planner call picks the route (direct, split or chain) for a query.
 
-The model's pick is kept when its strategy's `CostProfile` fits the remaining budget;
+The planner's pick is kept when its strategy's `CostProfile` fits the remaining budget;
 otherwise the most accurate strategy that fits is taken (direct always fits). An invalid
 or failed answer falls back to direct search, the cheapest safe route.
 """
@@ -9,30 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pydantic import BaseModel
-
-from memroute.strategies.base import CostProfile, Route, RouteDecision
+from memroute.strategies.base import CostProfile, Route
 from memroute.strategies.budget import CallLimits, profile_shortfall
-
-PROMPT = "tool_select"
-MAX_TOKENS = 96
-MIN_OUTPUT_TOKENS = 24
-MAX_REASON_CHARS = 500
 
 # The router call's own cost, measured by the agent benchmark on 100 shared HotpotQA
 # questions (the prompt's o200k_base size: 406 in + 15 out; docs/evaluation.md).
 COST_PROFILE = CostProfile(accuracy_score=0.0, token_cost=421.0, time_cost=0.0, llm_calls=1)
-
-
-class RouteReply(BaseModel):
-    """What the model is asked to return."""
-
-    route: Route
-    reason: str = ""
-
-
-def to_decision(reply: RouteReply) -> RouteDecision:
-    return RouteDecision(route=reply.route, reason=reply.reason.strip()[:MAX_REASON_CHARS])
 
 
 def _after(limits: CallLimits, profile: CostProfile) -> CallLimits:
@@ -53,9 +35,10 @@ def fitting_routes(profiles: Mapping[Route, CostProfile], limits: CallLimits) ->
     return sorted(fits, key=lambda r: -profiles[r].accuracy_score)
 
 
-def worth_asking(profiles: Mapping[Route, CostProfile], router: CostProfile,
-                 limits: CallLimits) -> str | None:
-    """Why the router call should be skipped (no non-direct route would fit after it)."""
+def router_skip_reason(profiles: Mapping[Route, CostProfile], router: CostProfile,
+                       limits: CallLimits) -> str | None:
+    """Why the router call should be skipped (no non-direct route would fit after it), or
+    ``None`` when it is worth asking."""
     if profile_shortfall(router, limits) is not None:
         return f"router: {profile_shortfall(router, limits)}"
     after = _after(limits, router)
@@ -65,8 +48,8 @@ def worth_asking(profiles: Mapping[Route, CostProfile], router: CostProfile,
     return None
 
 
-def choose_route(proposed: Route, profiles: Mapping[Route, CostProfile],
-                 limits: CallLimits) -> tuple[Route, str | None]:
+def route_within_budget(proposed: Route, profiles: Mapping[Route, CostProfile],
+                        limits: CallLimits) -> tuple[Route, str | None]:
     """The proposed route if it fits, else the most accurate fitting one, and why it changed."""
     profile = profiles.get(proposed)
     why = None if profile is None else profile_shortfall(profile, limits)

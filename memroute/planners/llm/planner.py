@@ -3,19 +3,32 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, TypeVar
 
+from pydantic import BaseModel
+
+from memroute.planners.base import PlannerResult
+from memroute.planners.llm import replies
+from memroute.planners.llm.backends import make_backend
+from memroute.planners.llm.prompting import (
+    JUDGE,
+    PROMPTS,
+    QUESTION_CHARS,
+    ROUTE,
+    SPLIT,
+    PromptSpec,
+    as_data,
+    format_evidence,
+    format_queries,
+)
+from memroute.planners.llm.structured import LLMResult, StructuredLLM
+from memroute.planners.llm.tokens import encoding
 from memroute.prompts import load_prompt
 from memroute.settings import MemrouteSettings
-from memroute.strategies import chain_of_query, split_query, tool_select
 from memroute.strategies.base import ChainJudgment, RouteDecision, SplitPlan
-from memroute.planners.base import PlannerResult
 from memroute.strategies.budget import CallLimits
-from memroute.planners.llm.structured import StructuredLLM
-from memroute.planners.llm.backends import make_backend
-from memroute.planners.llm.tokens import encoding
 
-PROMPTS = (tool_select.PROMPT, split_query.PROMPT, chain_of_query.PROMPT, "repair")
+T = TypeVar("T", bound=BaseModel)
 
 
 class LLMPlanner:
@@ -26,6 +39,8 @@ class LLMPlanner:
     Bad model output never raises: it yields a `PlannerResult` with an ``error``. Transient
     errors propagate for the graph's retry policy. `with_limits` binds what a step may spend.
     """
+
+    spends_llm_calls = True
 
     def __init__(self, llm: Any, *, model: str | None = None, router_llm: Any = None,
                  router_model: str | None = None, settings: MemrouteSettings | None = None,
@@ -55,29 +70,28 @@ class LLMPlanner:
         bound.limits = limits
         return bound
 
+    async def _ask(self, llm: StructuredLLM, spec: PromptSpec, reply: type[T],
+                   **fields: str) -> LLMResult[T]:
+        """``spec``'s prompt rendered with ``fields``, asked of ``llm`` within the limits."""
+        return await llm.call(load_prompt(spec.name).render(**fields), reply, limits=self.limits,
+                              max_tokens=spec.max_tokens,
+                              min_output_tokens=spec.min_output_tokens)
+
     async def route(self, query: str) -> PlannerResult[RouteDecision]:
-        messages = load_prompt(tool_select.PROMPT).render(query=chain_of_query.as_data(query, 2000))
-        result = await self.router_llm.call(
-            messages, tool_select.RouteReply, limits=self.limits, max_tokens=tool_select.MAX_TOKENS,
-            min_output_tokens=tool_select.MIN_OUTPUT_TOKENS)
-        return result.to_planner(result.value and tool_select.to_decision(result.value))
+        result = await self._ask(self.router_llm, ROUTE, replies.RouteReply,
+                                 query=as_data(query, QUESTION_CHARS))
+        return result.to_planner(result.value and replies.to_decision(result.value))
 
     async def split(self, query: str) -> PlannerResult[SplitPlan]:
-        messages = load_prompt(split_query.PROMPT).render(query=chain_of_query.as_data(query, 2000))
-        result = await self.llm.call(
-            messages, split_query.SplitReply, limits=self.limits,
-            max_tokens=split_query.MAX_TOKENS, min_output_tokens=split_query.MIN_OUTPUT_TOKENS)
-        return result.to_planner(result.value and split_query.to_plan(query, result.value))
+        result = await self._ask(self.llm, SPLIT, replies.SplitReply,
+                                 query=as_data(query, QUESTION_CHARS))
+        return result.to_planner(result.value and replies.to_plan(result.value))
 
     async def judge(self, query: str, evidence: list[str], previous_queries: list[str],
                     hop: int) -> PlannerResult[ChainJudgment]:
-        messages = load_prompt(chain_of_query.PROMPT).render(
-            query=chain_of_query.as_data(query, 2000),
-            previous=chain_of_query.format_queries(previous_queries),
-            evidence=chain_of_query.format_evidence(evidence))
-        result = await self.llm.call(
-            messages, chain_of_query.JudgeReply, limits=self.limits,
-            max_tokens=chain_of_query.MAX_TOKENS,
-            min_output_tokens=chain_of_query.MIN_OUTPUT_TOKENS)
+        result = await self._ask(self.llm, JUDGE, replies.JudgeReply,
+                                 query=as_data(query, QUESTION_CHARS),
+                                 previous=format_queries(previous_queries),
+                                 evidence=format_evidence(evidence))
         return result.to_planner(
-            result.value and chain_of_query.to_judgment(result.value, len(evidence)))
+            result.value and replies.to_judgment(result.value, len(evidence)))

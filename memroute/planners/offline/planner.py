@@ -32,11 +32,11 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from memroute.strategies.base import ChainJudgment, RouteDecision, SplitPlan, Usage
-
 from memroute.planners.base import PlannerResult
 from memroute.planners.offline.bridging import ChainHeuristics, judge_evidence
 from memroute.planners.offline.question_syntax import route_by_syntax, subject_sub_queries
+from memroute.strategies.base import ChainJudgment, RouteDecision, SplitPlan, Usage
+from memroute.strategies.budget import CallLimits
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -45,10 +45,20 @@ class OfflinePlanner:
     """Implements `memroute.planners.base.Planner` with the heuristics above."""
 
     name = "offline"
+    spends_llm_calls = False  # so budgets do not steer its routing
 
     def __init__(self, heuristics: ChainHeuristics | None = None, **overrides: float) -> None:
         base = heuristics or ChainHeuristics()
         self.heuristics = ChainHeuristics(**{**base.__dict__, **overrides})
+
+    @property
+    def prompt_versions(self) -> dict[str, str]:
+        """Empty: it sends no prompts."""
+        return {}
+
+    def with_limits(self, limits: CallLimits) -> OfflinePlanner:
+        """Itself: it spends no LLM calls, so call limits do not bind it."""
+        return self
 
     @staticmethod
     async def _run(build: Callable[[], T]) -> PlannerResult[T]:

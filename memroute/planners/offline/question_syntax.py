@@ -10,8 +10,7 @@ from __future__ import annotations
 import re
 
 from memroute.planners.offline.entities import capitalized_phrases, key_terms
-
-MAX_SUB_QUERIES = 6
+from memroute.strategies.split_query import MAX_SUB_QUERIES
 
 # Words that make a question compare its subjects.
 _COMPARATIVE = re.compile(
