@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from memroute.memory import Memory, Scope, ScoredResult, SyncMemory
 from memroute.errors import InvalidInputError, MemrouteError
+from memroute.memory.limits import MAX_K
 from memroute.memory.models import coerce_scope
 from memroute.memory.sync import memory_and_loop
 
