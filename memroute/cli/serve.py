@@ -27,6 +27,9 @@ def serve(
     allow_remote: Annotated[bool, typer.Option(
         "--allow-remote", help="Allow binding a non-loopback address (put TLS in front: "
                                "see docs/serving.md).")] = False,
+    allowed_host: Annotated[list[str] | None, typer.Option(
+        "--allowed-host", help="Another host name clients reach the server by, e.g. behind "
+                               "a reverse proxy (repeatable; MCP checks the Host header).")] = None,
     mcp: Annotated[bool, typer.Option(help="Serve MCP (streamable HTTP) at /mcp.")] = True,
     max_body_bytes: Annotated[int | None, typer.Option(
         help="Largest request body; larger ones get 413.")] = None,
@@ -49,7 +52,7 @@ def serve(
             "--allow-remote to bind another address (behind a TLS proxy)")
     import uvicorn
 
-    application = create_app(host=host, mcp=mcp,
+    application = create_app(host=host, allowed_hosts=allowed_host or [], mcp=mcp,
                              max_body_bytes=max_body_bytes or MAX_REQUEST_BYTES)
     uvicorn.run(application, host=host, port=port, log_level="debug" if debug else "warning",
                 proxy_headers=False)

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.exceptions import HTTPException
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memroute import __version__
 from memroute.errors import (
@@ -94,11 +94,55 @@ class KeyRequired:
         await self.app(scope, receive, send)
 
 
+def mcp_host_checks(host: str, allowed_hosts: list[str]) -> TransportSecuritySettings:
+    """MCP's DNS-rebinding protection: the Host (and any Origin) header must name loopback,
+    the bound ``host`` or one of ``allowed_hosts`` (e.g. the name a reverse proxy serves)."""
+    names = ["127.0.0.1", "localhost", "[::1]", *allowed_hosts]
+    if host not in LOOPBACK:
+        names.append(f"[{host}]" if ":" in host else host)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[form for name in names for form in (name, f"{name}:*")],
+        allowed_origins=[f"{scheme}://{form}" for name in names for scheme in ("http", "https")
+                         for form in (name, f"{name}:*")])
+
+
+class BodyLimit:
+    """413 with a JSON error for a body over ``max_bytes``: at once when Content-Length says
+    so, else when the streamed body crosses the limit (before the route has parsed it).
+    (Starlette's own limit answers in plain text.)"""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = f"request body over {self.max_bytes} bytes"
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            await error_response(413, too_large, "RequestTooLarge")(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_bytes:
+                raise HTTPException(413, too_large)
+            return message
+
+        await self.app(scope, limited, send)
+
+
 def create_app(settings: MemrouteSettings | None = None, *, service: Service | None = None,
-               host: str = "127.0.0.1", mcp: bool = True,
-               max_body_bytes: int = MAX_REQUEST_BYTES) -> FastAPI:
+               host: str = "127.0.0.1", allowed_hosts: list[str] | None = None,
+               mcp: bool = True, max_body_bytes: int = MAX_REQUEST_BYTES) -> FastAPI:
     """The app. It opens the service at startup from ``settings`` (or uses ``service``);
-    ``host`` is where it is bound (MCP checks Host/Origin headers against it)."""
+    ``host`` is where it is bound and ``allowed_hosts`` other names it is reached by (MCP
+    checks Host/Origin headers against both)."""
     holder: dict[str, Service] = {}
     mcp_server = build_mcp_server(lambda: holder["service"], http_token) if mcp else None
 
@@ -116,17 +160,16 @@ def create_app(settings: MemrouteSettings | None = None, *, service: Service | N
                 await close_service(opened)
 
     app = FastAPI(title="memroute", version=__version__, lifespan=lifespan,
-                  max_body_size=max_body_bytes,
                   description="Episodic memory and a retrieval agent, keyed to tenants. "
                               "Send an API key as 'Authorization: Bearer <key>'.")
     app.include_router(router)
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     _install_error_handlers(app)
     if mcp_server is not None:
-        security = None if host in LOOPBACK else TransportSecuritySettings(
-            enable_dns_rebinding_protection=False)  # the reverse proxy owns Host checks
         endpoint = mcp_server.streamable_http_app(
             streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host,
-            transport_security=security, max_request_body_size=max_body_bytes).routes[0]
+            transport_security=mcp_host_checks(host, list(allowed_hosts or [])),
+            max_request_body_size=max_body_bytes).routes[0]
         app.router.routes.append(Route("/mcp", endpoint=KeyRequired(endpoint.endpoint),
                                        include_in_schema=False))
     return app
