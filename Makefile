@@ -25,10 +25,12 @@ demo: install
 	$(THREADS) $(BIN)/python -m memroute.demo
 
 # Memory (ingestion; search at 10k, 100k and 1M sentences), then the agent (LLM tokens per
-# strategy, overhead with a 200 ms scripted LLM, SplitQuery/direct wall ratio).
+# strategy, overhead with a 200 ms scripted LLM, SplitQuery/direct wall ratio), then the
+# service (REST search requests/s and p95 at 1, 8, 32 clients; overhead over in-process).
 bench: install
 	$(THREADS) $(BIN)/python -m benchmarks.memory $(BENCH_ARGS)
 	$(THREADS) $(BIN)/python -m benchmarks.agent $(BENCH_AGENT_ARGS)
+	$(THREADS) $(BIN)/python -m benchmarks.service $(BENCH_SERVICE_ARGS)
 
 stress: install
 	$(THREADS) $(BIN)/python -m pytest -m stress $(PYTEST_ARGS)
