@@ -3,6 +3,7 @@ revoked with `memroute keys`; and the library never imports the service."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -44,6 +45,22 @@ async def test_only_a_hash_of_the_secret_is_stored(keys: KeyStore, memory: Memor
     assert await keys.verify(token) is None
     listed = {r.key_id: r for r in await keys.list("acme-h")}
     assert listed[key_id].revoked_at is not None and listed[key_id].name == "bot"
+
+
+async def test_a_key_cache_holds_a_verified_key_for_its_seconds_only(
+        keys: KeyStore, memory: Memory) -> None:
+    token, record = await keys.create("acme-c")
+    cached = await KeyStore.open(memory.url, memory.schema, max_size=1, cache_seconds=0.3)
+    try:
+        assert (await cached.verify(token)).key_id == record.key_id
+        assert await keys.revoke(record.key_id)  # by another process, e.g. `memroute keys`
+        assert await keys.verify(token) is None  # no cache: at once
+        assert (await cached.verify(token)).key_id == record.key_id  # within its seconds
+        await asyncio.sleep(0.35)
+        assert await cached.verify(token) is None
+        assert await cached.verify(token[:-1] + "x") is None  # a near miss is never cached
+    finally:
+        await cached.close()
 
 
 def test_a_grant_reaches_its_org_projects_and_users_only() -> None:

@@ -33,6 +33,10 @@ def serve(
     mcp: Annotated[bool, typer.Option(help="Serve MCP (streamable HTTP) at /mcp.")] = True,
     max_body_bytes: Annotated[int | None, typer.Option(
         help="Largest request body; larger ones get 413.")] = None,
+    key_cache_seconds: Annotated[float, typer.Option(
+        min=0, help="Trust a verified API key this long before looking it up again (a "
+                    "revocation takes up to this long to reach a running server; 0: "
+                    "look up every request).")] = 5.0,
     openapi: Annotated[bool, typer.Option(
         "--openapi", help="Print the REST API's OpenAPI schema and exit.")] = False,
     debug: DebugOpt = False,
@@ -53,7 +57,8 @@ def serve(
     import uvicorn
 
     application = create_app(host=host, allowed_hosts=allowed_host or [], mcp=mcp,
-                             max_body_bytes=max_body_bytes or MAX_REQUEST_BYTES)
+                             max_body_bytes=max_body_bytes or MAX_REQUEST_BYTES,
+                             key_cache_seconds=key_cache_seconds)
     uvicorn.run(application, host=host, port=port, log_level="debug" if debug else "warning",
                 proxy_headers=False)
 
@@ -71,7 +76,7 @@ def mcp_stdio(
 
 
 async def _mcp_stdio(token: str) -> None:
-    from memroute.service.app import close_service, open_service
+    from memroute.service.context import close_service, open_service
     from memroute.service.auth import authenticate
     from memroute.service.mcp_server import build_mcp_server
     from memroute.settings import get_settings
@@ -85,7 +90,7 @@ async def _mcp_stdio(token: str) -> None:
 
 
 async def _with_keys(action: Any) -> Any:
-    from memroute.service.app import close_service, open_service
+    from memroute.service.context import close_service, open_service
     from memroute.settings import get_settings
 
     service = await open_service(get_settings())  # migrates the schema the keys live in

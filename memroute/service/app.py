@@ -29,9 +29,10 @@ from memroute.service.auth import (
     authenticate,
     bearer_token,
 )
+from memroute.service.context import Service, close_service, open_service
 from memroute.service.mcp_server import build_mcp_server, http_token
 from memroute.service.models import MAX_REQUEST_BYTES
-from memroute.service.routes import Service, router
+from memroute.service.routes import router
 from memroute.settings import MemrouteSettings, get_settings
 
 # The HTTP status of each kind of error (the CLI maps the same kinds to exit codes).
@@ -53,26 +54,6 @@ def status_for(exc: MemrouteError) -> int:
 def error_response(status: int, message: str, kind: str, **headers: str) -> JSONResponse:
     return JSONResponse({"error": message, "kind": kind}, status_code=status,
                         headers=headers or None)
-
-
-async def open_service(settings: MemrouteSettings) -> Service:
-    """Open the memory (migrating its schema), the agent over it and the key store."""
-    from memroute.agent import RetrievalAgent
-    from memroute.memory.store import Memory
-    from memroute.service.keys import KeyStore
-
-    memory = await Memory.open(settings=settings)
-    try:
-        keys = await KeyStore.open(memory.url, memory.schema)
-    except BaseException:
-        await memory.close()
-        raise
-    return Service(memory=memory, agent=RetrievalAgent(memory), keys=keys)
-
-
-async def close_service(service: Service) -> None:
-    await service.keys.close()
-    await service.memory.close()
 
 
 class KeyRequired:
@@ -139,16 +120,19 @@ class BodyLimit:
 
 def create_app(settings: MemrouteSettings | None = None, *, service: Service | None = None,
                host: str = "127.0.0.1", allowed_hosts: list[str] | None = None,
-               mcp: bool = True, max_body_bytes: int = MAX_REQUEST_BYTES) -> FastAPI:
+               mcp: bool = True, max_body_bytes: int = MAX_REQUEST_BYTES,
+               key_cache_seconds: float = 0.0) -> FastAPI:
     """The app. It opens the service at startup from ``settings`` (or uses ``service``);
     ``host`` is where it is bound and ``allowed_hosts`` other names it is reached by (MCP
-    checks Host/Origin headers against both)."""
+    checks Host/Origin headers against both); a verified key is trusted for
+    ``key_cache_seconds`` before it is looked up again."""
     holder: dict[str, Service] = {}
     mcp_server = build_mcp_server(lambda: holder["service"], http_token) if mcp else None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        opened = service or await open_service(settings or get_settings())
+        opened = service or await open_service(settings or get_settings(),
+                                               key_cache_seconds=key_cache_seconds)
         app.state.service = holder["service"] = opened
         try:
             async with contextlib.AsyncExitStack() as stack:
@@ -187,6 +171,10 @@ def _install_error_handlers(app: FastAPI) -> None:
         parts = [f"{'.'.join(str(p) for p in err['loc'] if p != 'body')}: {err['msg']}"
                  for err in exc.errors()[:5]]
         return error_response(422, "invalid request: " + "; ".join(parts), "InvalidInputError")
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(500, "internal error (see the server log)", "InternalError")
 
     @app.exception_handler(HTTPException)
     async def _http(request: Request, exc: HTTPException) -> JSONResponse:

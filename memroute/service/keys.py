@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
 from datetime import datetime
 
 from psycopg_pool import AsyncConnectionPool
@@ -20,6 +21,7 @@ from memroute.memory.models import Scope
 from memroute.memory.schema import check_identifier
 
 PREFIX = "mr_"
+MAX_CACHED_KEYS = 10_000  # verified keys a process keeps (with cache_seconds > 0)
 
 
 class KeyGrant(BaseModel):
@@ -86,18 +88,23 @@ def _check_parts(values: list[str] | None, what: str) -> tuple[str, ...] | None:
 class KeyStore:
     """The ``api_keys`` table of a store's schema (created by its migrations)."""
 
-    def __init__(self, pool: AsyncConnectionPool, schema: str) -> None:
+    def __init__(self, pool: AsyncConnectionPool, schema: str, *,
+                 cache_seconds: float = 0.0) -> None:
         self._pool = pool
         self.schema = check_identifier(schema)
+        self.cache_seconds = cache_seconds
+        self._verified: dict[bytes, tuple[float, KeyGrant]] = {}
 
     @classmethod
-    async def open(cls, url: str, schema: str, max_size: int = 4) -> KeyStore:
+    async def open(cls, url: str, schema: str, max_size: int = 4, *,
+                   cache_seconds: float = 0.0) -> KeyStore:
         """A key store on its own small pool (the schema must be migrated: open a `Memory`
-        on it first)."""
+        on it first). ``cache_seconds`` > 0 keeps a verified key that long without asking
+        the database again, so a revocation takes up to that long to reach this process."""
         pool = AsyncConnectionPool(url, min_size=1, max_size=max_size, open=False,
                                    name=f"memroute-keys-{schema}")
         await pool.open(wait=True)
-        return cls(pool, schema)
+        return cls(pool, schema, cache_seconds=cache_seconds)
 
     async def close(self) -> None:
         await self._pool.close()
@@ -132,6 +139,18 @@ class KeyStore:
         if parts is None:
             return None
         key_id, secret = parts
+        cache_key = _digest(token or "")
+        cached = self._verified.get(cache_key)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
+        grant = await self._lookup(key_id, secret)
+        if grant is not None and self.cache_seconds > 0:
+            if len(self._verified) >= MAX_CACHED_KEYS:
+                self._verified.clear()
+            self._verified[cache_key] = (time.monotonic() + self.cache_seconds, grant)
+        return grant
+
+    async def _lookup(self, key_id: str, secret: str) -> KeyGrant | None:
         async with self._pool.connection() as conn:
             cur = await conn.execute(
                 f"SELECT secret_sha256, org_id, project_ids, user_ids FROM {self.schema}.api_keys "
@@ -159,6 +178,7 @@ class KeyStore:
         is no such unrevoked key."""
         parts = _split(key_id)
         key_id = parts[0] if parts else key_id.removeprefix(PREFIX)
+        self._verified = {k: v for k, v in self._verified.items() if v[1].key_id != key_id}
         async with self._pool.connection() as conn:
             cur = await conn.execute(
                 f"UPDATE {self.schema}.api_keys SET revoked_at = now() "

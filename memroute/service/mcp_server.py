@@ -23,7 +23,7 @@ from memroute.memory.limits import MAX_K, MAX_QUERY_CHARS
 from memroute.memory.models import Episode, Scope
 from memroute.service.auth import authenticate, authorize, bearer_token
 from memroute.service.models import MAX_EPISODES_PER_REQUEST
-from memroute.service.routes import Service
+from memroute.service.context import Service
 from memroute.strategies.base import Strategy
 from memroute.strategies.budget import Budget
 from memroute.tools import MemorySearch, artifact, format_result

@@ -8,20 +8,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from memroute.agent import RetrievalAgent
 from memroute.errors import InvalidInputError, MemrouteError, StoreUnavailableError
 from memroute.graph.events import Final, as_payload
 from memroute.memory.models import Scope, coerce_scope
-from memroute.memory.store import Memory
 from memroute.service.auth import authenticate, authorize
-from memroute.service.keys import KeyGrant, KeyStore
+from memroute.service.context import Service
+from memroute.service.keys import KeyGrant
 from memroute.service.models import (
     AddEpisodes,
     Deleted,
@@ -35,15 +33,6 @@ from memroute.service.models import (
     Status,
     Uids,
 )
-
-
-@dataclass
-class Service:
-    """What the routes and tools work on: one memory, one agent over it, the key store."""
-
-    memory: Memory
-    agent: RetrievalAgent
-    keys: KeyStore
 
 
 def service(request: Request) -> Service:
