@@ -27,7 +27,8 @@ async def test_service_benchmark_measures_rest_against_in_process(
     assert over["p95_overhead_ms"] == pytest.approx(
         over["rest_ms"]["p95"] - over["in_process_ms"]["p95"])
     assert over["rest_ms"]["mean"] - over["in_process_ms"]["mean"] == pytest.approx(
-        over["paired_overhead_ms"]["mean"])
+        over["paired_overhead_ms"]["mean"])  # REST minus the mean of its two in-process runs
+    assert set(over["noise_ms"]) == {"p50", "p95", "mean"}
     assert [(t["clients"], t["requests"], t["errors"]) for t in report["throughput"]] == [
         (1, 9, 0), (3, 9, 0)]
     assert all(t["requests_per_s"] > 0 for t in report["throughput"])

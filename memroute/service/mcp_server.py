@@ -13,6 +13,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
+from langchain_core.tools import ToolException
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
@@ -26,15 +27,19 @@ from memroute.service.models import MAX_EPISODES_PER_REQUEST
 from memroute.service.context import Service
 from memroute.strategies.base import Strategy
 from memroute.strategies.budget import Budget
-from memroute.tools import MemorySearch, artifact, format_result
+from memroute.tools import DESCRIPTION as SEARCH_DESCRIPTION
+from memroute.tools import MemorySearch, MemorySearchInput, artifact, format_result
 
 INSTRUCTIONS = (
     "Long-term episodic memory (conversation turns, notes). Use memory_search to look facts "
     "up page by page, memory_retrieve for questions that need several hops or parts, "
     "memory_add to remember new turns, memory_delete to forget them.")
 
+_SEARCH_ARGS = MemorySearchInput.model_fields  # the agent tool's arguments, described once
 Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS,
-                             description="What to look for: a question or a few keywords.")]
+                             description=_SEARCH_ARGS["query"].description)]
+PAGE_SIZE = 10
+Page = Annotated[int, Field(ge=0, description=_SEARCH_ARGS["page"].description)]
 ProjectId = Annotated[str | None, Field(
     description="Project inside your org (default: your key's only project, else 'default').")]
 UserId = Annotated[str | None, Field(
@@ -93,25 +98,21 @@ def build_mcp_server(get_service: Callable[[], Service], token_for: TokenSource,
         except MemrouteError as exc:
             raise ToolError(f"{tool} failed: {exc}") from exc
 
-    @server.tool(description=(
-        "Search long-term memory for facts that help answer a question. Returns numbered "
-        "results, 10 per page, best first, each with its date, session and the turns around "
-        "it. If what you need is not on the page, call again with the same query and "
-        "page=1, 2, ..."))
-    async def memory_search(ctx: Context, query: Query,
-                            page: Annotated[int, Field(ge=0, description="0 is the first page.")] = 0,
+    @server.tool(description=SEARCH_DESCRIPTION.format(page_size=PAGE_SIZE))
+    async def memory_search(ctx: Context, query: Query, page: Page = 0,
                             project_id: ProjectId = None, user_id: UserId = None,
                             agent_id: AgentId = None) -> str:
         scope = await scoped(ctx, project_id, user_id, agent_id)
         search = searches.get(scope.key)
         if search is None:
-            search = searches[scope.key] = MemorySearch(get_service().memory, scope)
+            search = searches[scope.key] = MemorySearch(get_service().memory, scope,
+                                                        page_size=PAGE_SIZE)
             while len(searches) > searches_kept:
                 searches.popitem(last=False)
         searches.move_to_end(scope.key)
         try:
             text, _ = await search.apage(query, page)
-        except Exception as exc:  # the agent tool's ToolException names what failed
+        except ToolException as exc:  # the agent tool's error names what failed
             raise ToolError(str(exc)) from exc
         return text
 
