@@ -335,10 +335,15 @@ async def test_mcp_keys_never_cross_orgs(tenant_factory, served) -> None:
     assert (await b.client.get("/v1/scopes/stats", params=b.scope)).json()["episodes"] == 1
 
 
-async def test_mcp_over_stdio(tenant_factory, memory: Memory, pg_url: str, pg_home: Path) -> None:
+async def test_mcp_over_stdio_as_the_docs_configure_it(tenant_factory, memory: Memory,
+                                                      pg_url: str, pg_home: Path) -> None:
+    (config,) = re.findall(r"```json\n(.*?)```", (DOCS / "serving.md").read_text(), re.S)
+    server = json.loads(config)["mcpServers"]["memroute"]
+    assert server["command"] == "memroute" and "MEMROUTE_API_KEY" in server["env"]
     t = await tenant_factory()
     env = service_env(pg_url, memory.schema, pg_home, MEMROUTE_API_KEY=t.token)
-    params = StdioServerParameters(command=sys.executable, args=["-m", "memroute.cli", "mcp"],
+    params = StdioServerParameters(command=sys.executable,  # the `memroute` script, from here
+                                   args=["-m", "memroute.cli", *server["args"]],
                                    env=env, cwd=str(ROOT))
     async with Client(params, read_timeout_seconds=120) as client:
         await exercise_mcp(client)
