@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
-EXTRAS ?= dev,e5,eval
+EXTRAS ?= dev,e5,eval,serve
 # Numeric libraries get explicit thread counts: on a shared 2-core machine, oversubscribed
 # threads run 10-35x slower. Benchmarks print the settings they ran with.
 THREADS := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
@@ -25,10 +25,12 @@ demo: install
 	$(THREADS) $(BIN)/python -m memroute.demo
 
 # Memory (ingestion; search at 10k, 100k and 1M sentences), then the agent (LLM tokens per
-# strategy, overhead with a 200 ms scripted LLM, SplitQuery/direct wall ratio).
+# strategy, overhead with a 200 ms scripted LLM, SplitQuery/direct wall ratio), then the
+# service (REST search requests/s and p95 at 1, 8, 32 clients; overhead over in-process).
 bench: install
 	$(THREADS) $(BIN)/python -m benchmarks.memory $(BENCH_ARGS)
 	$(THREADS) $(BIN)/python -m benchmarks.agent $(BENCH_AGENT_ARGS)
+	$(THREADS) $(BIN)/python -m benchmarks.service $(BENCH_SERVICE_ARGS)
 
 stress: install
 	$(THREADS) $(BIN)/python -m pytest -m stress $(PYTEST_ARGS)

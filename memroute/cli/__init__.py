@@ -5,6 +5,7 @@ imports (the memory layer, models, the agent) happen inside commands, so startup
 """
 
 from memroute.cli import db, ingest, query  # noqa: F401  (registers the commands)
+from memroute.cli import serve  # noqa: F401  (serve, mcp, keys: the `serve` extra)
 from memroute.cli._app import app, configure_logging, parse_scope
 from memroute.errors import exit_code_for
 

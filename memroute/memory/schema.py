@@ -64,6 +64,20 @@ def _migrations(schema: str, dim: int) -> list[str]:
         CREATE INDEX sentences_scope ON {s}.sentences (scope_key, session_id, produced_at);
         CREATE INDEX sentences_tsv ON {s}.sentences USING gin (tsv);
         """,
+        # API keys of the service (memroute.service.keys): only a SHA-256 of each secret is
+        # stored; a key is bound to one org and optionally to some projects and users.
+        f"""
+        CREATE TABLE {s}.api_keys (
+            key_id        text        PRIMARY KEY,
+            secret_sha256 bytea       NOT NULL,
+            org_id        text        NOT NULL,
+            project_ids   text[],
+            user_ids      text[],
+            name          text        NOT NULL DEFAULT '',
+            created_at    timestamptz NOT NULL DEFAULT now(),
+            revoked_at    timestamptz
+        );
+        """,
     ]
 
 

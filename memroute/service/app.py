@@ -1,0 +1,189 @@
+"""The ASGI app of ``memroute serve``: REST under ``/v1`` and MCP (streamable HTTP) at
+``/mcp``, over one `Memory`, one `RetrievalAgent` and the key store, opened at startup."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.exceptions import HTTPException
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from memroute import __version__
+from memroute.errors import (
+    EmbedderMismatchError,
+    InvalidInputError,
+    MemrouteError,
+    ModelUnavailableError,
+    StoreUnavailableError,
+)
+from memroute.service.auth import (
+    NotAuthenticatedError,
+    ScopeForbiddenError,
+    authenticate,
+    bearer_token,
+)
+from memroute.service.context import Service, close_service, open_service
+from memroute.service.mcp_server import build_mcp_server, http_token
+from memroute.service.models import MAX_REQUEST_BYTES
+from memroute.service.routes import router
+from memroute.settings import MemrouteSettings, get_settings
+
+# The HTTP status of each kind of error (the CLI maps the same kinds to exit codes).
+HTTP_STATUS: dict[type[MemrouteError], int] = {
+    NotAuthenticatedError: 401,
+    ScopeForbiddenError: 403,
+    InvalidInputError: 422,
+    StoreUnavailableError: 503,
+    ModelUnavailableError: 503,
+    EmbedderMismatchError: 500,
+}
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def status_for(exc: MemrouteError) -> int:
+    return next((code for kind, code in HTTP_STATUS.items() if isinstance(exc, kind)), 500)
+
+
+def error_response(status: int, message: str, kind: str, **headers: str) -> JSONResponse:
+    return JSONResponse({"error": message, "kind": kind}, status_code=status,
+                        headers=headers or None)
+
+
+class KeyRequired:
+    """ASGI wrapper: a request without a valid API key gets a 401 before it reaches ``app``."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            try:
+                await authenticate(scope["app"].state.service.keys, bearer_token(headers))
+            except MemrouteError as exc:
+                response = error_response(status_for(exc), str(exc), type(exc).__name__,
+                                          **{"WWW-Authenticate": "Bearer"})
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def mcp_host_checks(host: str, allowed_hosts: list[str]) -> TransportSecuritySettings:
+    """MCP's DNS-rebinding protection: the Host (and any Origin) header must name loopback,
+    the bound ``host`` or one of ``allowed_hosts`` (e.g. the name a reverse proxy serves)."""
+    names = ["127.0.0.1", "localhost", "[::1]", *allowed_hosts]
+    if host not in LOOPBACK:
+        names.append(f"[{host}]" if ":" in host else host)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[form for name in names for form in (name, f"{name}:*")],
+        allowed_origins=[f"{scheme}://{form}" for name in names for scheme in ("http", "https")
+                         for form in (name, f"{name}:*")])
+
+
+class BodyLimit:
+    """413 with a JSON error for a body over ``max_bytes``: at once when Content-Length says
+    so, else when the streamed body crosses the limit (before the route has parsed it).
+    (Starlette's own limit answers in plain text.)"""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = f"request body over {self.max_bytes} bytes"
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            await error_response(413, too_large, "RequestTooLarge")(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_bytes:
+                raise HTTPException(413, too_large)
+            return message
+
+        await self.app(scope, limited, send)
+
+
+def create_app(settings: MemrouteSettings | None = None, *, service: Service | None = None,
+               host: str = "127.0.0.1", allowed_hosts: list[str] | None = None,
+               mcp: bool = True, max_body_bytes: int = MAX_REQUEST_BYTES,
+               key_cache_seconds: float = 0.0) -> FastAPI:
+    """The app. It opens the service at startup from ``settings`` (or uses ``service``);
+    ``host`` is where it is bound and ``allowed_hosts`` other names it is reached by (MCP
+    checks Host/Origin headers against both); a verified key is trusted for
+    ``key_cache_seconds`` before it is looked up again."""
+    holder: dict[str, Service] = {}
+    mcp_server = build_mcp_server(lambda: holder["service"], http_token) if mcp else None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        opened = service or await open_service(settings or get_settings(),
+                                               key_cache_seconds=key_cache_seconds)
+        app.state.service = holder["service"] = opened
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                if mcp_server is not None:
+                    await stack.enter_async_context(mcp_server.session_manager.run())
+                yield
+        finally:
+            if service is None:
+                await close_service(opened)
+
+    app = FastAPI(title="memroute", version=__version__, lifespan=lifespan,
+                  description="Episodic memory and a retrieval agent, keyed to tenants. "
+                              "Send an API key as 'Authorization: Bearer <key>'.")
+    app.include_router(router)
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    _install_error_handlers(app)
+    if mcp_server is not None:
+        endpoint = mcp_server.streamable_http_app(
+            streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host,
+            transport_security=mcp_host_checks(host, list(allowed_hosts or [])),
+            max_request_body_size=max_body_bytes).routes[0]
+        app.router.routes.append(Route("/mcp", endpoint=KeyRequired(endpoint.endpoint),
+                                       include_in_schema=False))
+    return app
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(MemrouteError)
+    async def _memroute_error(request: Request, exc: MemrouteError) -> JSONResponse:
+        extra = {"WWW-Authenticate": "Bearer"} if isinstance(exc, NotAuthenticatedError) else {}
+        return error_response(status_for(exc), " ".join(str(exc).split()),
+                              type(exc).__name__, **extra)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        parts = [f"{'.'.join(str(p) for p in err['loc'] if p != 'body')}: {err['msg']}"
+                 for err in exc.errors()[:5]]
+        return error_response(422, "invalid request: " + "; ".join(parts), "InvalidInputError")
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(500, "internal error (see the server log)", "InternalError")
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, exc: HTTPException) -> JSONResponse:
+        kinds: dict[int, str] = {404: "NotFound", 405: "MethodNotAllowed",
+                                 413: "RequestTooLarge"}
+        return error_response(exc.status_code, str(exc.detail),
+                              kinds.get(exc.status_code, "HTTPError"), **(exc.headers or {}))
+
+
+def openapi_schema() -> dict[str, Any]:
+    """The REST API's OpenAPI schema (what ``/openapi.json`` serves)."""
+    return create_app(mcp=False).openapi()

@@ -1,0 +1,186 @@
+"""API keys: each bound to one org and optionally to some projects and users.
+
+A key reads ``mr_<key_id>.<secret>``. Only the SHA-256 of the secret is stored (the secret
+is 256 random bits, so a fast hash is as safe as a slow one and costs nothing per request);
+the key itself is shown once, when it is created. Revoked keys stay listed with their date.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from datetime import datetime
+
+from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel, ConfigDict
+
+from memroute.errors import InvalidInputError
+from memroute.memory.models import Scope
+from memroute.memory.schema import check_identifier
+
+PREFIX = "mr_"
+MAX_CACHED_KEYS = 10_000  # verified keys a process keeps (with cache_seconds > 0)
+
+
+class KeyGrant(BaseModel):
+    """What one key may reach: its org, and its projects and users (``None``: all of them)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key_id: str
+    org_id: str
+    project_ids: tuple[str, ...] | None = None
+    user_ids: tuple[str, ...] | None = None
+
+    def allows(self, scope: Scope) -> bool:
+        """Whether ``scope`` lies inside this key (a key bound to users never reaches the
+        user-less scopes of its projects)."""
+        return (scope.org_id == self.org_id
+                and (self.project_ids is None or scope.project_id in self.project_ids)
+                and (self.user_ids is None or scope.user_id in self.user_ids))
+
+    def default_scope(self, project_id: str | None = None, user_id: str | None = None,
+                      agent_id: str | None = None) -> Scope:
+        """The key's org with the given parts; a part left out is the key's only project
+        (or user) when it is bound to exactly one."""
+        if project_id is None and self.project_ids and len(self.project_ids) == 1:
+            project_id = self.project_ids[0]
+        if user_id is None and self.user_ids and len(self.user_ids) == 1:
+            user_id = self.user_ids[0]
+        parts = {"project_id": project_id, "user_id": user_id, "agent_id": agent_id}
+        return Scope(org_id=self.org_id, **{k: v for k, v in parts.items() if v is not None})
+
+
+class KeyRecord(KeyGrant):
+    """A stored key as `memroute keys list` shows it (never its secret)."""
+
+    name: str = ""
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+def _digest(secret: str) -> bytes:
+    return hashlib.sha256(secret.encode()).digest()
+
+
+def _split(token: str) -> tuple[str, str] | None:
+    if not token.startswith(PREFIX) or "." not in token:
+        return None
+    key_id, secret = token[len(PREFIX):].split(".", 1)
+    return (key_id, secret) if key_id and secret else None
+
+
+def _check_parts(values: list[str] | None, what: str) -> tuple[str, ...] | None:
+    if values is None:
+        return None
+    for value in values:  # the same rule as a scope's parts
+        try:
+            Scope(org_id="x", project_id=value)
+        except ValueError as exc:
+            raise InvalidInputError(f"invalid {what} {value!r}: {exc}") from exc
+    if not values:
+        raise InvalidInputError(f"give at least one {what}, or none to allow all")
+    return tuple(dict.fromkeys(values))
+
+
+class KeyStore:
+    """The ``api_keys`` table of a store's schema (created by its migrations)."""
+
+    def __init__(self, pool: AsyncConnectionPool, schema: str, *,
+                 cache_seconds: float = 0.0) -> None:
+        self._pool = pool
+        self.schema = check_identifier(schema)
+        self.cache_seconds = cache_seconds
+        self._verified: dict[bytes, tuple[float, KeyGrant]] = {}
+
+    @classmethod
+    async def open(cls, url: str, schema: str, max_size: int = 4, *,
+                   cache_seconds: float = 0.0) -> KeyStore:
+        """A key store on its own small pool (the schema must be migrated: open a `Memory`
+        on it first). ``cache_seconds`` > 0 keeps a verified key that long without asking
+        the database again, so a revocation takes up to that long to reach this process."""
+        pool = AsyncConnectionPool(url, min_size=1, max_size=max_size, open=False,
+                                   name=f"memroute-keys-{schema}")
+        await pool.open(wait=True)
+        return cls(pool, schema, cache_seconds=cache_seconds)
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    async def create(self, org_id: str, *, project_ids: list[str] | None = None,
+                     user_ids: list[str] | None = None, name: str = "") -> tuple[str, KeyRecord]:
+        """A new key: the token (shown once) and its record."""
+        if not org_id:
+            raise InvalidInputError("a key needs an org")
+        try:
+            Scope(org_id=org_id)
+        except ValueError as exc:
+            raise InvalidInputError(f"invalid org {org_id!r}: {exc}") from exc
+        projects = _check_parts(project_ids, "project")
+        users = _check_parts(user_ids, "user")
+        key_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                f"INSERT INTO {self.schema}.api_keys "
+                "(key_id, secret_sha256, org_id, project_ids, user_ids, name) "
+                "VALUES (%s, %s, %s, %s, %s, %s) RETURNING created_at",
+                (key_id, _digest(secret), org_id, projects and list(projects),
+                 users and list(users), name))
+            created_at = (await cur.fetchone())[0]
+        record = KeyRecord(key_id=key_id, org_id=org_id, project_ids=projects, user_ids=users,
+                           name=name, created_at=created_at)
+        return f"{PREFIX}{key_id}.{secret}", record
+
+    async def verify(self, token: str | None) -> KeyGrant | None:
+        """The grant of a valid, unrevoked key; ``None`` for anything else."""
+        parts = _split(token or "")
+        if parts is None:
+            return None
+        key_id, secret = parts
+        cache_key = _digest(token or "")
+        cached = self._verified.get(cache_key)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
+        grant = await self._lookup(key_id, secret)
+        if grant is not None and self.cache_seconds > 0:
+            if len(self._verified) >= MAX_CACHED_KEYS:
+                self._verified.clear()
+            self._verified[cache_key] = (time.monotonic() + self.cache_seconds, grant)
+        return grant
+
+    async def _lookup(self, key_id: str, secret: str) -> KeyGrant | None:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                f"SELECT secret_sha256, org_id, project_ids, user_ids FROM {self.schema}.api_keys "
+                "WHERE key_id = %s AND revoked_at IS NULL", (key_id,))
+            row = await cur.fetchone()
+        if row is None or not hmac.compare_digest(bytes(row[0]), _digest(secret)):
+            return None
+        return KeyGrant(key_id=key_id, org_id=row[1],
+                        project_ids=tuple(row[2]) if row[2] is not None else None,
+                        user_ids=tuple(row[3]) if row[3] is not None else None)
+
+    async def list(self, org_id: str | None = None) -> list[KeyRecord]:
+        """Every key (of one org), oldest first, revoked ones included."""
+        where, params = ("WHERE org_id = %s", [org_id]) if org_id else ("", [])
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                f"SELECT key_id, org_id, project_ids, user_ids, name, created_at, revoked_at "
+                f"FROM {self.schema}.api_keys {where} ORDER BY created_at, key_id", params)
+            rows = await cur.fetchall()
+        return [KeyRecord(key_id=r[0], org_id=r[1], project_ids=r[2], user_ids=r[3], name=r[4],
+                          created_at=r[5], revoked_at=r[6]) for r in rows]
+
+    async def revoke(self, key_id: str) -> bool:
+        """Revoke a key by its id (the part between ``mr_`` and the dot); ``False`` if there
+        is no such unrevoked key."""
+        parts = _split(key_id)
+        key_id = parts[0] if parts else key_id.removeprefix(PREFIX)
+        self._verified = {k: v for k, v in self._verified.items() if v[1].key_id != key_id}
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                f"UPDATE {self.schema}.api_keys SET revoked_at = now() "
+                "WHERE key_id = %s AND revoked_at IS NULL", (key_id,))
+            return cur.rowcount == 1

@@ -1,0 +1,110 @@
+"""The bodies of the REST API: the library's own `Scope`, `Episode` and `Budget`, wrapped in
+requests, and results rendered without their stored vectors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memroute.agent import RetrievalResult
+from memroute.memory.limits import MAX_K, MAX_QUERY_CHARS
+from memroute.memory.models import Episode, Scope, ScoredResult
+from memroute.strategies.base import Strategy
+from memroute.strategies.budget import Budget
+
+MAX_EPISODES_PER_REQUEST = 1000  # episodes of one add request
+MAX_REQUEST_BYTES = 8 * 1024 * 1024  # body of one request (413 beyond it)
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AddEpisodes(_Request):
+    scope: Scope
+    episodes: list[Episode] = Field(min_length=1, max_length=MAX_EPISODES_PER_REQUEST,
+                                    description="Stored atomically; idempotent by uid.")
+
+
+class Search(_Request):
+    scope: Scope
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    k: int = Field(default=10, ge=1, le=MAX_K)
+    filters: dict[str, Any] | None = Field(
+        default=None, description="memroute's filter dialect, e.g. {\"producer\": \"user\"}.")
+
+
+class Retrieve(Search):
+    strategy: Strategy = "auto"
+    budget: Budget | None = None
+
+
+class Uids(BaseModel):
+    uids: list[str]
+
+
+class Deleted(BaseModel):
+    deleted: int
+
+
+class ScopeStats(BaseModel):
+    scope: Scope
+    episodes: int
+    sentences: int
+
+
+class Hit(BaseModel):
+    """One result: the matched episode, its context cluster (chronological) and its scores."""
+
+    uid: str
+    score: float
+    vector_score: float
+    lexical_score: float | None = None
+    matched_sentence: str
+    nucleus: Episode
+    episodes: list[Episode]
+
+    @classmethod
+    def of(cls, result: ScoredResult) -> Hit:
+        return cls(uid=result.uid, score=result.rerank_score, vector_score=result.vector_score,
+                   lexical_score=result.lexical_score, matched_sentence=result.matched_sentence,
+                   nucleus=result.nucleus, episodes=result.episodes)
+
+
+class SearchResponse(BaseModel):
+    results: list[Hit]
+    timings: dict[str, float] = Field(description="Stage timings of the search, in ms.")
+
+
+class RetrieveResponse(BaseModel):
+    """The agent's evidence, and how it was found: route, queries, why it stopped, costs."""
+
+    results: list[Hit]
+    route: str
+    route_reason: str
+    queries: list[str]
+    sub_queries: list[str]
+    stop_reason: str
+    planner: str
+    notes: list[str]
+    costs: dict[str, Any] = Field(description="Per node and total: llm_calls, tokens, wall_ms.")
+
+    @classmethod
+    def of(cls, result: RetrievalResult) -> RetrieveResponse:
+        return cls(results=[Hit.of(r) for r in result.results], route=result.route,
+                   route_reason=result.route_reason, queries=result.queries,
+                   sub_queries=result.sub_queries, stop_reason=result.stop_reason,
+                   planner=result.planner, notes=result.notes, costs=result.costs.as_dict())
+
+
+class Status(BaseModel):
+    status: str
+    detail: str = ""
+
+
+class ErrorBody(BaseModel):
+    """Every error the service returns."""
+
+    error: str
+    kind: str

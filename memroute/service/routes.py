@@ -1,0 +1,166 @@
+"""The REST routes under ``/v1``: thin calls on the service's `Memory` and `RetrievalAgent`.
+
+Every route that touches memory authenticates the key (a dependency, so it runs before the
+body is even used) and authorizes the scope before the call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from memroute.errors import InvalidInputError, MemrouteError, StoreUnavailableError
+from memroute.graph.events import Final, as_payload
+from memroute.memory.models import Scope, coerce_scope
+from memroute.service.auth import authenticate, authorize
+from memroute.service.context import Service
+from memroute.service.keys import KeyGrant
+from memroute.service.models import (
+    AddEpisodes,
+    Deleted,
+    ErrorBody,
+    Hit,
+    Retrieve,
+    RetrieveResponse,
+    ScopeStats,
+    Search,
+    SearchResponse,
+    Status,
+    Uids,
+)
+
+
+def service(request: Request) -> Service:
+    return request.app.state.service
+
+
+_bearer = HTTPBearer(auto_error=False, description="An API key from `memroute keys create`.")
+
+
+async def key_grant(
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    svc: Annotated[Service, Depends(service)],
+) -> KeyGrant:
+    return await authenticate(svc.keys, credentials.credentials if credentials else None)
+
+
+Grant = Annotated[KeyGrant, Depends(key_grant)]
+Svc = Annotated[Service, Depends(service)]
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody, "description": text} for code, text in (
+        (401, "No API key, or an invalid or revoked one"),
+        (403, "The scope lies outside the API key"),
+        (413, "The request body is too large"),
+        (422, "Invalid input"),
+        (503, "The database is unavailable"))}
+
+
+def scope_query(org_id: Annotated[str, Query()], project_id: Annotated[str, Query()] = "default",
+                user_id: Annotated[str | None, Query()] = None,
+                agent_id: Annotated[str | None, Query()] = None) -> Scope:
+    """A scope given as query parameters."""
+    parts = {"org_id": org_id, "project_id": project_id, "user_id": user_id,
+             "agent_id": agent_id}
+    return coerce_scope({k: v for k, v in parts.items() if v is not None})
+
+
+ScopeQuery = Annotated[Scope, Depends(scope_query)]
+router = APIRouter(prefix="/v1", responses=_ERRORS)
+
+
+@router.post("/episodes", response_model=Uids, tags=["memory"])
+async def add_episodes(body: AddEpisodes, grant: Grant, svc: Svc) -> Uids:
+    """Store episodes in one scope, atomically; idempotent by uid (a uid stored before is
+    left as it is). Returns the uids in input order (generated for episodes without one)."""
+    return Uids(uids=await svc.memory.add(authorize(grant, body.scope), body.episodes))
+
+
+@router.delete("/episodes", response_model=Deleted, tags=["memory"])
+async def delete_episodes(
+    scope: ScopeQuery, grant: Grant, svc: Svc,
+    uid: Annotated[list[str] | None, Query(description="Delete these uids (repeatable).")] = None,
+    session_id: Annotated[str | None, Query(description="Delete this session.")] = None,
+    all: Annotated[bool, Query(description="With neither uid nor session_id: delete the "
+                                           "whole scope (must be explicit).")] = False,
+) -> Deleted:
+    """Delete episodes by uid, by session, or (with ``all=true``) the whole scope."""
+    authorize(grant, scope)
+    if uid is None and session_id is None and not all:
+        raise InvalidInputError("give uid, session_id, or all=true to delete the whole scope")
+    return Deleted(deleted=await svc.memory.delete(scope, session_id=session_id, uids=uid))
+
+
+@router.get("/scopes/stats", response_model=ScopeStats, tags=["memory"])
+async def scope_stats(scope: ScopeQuery, grant: Grant, svc: Svc) -> ScopeStats:
+    """How many episodes and sentences a scope holds."""
+    return ScopeStats(scope=scope, **await svc.memory.count(authorize(grant, scope)))
+
+
+@router.post("/search", response_model=SearchResponse, tags=["retrieval"])
+async def search(body: Search, grant: Grant, svc: Svc) -> SearchResponse:
+    """Direct search: one query, the top ``k`` results with their context, best first."""
+    found = await svc.memory.search_scored(authorize(grant, body.scope), body.query, k=body.k,
+                                           filters=body.filters)
+    return SearchResponse(results=[Hit.of(r) for r in found], timings=found.timings)
+
+
+@router.post("/retrieve", response_model=RetrieveResponse, tags=["retrieval"])
+async def retrieve(body: Retrieve, grant: Grant, svc: Svc) -> RetrieveResponse:
+    """The retrieval agent: routes the query (direct, split or chain, or the ``strategy``
+    given), searches within the ``budget``, and reranks the pooled evidence."""
+    result = await svc.agent.aretrieve(body.query, scope=authorize(grant, body.scope), k=body.k,
+                                       filters=body.filters, strategy=body.strategy,
+                                       budget=body.budget)
+    return RetrieveResponse.of(result)
+
+
+def _sse(event: str, data: Any) -> str:
+    return f"event: {event}\ndata: {json.dumps(data, default=str)}\n\n"
+
+
+@router.post("/retrieve/stream", tags=["retrieval"], response_class=StreamingResponse,
+             responses={200: {"description": "Server-sent events: route, sub_queries, "
+                              "search, hop, then final (data: a RetrieveResponse), or error.",
+                              "content": {"text/event-stream": {}}}})
+async def retrieve_stream(body: Retrieve, grant: Grant, svc: Svc) -> StreamingResponse:
+    """The agent's steps as server-sent events, as they happen; the last event is ``final``
+    with the full result (or ``error``)."""
+    scope = authorize(grant, body.scope)
+
+    async def events() -> AsyncIterator[str]:
+        try:
+            async for event in svc.agent.astream(body.query, scope=scope, k=body.k,
+                                                 filters=body.filters, strategy=body.strategy,
+                                                 budget=body.budget):
+                if isinstance(event, Final):
+                    yield _sse("final", RetrieveResponse.of(event.result).model_dump(mode="json"))
+                else:
+                    yield _sse(event.event, as_payload(event))
+        except MemrouteError as exc:
+            yield _sse("error", {"error": str(exc), "kind": type(exc).__name__})
+
+    return StreamingResponse(events(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+
+@router.get("/health", response_model=Status, tags=["service"])
+async def health() -> Status:
+    """Liveness: the process answers."""
+    return Status(status="ok")
+
+
+@router.get("/ready", response_model=Status, tags=["service"],
+            responses={503: {"model": Status, "description": "Not ready"}})
+async def ready(svc: Svc) -> Any:
+    """Readiness: the database answers a query."""
+    try:
+        await svc.memory.count(Scope(org_id="_readiness"))
+    except StoreUnavailableError as exc:
+        return JSONResponse(Status(status="unavailable", detail=str(exc)).model_dump(),
+                            status_code=503)
+    return Status(status="ready")

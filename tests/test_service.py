@@ -1,0 +1,397 @@
+"""`memroute serve` and `memroute mcp` as real processes on 127.0.0.1: REST and SSE through
+httpx, MCP through the official SDK's client (streamable HTTP and stdio), tenancy, limits,
+concurrency during ingestion, and a killed server restarted."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from benchmarks.served import ROOT, ServedProcess, service_env
+from memroute.memory import Memory
+from memroute.memory.limits import MAX_K, MAX_QUERY_CHARS
+from memroute.service.keys import KeyStore
+from memroute.service.models import MAX_EPISODES_PER_REQUEST, MAX_REQUEST_BYTES
+
+DOCS = ROOT / "docs"
+FACTS = ["Alice moved to Lisbon in 2019.", "Alice works as a nurse at Santa Maria hospital.",
+         "Bob adopted a grey cat called Miso.", "The team offsite is in Porto in June."]
+
+
+@pytest.fixture(scope="module")
+async def keys(memory: Memory):
+    store = await KeyStore.open(memory.url, memory.schema)
+    yield store
+    await store.close()
+
+
+@pytest.fixture(scope="module")
+def served(memory: Memory, pg_url: str, pg_home: Path, tmp_path_factory):
+    """A `memroute serve` process on the session memory's schema."""
+    env = service_env(pg_url, memory.schema, pg_home)
+    server = ServedProcess(env, tmp_path_factory.mktemp("serve") / "serve.log").start()
+    yield server
+    server.stop()
+
+
+class Tenant:
+    """An org with a key (bound to project ``p``), its scope and an httpx client."""
+
+    def __init__(self, org: str, token: str, url: str) -> None:
+        self.org, self.token = org, token
+        self.scope = {"org_id": org, "project_id": "p"}
+        self.client = httpx.AsyncClient(base_url=url, timeout=60,
+                                        headers={"Authorization": f"Bearer {token}"})
+
+
+@pytest.fixture
+async def tenant_factory(keys: KeyStore, served: ServedProcess):
+    made: list[Tenant] = []
+
+    async def make(**binding) -> Tenant:
+        org = f"org-{uuid.uuid4().hex[:8]}"
+        token, _ = await keys.create(org, project_ids=binding.pop("project_ids", ["p"]),
+                                     **binding)
+        made.append(Tenant(org, token, served.url))
+        return made[-1]
+
+    yield make
+    for tenant in made:
+        await tenant.client.aclose()
+
+
+def sse_events(text: str) -> list[tuple[str, dict]]:
+    """(event, data) pairs of a text/event-stream body."""
+    events = []
+    for block in text.strip().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        events.append((fields["event"], json.loads(fields["data"])))
+    return events
+
+
+# -- REST ----------------------------------------------------------------------------------
+
+async def test_rest_round_trip(tenant_factory) -> None:
+    t = await tenant_factory()
+    episodes = [{"content": c, "uid": f"f{i}", "session_id": "s1" if i < 2 else "s2"}
+                for i, c in enumerate(FACTS)]
+    added = await t.client.post("/v1/episodes", json={"scope": t.scope, "episodes": episodes})
+    assert added.status_code == 200, added.text
+    assert added.json() == {"uids": ["f0", "f1", "f2", "f3"]}
+    again = await t.client.post("/v1/episodes", json={"scope": t.scope, "episodes": episodes[:2]})
+    assert again.json() == {"uids": ["f0", "f1"]}  # idempotent by uid
+    stats = (await t.client.get("/v1/scopes/stats", params=t.scope)).json()
+    assert (stats["episodes"], stats["scope"]["org_id"]) == (4, t.org)
+
+    found = (await t.client.post("/v1/search", json={
+        "scope": t.scope, "query": "Which pet does Bob have?", "k": 2})).json()
+    assert found["results"][0]["uid"] == "f2"
+    assert found["results"][0]["nucleus"]["content"] == FACTS[2]
+    assert set(found["timings"]) >= {"embed_ms", "probe_ms"}
+
+    got = (await t.client.post("/v1/retrieve", json={
+        "scope": t.scope, "query": "What do Alice and Bob do?", "k": 4,
+        "budget": {"max_llm_calls": 2}})).json()
+    assert got["route"] == "split" and len(got["queries"]) == 3 and got["stop_reason"]
+    assert {"f1", "f2"} <= {r["uid"] for r in got["results"]}
+    assert got["costs"]["totals"]["llm_calls"] == 0  # the offline planner
+
+    assert (await t.client.delete("/v1/episodes", params=t.scope)).status_code == 422
+    by_uid = await t.client.delete("/v1/episodes", params={**t.scope, "uid": ["f3", "nope"]})
+    assert by_uid.json() == {"deleted": 1}
+    by_session = await t.client.delete("/v1/episodes", params={**t.scope, "session_id": "s1"})
+    assert by_session.json() == {"deleted": 2}
+    everything = await t.client.delete("/v1/episodes", params={**t.scope, "all": "true"})
+    assert everything.json() == {"deleted": 1}
+
+
+async def test_retrieve_stream_sends_the_agents_steps(tenant_factory) -> None:
+    t = await tenant_factory()
+    await t.client.post("/v1/episodes", json={"scope": t.scope, "episodes": [
+        {"content": c} for c in FACTS]})
+    async with t.client.stream("POST", "/v1/retrieve/stream", json={
+            "scope": t.scope, "query": "What do Alice and Bob do?"}) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        body = (await response.aread()).decode()
+    events = sse_events(body)
+    names = [name for name, _ in events]
+    assert names[0] == "route" and names[-1] == "final" and "sub_queries" in names
+    assert names.count("search") == len(events[-1][1]["queries"])
+    assert events[-1][1]["route"] == "split" and events[-1][1]["results"]
+
+
+async def test_health_ready_and_openapi_match_the_checked_in_schema(served) -> None:
+    async with httpx.AsyncClient(base_url=served.url) as client:
+        assert (await client.get("/v1/health")).json()["status"] == "ok"
+        assert (await client.get("/v1/ready")).json()["status"] == "ready"
+        served_schema = (await client.get("/openapi.json")).json()
+    assert served_schema == json.loads((DOCS / "openapi.json").read_text()), (
+        "docs/openapi.json is stale: memroute serve --openapi > docs/openapi.json")
+    assert {"/v1/episodes", "/v1/search", "/v1/retrieve", "/v1/retrieve/stream",
+            "/v1/scopes/stats", "/v1/health", "/v1/ready"} <= set(served_schema["paths"])
+
+
+# -- tenancy and limits --------------------------------------------------------------------
+
+async def test_keys_gate_every_route_and_nothing_leaks(tenant_factory, keys, served) -> None:
+    a, b = await tenant_factory(), await tenant_factory()
+    await b.client.post("/v1/episodes", json={"scope": b.scope, "episodes": [
+        {"content": "B's secret: the vault code is 0451.", "uid": "secret"}]})
+    body = {"scope": b.scope, "query": "vault code"}
+    calls = [("POST", "/v1/search", {"json": body}), ("POST", "/v1/retrieve", {"json": body}),
+             ("POST", "/v1/retrieve/stream", {"json": body}),
+             ("POST", "/v1/episodes", {"json": {"scope": b.scope, "episodes": [
+                 {"content": "planted by A", "uid": "planted"}]}}),
+             ("GET", "/v1/scopes/stats", {"params": b.scope}),
+             ("DELETE", "/v1/episodes", {"params": {**b.scope, "all": "true"}})]
+    anonymous = httpx.AsyncClient(base_url=served.url)
+    wrong = httpx.AsyncClient(base_url=served.url,
+                              headers={"Authorization": f"Bearer {a.token[:-2]}xx"})
+    revoked_token, record = await keys.create(b.org, project_ids=["p"])
+    assert await keys.revoke(record.key_id)
+    revoked = httpx.AsyncClient(base_url=served.url,
+                                headers={"Authorization": f"Bearer {revoked_token}"})
+    try:
+        for method, path, kwargs in calls:
+            for client, status in ((anonymous, 401), (wrong, 401), (revoked, 401),
+                                   (a.client, 403)):
+                response = await client.request(method, path, **kwargs)
+                assert response.status_code == status, (method, path, response.text)
+                error = response.json()
+                assert set(error) == {"error", "kind"} and "vault" not in response.text
+    finally:
+        for client in (anonymous, wrong, revoked):
+            await client.aclose()
+    stats = (await b.client.get("/v1/scopes/stats", params=b.scope)).json()
+    assert stats["episodes"] == 1  # nothing planted, nothing deleted
+    # a key bound to a user reaches that user's scope only
+    u = await tenant_factory(user_ids=["u1"])
+    own = {**u.scope, "user_id": "u1"}
+    assert (await u.client.get("/v1/scopes/stats", params=own)).status_code == 200
+    assert (await u.client.get("/v1/scopes/stats", params={**own, "user_id": "u2"})
+            ).status_code == 403
+    assert (await u.client.get("/v1/scopes/stats", params=u.scope)).status_code == 403
+
+
+async def test_limits_answer_413_and_422_before_anything_runs(tenant_factory) -> None:
+    t = await tenant_factory()
+    cases = [
+        {"scope": t.scope, "query": "x", "k": MAX_K + 1},
+        {"scope": t.scope, "query": "x" * (MAX_QUERY_CHARS + 1)},
+        {"scope": t.scope, "query": ""},
+        {"scope": t.scope, "query": "x", "filters": {"no_such_op": {"$zz": 1}}},
+        {"scope": {"org_id": t.org, "project_id": "bad scope!"}, "query": "x"},
+        {"scope": t.scope, "query": "x", "surprise": 1},
+    ]
+    for body in cases:
+        response = await t.client.post("/v1/search", json=body)
+        assert response.status_code in (403, 422), (body, response.text)
+        assert response.json()["kind"] in ("InvalidInputError", "FilterError",
+                                           "ScopeForbiddenError")
+    retrieve = await t.client.post("/v1/retrieve", json={
+        "scope": t.scope, "query": "x", "budget": {"max_llm_calls": -1}})
+    assert retrieve.status_code == 422 and "max_llm_calls" in retrieve.json()["error"]
+    batch = [{"content": f"e{i}"} for i in range(MAX_EPISODES_PER_REQUEST + 1)]
+    assert (await t.client.post("/v1/episodes", json={"scope": t.scope, "episodes": batch})
+            ).status_code == 422
+    huge = [{"content": "y" * (MAX_REQUEST_BYTES // 2)} for _ in range(3)]
+    too_big = await t.client.post("/v1/episodes", json={"scope": t.scope, "episodes": huge})
+    assert too_big.status_code == 413 and too_big.json()["kind"] == "RequestTooLarge"
+    assert (await t.client.get("/v1/scopes/stats", params=t.scope)).json()["episodes"] == 0
+
+
+async def test_concurrent_requests_across_four_keys_during_ingestion(tenant_factory) -> None:
+    tenants = [await tenant_factory() for _ in range(4)]
+    marker = {t.org: f"marker{n}" for n, t in enumerate(tenants)}
+
+    async def ingest(t: Tenant) -> None:
+        for batch in range(4):
+            response = await t.client.post("/v1/episodes", json={"scope": t.scope, "episodes": [
+                {"content": f"{marker[t.org]} note {batch}-{i}: the shared topic is gardening."}
+                for i in range(5)]})
+            assert response.status_code == 200, response.text
+
+    async def ask(t: Tenant, n: int) -> tuple[Tenant, httpx.Response]:
+        path = "/v1/retrieve" if n % 4 == 0 else "/v1/search"
+        return t, await t.client.post(path, json={
+            "scope": t.scope, "query": "what is the shared topic?", "k": 10})
+
+    await asyncio.gather(*(t.client.post("/v1/episodes", json={"scope": t.scope, "episodes": [
+        {"content": f"{marker[t.org]} first note: the shared topic is gardening."}]})
+        for t in tenants))
+    ingestion = [asyncio.create_task(ingest(t)) for t in tenants]
+    answers = await asyncio.gather(*(ask(tenants[n % 4], n) for n in range(100)))
+    await asyncio.gather(*ingestion)
+    errors = [r.text for _, r in answers if r.status_code != 200]
+    leaks = [(t.org, hit["nucleus"]["content"]) for t, r in answers if r.status_code == 200
+             for hit in r.json()["results"] for e in hit["episodes"]
+             if not e["content"].startswith(marker[t.org])]
+    assert (len(errors), len(leaks)) == (0, 0), (errors[:3], leaks[:3])
+    assert all(r.json()["results"] for _, r in answers)
+    for t in tenants:
+        stats = (await t.client.get("/v1/scopes/stats", params=t.scope)).json()
+        assert stats["episodes"] == 21
+
+
+# -- docs ----------------------------------------------------------------------------------
+
+async def test_the_curl_examples_in_docs_run(served, keys) -> None:
+    blocks = [b for b in re.findall(r"```bash\n(.*?)```", (DOCS / "serving.md").read_text(),
+                                    re.S) if b.lstrip().startswith("curl")]
+    assert len(blocks) >= 5
+    token, _ = await keys.create("acme", project_ids=["support"])
+    env = {"PATH": "/usr/bin:/bin", "MEMROUTE_URL": served.url, "MEMROUTE_API_KEY": token}
+    outputs = []
+    for block in blocks:
+        done = await asyncio.to_thread(subprocess.run, ["bash", "-euo", "pipefail", "-c", block],
+                                       env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, (block, done.stdout, done.stderr)
+        outputs.append(done.stdout)
+    added, found, retrieved = json.loads(outputs[0]), json.loads(outputs[1]), outputs[2]
+    assert added == {"uids": ["t1", "t2"]}
+    assert [r["uid"] for r in found["results"]] == ["t1"]  # the producer filter
+    assert "Monday" in retrieved and "event: final" in retrieved
+    assert '"deleted":1' in outputs[3]  # stats, then deleting t2, then session s1
+
+
+# -- MCP -----------------------------------------------------------------------------------
+
+def mcp_http(url: str, token: str | None) -> Client:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return Client(streamable_http_client(f"{url}/mcp",
+                                         http_client=create_mcp_http_client(headers=headers)))
+
+
+async def exercise_mcp(client: Client, other_project: str = "elsewhere") -> None:
+    """List the tools and call each, with good and bad arguments."""
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == {"memory_search", "memory_retrieve", "memory_add", "memory_delete"}
+    for tool in tools.values():
+        assert len(tool.description) > 60
+        assert tool.input_schema["type"] == "object"
+    assert tools["memory_search"].input_schema["required"] == ["query"]
+    assert "description" in tools["memory_search"].input_schema["properties"]["page"]
+
+    added = await client.call_tool("memory_add", {"episodes": [
+        {"content": c, "uid": f"m{i}", "session_id": "mcp"} for i, c in enumerate(FACTS)]})
+    assert not added.is_error and added.structured_content == {"uids": ["m0", "m1", "m2", "m3"]}
+    page = await client.call_tool("memory_search", {"query": "Bob's cat"})
+    text = page.content[0].text
+    assert not page.is_error and text.startswith("Showing") and "Miso" in text.split("\n2.")[0]
+    past = await client.call_tool("memory_search", {"query": "Bob's cat", "page": 9})
+    assert "past the end" in past.content[0].text
+    got = await client.call_tool("memory_retrieve", {"query": "What do Alice and Bob do?",
+                                                     "k": 4})
+    data = got.structured_content
+    assert not got.is_error and data["route"] == "split" and len(data["queries"]) == 3
+    assert data["stop_reason"] and {"m1", "m2"} <= {r["uid"] for r in data["results"]}
+    deleted = await client.call_tool("memory_delete", {"session_id": "mcp"})
+    assert deleted.structured_content == {"deleted": 4}
+
+    for name, arguments in [("memory_search", {}), ("memory_search", {"query": ""}),
+                            ("memory_search", {"query": "x", "page": -1}),
+                            ("memory_retrieve", {"query": "x", "k": MAX_K + 1}),
+                            ("memory_retrieve", {"query": "x", "strategy": "guess"}),
+                            ("memory_add", {"episodes": [{"content": ""}]}),
+                            ("memory_delete", {}),
+                            ("memory_search", {"query": "x", "project_id": other_project})]:
+        result = await client.call_tool(name, arguments)
+        assert result.is_error, (name, arguments)
+
+
+async def test_mcp_over_streamable_http(tenant_factory, served) -> None:
+    t = await tenant_factory()
+    async with mcp_http(served.url, t.token) as client:
+        await exercise_mcp(client)
+        denied = await client.call_tool("memory_search", {"query": "x", "project_id": "q"})
+        assert "does not reach" in denied.content[0].text
+    for token in (None, t.token + "x"):
+        response = httpx.post(f"{served.url}/mcp", json={}, headers={
+            "Authorization": f"Bearer {token}"} if token else {})
+        assert response.status_code == 401 and response.json()["kind"] == "NotAuthenticatedError"
+
+
+async def test_mcp_keys_never_cross_orgs(tenant_factory, served) -> None:
+    a, b = await tenant_factory(), await tenant_factory()
+    await b.client.post("/v1/episodes", json={"scope": b.scope, "episodes": [
+        {"content": "B's secret: the vault code is 0451.", "uid": "secret"}]})
+    async with mcp_http(served.url, a.token) as client:
+        for name, arguments in [("memory_search", {"query": "vault code"}),
+                                ("memory_retrieve", {"query": "vault code"})]:
+            result = await client.call_tool(name, arguments)
+            assert "0451" not in json.dumps(result.model_dump(mode="json"))
+        await client.call_tool("memory_delete", {"uids": ["secret"]})
+    assert (await b.client.get("/v1/scopes/stats", params=b.scope)).json()["episodes"] == 1
+
+
+async def test_mcp_over_stdio_as_the_docs_configure_it(tenant_factory, memory: Memory,
+                                                      pg_url: str, pg_home: Path) -> None:
+    (config,) = re.findall(r"```json\n(.*?)```", (DOCS / "serving.md").read_text(), re.S)
+    server = json.loads(config)["mcpServers"]["memroute"]
+    assert server["command"] == "memroute" and "MEMROUTE_API_KEY" in server["env"]
+    t = await tenant_factory()
+    env = service_env(pg_url, memory.schema, pg_home, MEMROUTE_API_KEY=t.token)
+    params = StdioServerParameters(command=sys.executable,  # the `memroute` script, from here
+                                   args=["-m", "memroute.cli", *server["args"]],
+                                   env=env, cwd=str(ROOT))
+    async with Client(params, read_timeout_seconds=120) as client:
+        await exercise_mcp(client)
+
+
+def test_mcp_stdio_refuses_a_wrong_key(memory: Memory, pg_url: str, pg_home: Path) -> None:
+    env = service_env(pg_url, memory.schema, pg_home, MEMROUTE_API_KEY="mr_nope.nope")
+    done = subprocess.run([sys.executable, "-m", "memroute.cli", "mcp"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 6 and "invalid or revoked API key" in done.stderr
+    assert done.stdout == ""
+
+
+# -- crash safety (last: it restarts the module's server) ----------------------------------
+
+async def test_a_killed_server_restarted_loses_no_acknowledged_episode(
+        tenant_factory, served: ServedProcess, memory: Memory) -> None:
+    t = await tenant_factory()
+    acknowledged: list[str] = []
+
+    async def writer(n: int) -> None:
+        for i in range(1000):
+            uid = f"w{n}-{i}"
+            try:
+                response = await t.client.post("/v1/episodes", json={"scope": t.scope, "episodes": [
+                    {"content": f"durable note {uid}", "uid": uid}]})
+            except httpx.TransportError:
+                return
+            if response.status_code == 200:
+                acknowledged.append(uid)
+
+    writers = [asyncio.create_task(writer(n)) for n in range(4)]
+    while len(acknowledged) < 20:
+        await asyncio.sleep(0.05)
+    await asyncio.to_thread(served.kill)
+    await asyncio.gather(*writers)
+    served.start()
+    stats = (await t.client.get("/v1/scopes/stats", params=t.scope)).json()
+    async with memory._pool.connection() as conn:
+        cur = await conn.execute(
+            f"SELECT uid FROM {memory.schema}.episodes WHERE scope_key = %s",
+            [memory_scope_key(t.scope)])
+        stored = {row[0] for row in await cur.fetchall()}
+    assert set(acknowledged) <= stored and stats["episodes"] == len(stored)
+    assert len(stored) - len(acknowledged) <= 4  # at most one in flight per writer
+
+
+def memory_scope_key(scope: dict) -> str:
+    from memroute.memory import Scope
+
+    return Scope(**scope).key
