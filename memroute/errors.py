@@ -1,8 +1,8 @@
 """memroute's one error hierarchy, used by every layer.
 
 Every error memroute raises on purpose is a `MemrouteError`. Each kind carries the process
-exit code the CLI (and any other face) maps it to, so the mapping is declared here, once:
-`exit_code_for`.
+exit code the CLI maps it to and the HTTP status the service maps it to, so both mappings are
+declared here, once (`exit_code_for`, `http_status_for`).
 """
 
 from __future__ import annotations
@@ -12,12 +12,14 @@ class MemrouteError(Exception):
     """Base class of every error memroute raises on purpose."""
 
     exit_code = 1
+    http_status = 500
 
 
 class InvalidInputError(MemrouteError, ValueError):
     """A query, scope, episode or parameter is malformed."""
 
     exit_code = 2
+    http_status = 422
 
 
 class FilterError(InvalidInputError):
@@ -28,12 +30,14 @@ class StoreUnavailableError(MemrouteError):
     """The database cannot be reached or the embedded server cannot start."""
 
     exit_code = 3
+    http_status = 503
 
 
 class ModelUnavailableError(MemrouteError):
     """A model's files are missing, corrupt or cannot be loaded."""
 
     exit_code = 4
+    http_status = 503
 
 
 class EmbedderMismatchError(MemrouteError):
@@ -42,10 +46,30 @@ class EmbedderMismatchError(MemrouteError):
     exit_code = 5
 
 
+class NotAuthenticatedError(MemrouteError):
+    """No API key, or one that is unknown, malformed or revoked."""
+
+    exit_code = 6
+    http_status = 401
+
+
+class ScopeForbiddenError(MemrouteError):
+    """The scope asked for lies outside the caller's key."""
+
+    exit_code = 7
+    http_status = 403
+
+
 def exit_code_for(exc: BaseException) -> int:
     """The process exit code for ``exc``: its kind's code, 1 for anything unexpected."""
     return exc.exit_code if isinstance(exc, MemrouteError) else 1
 
 
+def http_status_for(exc: BaseException) -> int:
+    """The HTTP status for ``exc``: its kind's status, 500 for anything unexpected."""
+    return exc.http_status if isinstance(exc, MemrouteError) else 500
+
+
 __all__ = ["EmbedderMismatchError", "FilterError", "InvalidInputError", "MemrouteError",
-           "ModelUnavailableError", "StoreUnavailableError", "exit_code_for"]
+           "ModelUnavailableError", "NotAuthenticatedError", "ScopeForbiddenError",
+           "StoreUnavailableError", "exit_code_for", "http_status_for"]

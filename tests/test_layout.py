@@ -9,7 +9,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "memroute"
 FACES = ("memroute.agent", "memroute.retriever", "memroute.tools", "memroute.cli",
-         "memroute.server_graph", "memroute.demo", "memroute.evals")
+         "memroute.server_graph", "memroute.demo", "memroute.evals", "memroute.service")
 
 # layer -> the memroute modules it must never import
 FORBIDDEN = {

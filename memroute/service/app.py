@@ -16,39 +16,15 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memroute import __version__
-from memroute.errors import (
-    EmbedderMismatchError,
-    InvalidInputError,
-    MemrouteError,
-    ModelUnavailableError,
-    StoreUnavailableError,
-)
-from memroute.service.auth import (
-    NotAuthenticatedError,
-    ScopeForbiddenError,
-    authenticate,
-    bearer_token,
-)
+from memroute.errors import MemrouteError, NotAuthenticatedError, http_status_for
+from memroute.service.auth import authenticate, bearer_token
 from memroute.service.context import Service, close_service, open_service
 from memroute.service.mcp_server import build_mcp_server, http_token
 from memroute.service.models import MAX_REQUEST_BYTES
 from memroute.service.routes import router
 from memroute.settings import MemrouteSettings, get_settings
 
-# The HTTP status of each kind of error (the CLI maps the same kinds to exit codes).
-HTTP_STATUS: dict[type[MemrouteError], int] = {
-    NotAuthenticatedError: 401,
-    ScopeForbiddenError: 403,
-    InvalidInputError: 422,
-    StoreUnavailableError: 503,
-    ModelUnavailableError: 503,
-    EmbedderMismatchError: 500,
-}
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
-def status_for(exc: MemrouteError) -> int:
-    return next((code for kind, code in HTTP_STATUS.items() if isinstance(exc, kind)), 500)
 
 
 def error_response(status: int, message: str, kind: str, **headers: str) -> JSONResponse:
@@ -68,7 +44,7 @@ class KeyRequired:
             try:
                 await authenticate(scope["app"].state.service.keys, bearer_token(headers))
             except MemrouteError as exc:
-                response = error_response(status_for(exc), str(exc), type(exc).__name__,
+                response = error_response(http_status_for(exc), str(exc), type(exc).__name__,
                                           **{"WWW-Authenticate": "Bearer"})
                 await response(scope, receive, send)
                 return
@@ -163,7 +139,7 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(MemrouteError)
     async def _memroute_error(request: Request, exc: MemrouteError) -> JSONResponse:
         extra = {"WWW-Authenticate": "Bearer"} if isinstance(exc, NotAuthenticatedError) else {}
-        return error_response(status_for(exc), " ".join(str(exc).split()),
+        return error_response(http_status_for(exc), " ".join(str(exc).split()),
                               type(exc).__name__, **extra)
 
     @app.exception_handler(RequestValidationError)

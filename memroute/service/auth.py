@@ -9,21 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from memroute.errors import MemrouteError
+from memroute.errors import NotAuthenticatedError, ScopeForbiddenError
 from memroute.memory.models import Scope
 from memroute.service.keys import KeyGrant, KeyStore
-
-
-class NotAuthenticatedError(MemrouteError):
-    """No API key, or one that is unknown, malformed or revoked (HTTP 401)."""
-
-    exit_code = 6
-
-
-class ScopeForbiddenError(MemrouteError):
-    """The scope asked for lies outside the caller's key (HTTP 403)."""
-
-    exit_code = 7
 
 
 def bearer_token(headers: Mapping[str, str] | None) -> str | None:
