@@ -17,7 +17,7 @@ from memroute.graph import (
     compiled_retrieval_graph,
     parse_event,
 )
-from memroute.graph.state import OUTPUT_KEYS
+from memroute.graph.state import OUTPUT_KEYS, from_record
 from memroute.memory.models import Scope, ScoredResult
 from memroute.memory.rerankers import Reranker, make_reranker
 from memroute.memory.store import Memory
@@ -77,7 +77,9 @@ class RetrievalResult:
 
     @classmethod
     def from_output(cls, output: dict[str, Any]) -> RetrievalResult:
-        return cls(results=list(output.get("results") or []), route=output.get("route", ""),
+        """From the graph's output (plain data; results become `ScoredResult`s here)."""
+        return cls(results=[from_record(r) for r in output.get("results") or []],
+                   route=output.get("route", ""),
                    queries=list(output.get("queries") or []),
                    costs=Costs(list(output.get("costs") or [])),
                    stop_reason=output.get("stop_reason", ""),
@@ -136,8 +138,10 @@ class RetrievalAgent:
     @staticmethod
     def _input(query: str, scope: Scope | dict, k: int, filters: dict | None,
                strategy: Strategy, budget: Budget | dict | None) -> dict[str, Any]:
-        return {"query": query, "scope": scope, "k": k, "filters": filters,
-                "strategy": strategy, "budget": budget}
+        """The graph's input as plain data (the graph validates it)."""
+        return {"query": query, "scope": scope.as_dict() if isinstance(scope, Scope) else scope,
+                "k": k, "filters": filters, "strategy": strategy,
+                "budget": asdict(budget) if isinstance(budget, Budget) else budget}
 
     async def aretrieve(self, query: str, *, scope: Scope | dict, k: int = 10,
                         filters: dict | None = None, strategy: Strategy = "auto",

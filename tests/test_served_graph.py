@@ -107,6 +107,8 @@ async def test_served_graph_runs_streams_and_returns_plain_output(served) -> Non
     assert len(values["results"]) == 3
     assert any("Jonah Reyes" in e["content"] for r in values["results"]
                for e in r["episodes"])
+    assert all("sentence_embeddings" not in r and r["uid"] in {e["uid"] for e in r["episodes"]}
+               for r in values["results"])
 
     # A second run on the same thread (the default strategy), read back as the thread's state.
     output = await client.runs.wait(thread["thread_id"], "memroute",

@@ -292,6 +292,25 @@ class Memory:
         ]
         return SearchResults(results, timings, self.reranker_name if rerank else "none")
 
+    async def with_stored_embeddings(self, scope: Scope | dict,
+                                     results: list[ScoredResult]) -> list[ScoredResult]:
+        """``results`` with the stored embeddings of their episodes' sentences, read in one
+        statement: for a `rerank` of results that travelled without vectors (the retrieval
+        graph's checkpointed state)."""
+        scope = coerce_scope(scope)
+        uids = list(dict.fromkeys(e.uid for r in results for e in r.episodes if e.uid))
+        if not uids:
+            return list(results)
+
+        async def read() -> dict[str, np.ndarray]:
+            async with self._pool.connection() as conn:
+                return await sql.fetch_sentence_embeddings(conn, self.schema, scope.key, uids)
+
+        stored = await with_retry(read, "rerank")
+        return [replace(r, sentence_embeddings=self._stack([stored.get(e.uid or "")
+                                                             for e in r.episodes]))
+                for r in results]
+
     def _stack(self, parts: list[np.ndarray | None]) -> np.ndarray:
         present = [p for p in parts if p is not None]
         return np.vstack(present) if present else np.zeros((0, self.embedder.dim), np.float32)
