@@ -10,6 +10,7 @@ from langgraph.types import Overwrite
 from memroute.graph.context import ContextResolver
 from memroute.graph.events import Final, as_payload
 from memroute.graph.state import RetrievalState, as_record, from_record, node_cost
+from memroute.graph.trace import record_decision
 
 NODE = "final_rerank"
 
@@ -32,6 +33,7 @@ def make_final_rerank(resolve: ContextResolver):
             ranked = await ctx.memory.rerank(pooled, queries, k, mode=ctx.rerank_mode)
             results = [as_record(r) for r in ranked]
         stop_reason = state.get("stop_reason") or "done"
+        await record_decision(state, stop_reason)
         runtime.stream_writer(as_payload(Final(state.get("route", ""), stop_reason,
                                                list(state.get("queries") or []), len(results))))
         # The pool has served its purpose: the run's last checkpoint keeps the results only.
