@@ -223,7 +223,7 @@ class MemrouteStore(BaseStore):
                         break
                     prefix.append(label)
                 break
-        namespaces: list[tuple[str, ...]] = []
+        namespaces: set[tuple[str, ...]] = set()
         page = 0
         while True:  # scopes in order, filtered here by the remaining conditions
             scopes = await self.memory.list_scopes(prefix, limit=MAX_LIST, offset=page)
@@ -232,15 +232,11 @@ class MemrouteStore(BaseStore):
                 if (scope.user_id is None and scope.agent_id is not None) or not all(
                         _matches(c, namespace) for c in op.match_conditions or ()):
                     continue  # a scope with an agent but no user has no namespace
-                if op.max_depth is not None:
-                    namespace = namespace[:op.max_depth]
-                if not namespaces or namespaces[-1] != namespace:
-                    namespaces.append(namespace)
+                namespaces.add(namespace if op.max_depth is None else namespace[:op.max_depth])
             if len(scopes) < MAX_LIST:
                 break
             page += MAX_LIST
-        namespaces = sorted(set(namespaces))
-        return namespaces[offset:offset + limit]
+        return sorted(namespaces)[offset:offset + limit]
 
     @staticmethod
     def _item(stored: StoredEpisode, cls: type[Item], **extra: Any) -> Any:
