@@ -52,6 +52,10 @@ class SyncMemory:
     def count(self, scope: Scope | dict) -> dict[str, int]:
         return self.loop.run_as_sync(self.memory.count(scope))
 
+    def with_stored_embeddings(self, scope: Scope | dict,
+                               results: list[ScoredResult]) -> list[ScoredResult]:
+        return self.loop.run_as_sync(self.memory.with_stored_embeddings(scope, results))
+
     def upsert(self, scope: Scope | dict, episodes: list[Episode | dict]) -> list[str]:
         return self.loop.run_as_sync(self.memory.upsert(scope, episodes))
 
