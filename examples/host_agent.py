@@ -25,8 +25,7 @@ from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from memroute.graph import RetrievalContext, build_retrieval_graph
-from memroute.memory import ScoredResult
+from memroute.graph import ResultRecord, RetrievalContext, build_retrieval_graph, from_record
 
 
 class HostState(TypedDict, total=False):
@@ -37,7 +36,7 @@ class HostState(TypedDict, total=False):
     k: int
     strategy: str
     # ... and the parts of its output this host reads.
-    results: list[ScoredResult]
+    results: list[ResultRecord]  # plain data: the host's state checkpoints too
     route: str
     stop_reason: str
 
@@ -57,9 +56,10 @@ async def prepare(state: HostState, runtime: Runtime[HostContext]) -> dict[str, 
             "strategy": "auto"}
 
 
-def evidence_text(results: list[ScoredResult]) -> str:
+def evidence_text(results: list[ResultRecord]) -> str:
     """One numbered line per result: the matched turn with its neighbouring turns."""
-    return "\n".join(f"{i}. " + " / ".join(f"{e.producer}: {e.content}" for e in r.episodes)
+    return "\n".join(f"{i}. " + " / ".join(f"{e.producer}: {e.content}"
+                                           for e in from_record(r).episodes)
                      for i, r in enumerate(results, start=1))
 
 

@@ -12,7 +12,7 @@ from memroute.errors import (
 )
 
 __all__ = ["Budget", "EmbedderMismatchError", "Episode", "FilterError", "InvalidInputError",
-           "Memory", "MemrouteError", "MemrouteRetriever", "ModelUnavailableError",
+           "Memory", "MemrouteError", "MemrouteRetriever", "MemrouteStore", "ModelUnavailableError",
            "RetrievalAgent", "RetrievalResult", "Scope", "ScoredResult", "StoreUnavailableError",
            "SyncMemory", "flatten"]
 __version__ = "0.1.0"
@@ -23,10 +23,12 @@ _LAZY = {"Episode": "memroute.memory", "Memory": "memroute.memory", "Scope": "me
          "ScoredResult": "memroute.memory", "SyncMemory": "memroute.memory",
          "flatten": "memroute.memory", "RetrievalAgent": "memroute.agent",
          "RetrievalResult": "memroute.agent", "Budget": "memroute.strategies.budget",
-         "MemrouteRetriever": "memroute.retriever"}
+         "MemrouteRetriever": "memroute.retriever",
+         "MemrouteStore": "memroute.langgraph_store"}
 
 if TYPE_CHECKING:
     from memroute.agent import RetrievalAgent, RetrievalResult
+    from memroute.langgraph_store import MemrouteStore
     from memroute.memory import Episode, Memory, Scope, ScoredResult, SyncMemory, flatten
     from memroute.retriever import MemrouteRetriever
     from memroute.strategies.budget import Budget

@@ -17,7 +17,8 @@ from memroute.graph import (
     compiled_retrieval_graph,
     parse_event,
 )
-from memroute.graph.state import OUTPUT_KEYS
+from memroute.graph.state import OUTPUT_KEYS, from_record
+from memroute.graph.trace import request_metadata, request_tags
 from memroute.memory.models import Scope, ScoredResult
 from memroute.memory.rerankers import Reranker, make_reranker
 from memroute.memory.store import Memory
@@ -77,7 +78,9 @@ class RetrievalResult:
 
     @classmethod
     def from_output(cls, output: dict[str, Any]) -> RetrievalResult:
-        return cls(results=list(output.get("results") or []), route=output.get("route", ""),
+        """From the graph's output (plain data; results become `ScoredResult`s here)."""
+        return cls(results=[from_record(r) for r in output.get("results") or []],
+                   route=output.get("route", ""),
                    queries=list(output.get("queries") or []),
                    costs=Costs(list(output.get("costs") or [])),
                    stop_reason=output.get("stop_reason", ""),
@@ -136,17 +139,33 @@ class RetrievalAgent:
     @staticmethod
     def _input(query: str, scope: Scope | dict, k: int, filters: dict | None,
                strategy: Strategy, budget: Budget | dict | None) -> dict[str, Any]:
-        return {"query": query, "scope": scope, "k": k, "filters": filters,
-                "strategy": strategy, "budget": budget}
+        """The graph's input as plain data (the graph validates it)."""
+        return {"query": query, "scope": scope.as_dict() if isinstance(scope, Scope) else scope,
+                "k": k, "filters": filters, "strategy": strategy,
+                "budget": asdict(budget) if isinstance(budget, Budget) else budget}
+
+    def _config(self, request: dict[str, Any], config: dict | None) -> dict[str, Any]:
+        """The caller's run config with the request's trace metadata and tags added."""
+        config = dict(config or {})
+        scope = request["scope"] if isinstance(request["scope"], dict) else {}
+        strategy = request["strategy"] if isinstance(request["strategy"], str) else "auto"
+        config["metadata"] = {**request_metadata(scope, request["k"], strategy,
+                                                 self.planner.name),
+                              **(config.get("metadata") or {})}
+        config["tags"] = list(dict.fromkeys([*(config.get("tags") or []),
+                                             *request_tags(strategy)]))
+        return config
 
     async def aretrieve(self, query: str, *, scope: Scope | dict, k: int = 10,
                         filters: dict | None = None, strategy: Strategy = "auto",
                         budget: Budget | dict | None = None,
                         config: dict | None = None) -> RetrievalResult:
-        """Retrieve the top ``k`` results for ``query`` within ``scope``."""
+        """Retrieve the top ``k`` results for ``query`` within ``scope``. The run's trace
+        carries the request (``memroute_*`` metadata, ``memroute:*`` tags), and its
+        ``memroute_decision`` child run the route and stop reason too."""
+        request = self._input(query, scope, k, filters, strategy, budget)
         output = await self.loop.run_as_async(self.graph.ainvoke(
-            self._input(query, scope, k, filters, strategy, budget), config,
-            context=self.context()))
+            request, self._config(request, config), context=self.context()))
         return RetrievalResult.from_output(output)
 
     def retrieve(self, query: str, **kwargs: Any) -> RetrievalResult:
@@ -162,9 +181,10 @@ class RetrievalAgent:
         whose ``result`` is the `RetrievalResult`."""
         final: Final | None = None
         values: dict[str, Any] = {}
+        request = self._input(query, scope, k, filters, strategy, budget)
         async for mode, chunk in self.loop.iterate_as_async(self.graph.astream(
-                self._input(query, scope, k, filters, strategy, budget), config,
-                context=self.context(), stream_mode=["custom", "values"])):
+                request, self._config(request, config), context=self.context(),
+                stream_mode=["custom", "values"])):
             if mode == "values":
                 values = chunk
                 continue

@@ -39,7 +39,7 @@ def env(monkeypatch: pytest.MonkeyPatch, pg_home: Path, pg_url: str):
 
 def test_python_snippets_run(env, capsys: pytest.CaptureFixture) -> None:
     snippets = blocks("python")
-    assert len(snippets) == 4
+    assert len(snippets) == 5
     for number, snippet in enumerate(snippets):
         module = types.ModuleType(f"interfaces_snippet_{number}")
         sys.modules[module.__name__] = module  # typing resolves annotations through it
@@ -52,6 +52,8 @@ def test_python_snippets_run(env, capsys: pytest.CaptureFixture) -> None:
     assert "Showing 1 of 2 results (page 1/2):" in out
     assert "Showing 1 of 2 results (page 2/2):" in out and "· route " in out
     assert "('memroute:" in out  # the subgraph's steps, streamed under its namespace
+    assert re.search(r"^pet\nstore: dog \d\.\d{3} Biscuit the dog eats salmon kibble\.\n"
+                     r"\['air'\]\n.*\('acme', 'notes', 'maya'\)", out, re.M)
 
 
 def test_cli_snippets_run(env) -> None:

@@ -63,7 +63,8 @@ async def test_host_streams_memroute_steps_as_a_subgraph(host, memory: Memory,
     (call,) = answer_llm.calls
     prompt = call["messages"][-1].text
     for result in memroute_update["results"]:
-        assert result.nucleus.content in prompt
+        nucleus = next(e for e in result["episodes"] if e["uid"] == result["uid"])
+        assert nucleus["content"] in prompt
     (respond_update,) = [chunk["respond"] for ns, mode, chunk in steps
                          if ns == () and mode == "updates" and "respond" in chunk]
     assert respond_update["messages"][-1].content.startswith("Priya lives in Lisbon")

@@ -11,6 +11,7 @@ from pathlib import Path
 from langgraph.graph.state import CompiledStateGraph
 
 from memroute import sample_data
+from memroute.graph.state import record_text
 from memroute.memory import Memory, Scope
 from memroute.server_graph import LazyRetrievalContext, make_graph
 from memroute.settings import MemrouteSettings
@@ -58,5 +59,5 @@ async def test_graph_opens_memory_from_settings(settings: MemrouteSettings, embe
     finally:
         await context.aclose()
     assert first["route"] == "direct" and len(first["results"]) == 3
-    assert any("Jonah Reyes" in r.text for r in first["results"])
+    assert any("Jonah Reyes" in record_text(r) for r in first["results"])
     assert len(second["results"]) == 2 and second["stop_reason"]

@@ -453,7 +453,8 @@ async def test_the_uncompiled_graph_embeds_in_a_host_graph(memory, corpus):
         memroute: RetrievalContext
 
     def answer(state: Host) -> dict:
-        return {"answer": state["results"][0].nucleus.content}
+        best = state["results"][0]
+        return {"answer": next(e["content"] for e in best["episodes"] if e["uid"] == best["uid"])}
 
     retrieval = build_retrieval_graph()
     assert not hasattr(retrieval, "ainvoke")  # uncompiled: the host compiles it

@@ -7,6 +7,7 @@ import uuid
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
+from memroute.langgraph_store import MemrouteStore
 from memroute.memory import Episode, InvalidInputError, Memory, Scope
 from memroute.memory.models import coerce_scope
 
@@ -80,3 +81,39 @@ def test_scope_parts_cannot_collide_through_separators() -> None:
 def test_hostile_scopes_rejected(bad) -> None:
     with pytest.raises(InvalidInputError):
         coerce_scope(bad)
+
+
+async def test_lookups_by_key_stay_in_their_scope(memory: Memory) -> None:
+    tag = uuid.uuid4().hex[:6]
+    mine, theirs = (Scope(org_id=f"key-{tag}", project_id="p", user_id=u) for u in ("a", "b"))
+    await memory.add(theirs, [Episode(uid="shared", content="Their secret plan.")])
+    assert await memory.get(mine, ["shared"]) == []
+    assert await memory.recent(mine) == []
+    await memory.upsert(mine, [Episode(uid="shared", content="My own note.")])
+    (kept,) = await memory.get(theirs, ["shared"])
+    assert kept.episode.content == "Their secret plan." and kept.scope == theirs
+    assert (await memory.count(theirs)) == {"episodes": 1, "sentences": 1}
+    assert await memory.list_scopes([f"key-{tag}", "p", "a"]) == [mine]
+    assert await memory.list_scopes([f"key-{tag}x"]) == []
+
+
+async def test_a_store_namespace_never_reaches_another_scope(memory: Memory) -> None:
+    store = MemrouteStore(memory, strategy="direct")
+    org = f"ns-{uuid.uuid4().hex[:6]}"
+    user, team, other = (org, "p", "alice"), (org, "p"), (f"{org}x", "p", "alice")
+    await store.aput(user, "plan", {"text": "Alice's secret plan is the zebra escape."})
+    await store.aput(other, "plan", {"text": "Another org's zebra plan."})
+    # The team's namespace is a scope of its own: neither search nor get reaches Alice's.
+    assert await store.asearch(team, query="zebra plan") == []
+    assert await store.asearch(team) == []
+    assert await store.aget(team, "plan") is None
+    assert await store.aget((org, "p", "bob"), "plan") is None
+    hits = await store.asearch(user, query="zebra plan")
+    assert [(h.namespace, h.value["text"]) for h in hits] == \
+        [(user, "Alice's secret plan is the zebra escape.")]
+    # A put or delete in one namespace leaves the same key elsewhere untouched.
+    await store.aput((org, "p", "bob"), "plan", {"text": "Bob's plan."})
+    await store.adelete((org, "p", "bob"), "plan")
+    assert (await store.aget(user, "plan")).value["text"].startswith("Alice")
+    assert (await store.aget(other, "plan")).value["text"] == "Another org's zebra plan."
+    assert await store.alist_namespaces(prefix=(org,)) == [user]

@@ -18,9 +18,12 @@ from memroute.graph.events import (
 from memroute.graph.state import (
     HopRecord,
     NodeCost,
+    ResultRecord,
     RetrievalInput,
     RetrievalOutput,
     RetrievalState,
+    as_record,
+    from_record,
 )
 
 __all__ = [
@@ -30,6 +33,7 @@ __all__ = [
     "HopJudged",
     "HopRecord",
     "NodeCost",
+    "ResultRecord",
     "RetrievalContext",
     "RetrievalInput",
     "RetrievalOutput",
@@ -37,7 +41,9 @@ __all__ = [
     "RouteChosen",
     "SearchDone",
     "SubQueries",
+    "as_record",
     "build_retrieval_graph",
     "compiled_retrieval_graph",
+    "from_record",
     "parse_event",
 ]

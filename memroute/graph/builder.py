@@ -41,11 +41,14 @@ def _retry_llm(exc: Exception) -> bool:
 
 
 def build_retrieval_graph(context: ContextSource = None,
-                          policies: GraphPolicies = GraphPolicies()) -> StateGraph:
+                          policies: GraphPolicies = GraphPolicies(), *,
+                          context_schema: type | None = RetrievalContext) -> StateGraph:
     """The uncompiled retrieval graph (input `RetrievalInput`, output `RetrievalOutput`).
 
     ``context`` is used when a run's runtime context is not a `RetrievalContext` (nor a
     host context with a ``memroute`` field): a context, or an async factory called once.
+    ``context_schema`` is what LangGraph builds a run's context from when it is given a
+    dict; a server passes ``{}``, so a served graph declares a schema with no required field.
     """
     resolve = ContextResolver(context)
     llm_retry = RetryPolicy(max_attempts=policies.llm_max_attempts,
@@ -59,7 +62,7 @@ def build_retrieval_graph(context: ContextSource = None,
 
     bad_request = (InvalidInputError,)  # raised to the caller, never searched around
 
-    graph = StateGraph(RetrievalState, context_schema=RetrievalContext,
+    graph = StateGraph(RetrievalState, context_schema=context_schema,
                        input_schema=RetrievalInput, output_schema=RetrievalOutput)
     graph.add_node("tool_select", tool_select.make_tool_select(resolve), retry_policy=llm_retry,
                    timeout=timeout, error_handler=fallback(tool_select, reraise=bad_request),

@@ -5,10 +5,12 @@ from __future__ import annotations
 import time
 
 from langgraph.runtime import Runtime
+from langgraph.types import Overwrite
 
 from memroute.graph.context import ContextResolver
 from memroute.graph.events import Final, as_payload
-from memroute.graph.state import RetrievalState, node_cost
+from memroute.graph.state import RetrievalState, as_record, from_record, node_cost
+from memroute.graph.trace import record_decision
 
 NODE = "final_rerank"
 
@@ -16,20 +18,26 @@ NODE = "final_rerank"
 def make_final_rerank(resolve: ContextResolver):
     async def final_rerank(state: RetrievalState, runtime: Runtime) -> dict:
         """One query: its search's order stands. Several: `Memory.rerank` against all of them
-        (fused per candidate, or MemMachine's concatenated query), without reading the store."""
+        (fused per candidate, or MemMachine's concatenated query), on the pooled hits' stored
+        vectors (re-read in one statement: state carries no vectors)."""
         ctx = await resolve(runtime.context)
         started = time.time()
         pool = list((state.get("pool") or {}).values())
         queries = list(dict.fromkeys(state.get("queries") or [state["query"]]))
         k = state["k"]
         if len(queries) <= 1:
-            results = sorted(pool, key=lambda r: -r.rerank_score)[:k]
+            results = sorted(pool, key=lambda r: -r["rerank_score"])[:k]
         else:
-            results = await ctx.memory.rerank(pool, queries, k, mode=ctx.rerank_mode)
+            pooled = await ctx.memory.with_stored_embeddings(
+                state["scope"], [from_record(r) for r in pool])
+            ranked = await ctx.memory.rerank(pooled, queries, k, mode=ctx.rerank_mode)
+            results = [as_record(r) for r in ranked]
         stop_reason = state.get("stop_reason") or "done"
+        await record_decision(state, stop_reason)
         runtime.stream_writer(as_payload(Final(state.get("route", ""), stop_reason,
                                                list(state.get("queries") or []), len(results))))
-        return {"results": results, "stop_reason": stop_reason,
+        # The pool has served its purpose: the run's last checkpoint keeps the results only.
+        return {"results": results, "stop_reason": stop_reason, "pool": Overwrite({}),
                 "costs": [node_cost(NODE, started, detail=f"{len(pool)} pooled, "
                                     f"{len(queries)} queries, {ctx.rerank_mode}")]}
 

@@ -3,36 +3,34 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
 from typing import Any
 
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
+from typing_extensions import TypedDict
 
 from memroute.graph.context import ContextResolver
 from memroute.graph.events import SearchDone, as_payload
-from memroute.graph.state import RetrievalState, node_cost
-from memroute.memory.models import Scope
+from memroute.graph.state import RetrievalState, as_record, node_cost
 from memroute.strategies.base import Route
 
 NODE = "memory_search"
 
 
-@dataclass(frozen=True)
-class SearchTask:
-    """One search, sent to ``memory_search`` with `Send`."""
+class SearchTask(TypedDict):
+    """One search, sent to ``memory_search`` with `Send` (plain data, so it checkpoints)."""
 
     query: str
     role: Route
     hop: int
-    scope: Scope
+    scope: dict[str, Any]
     k: int
-    filters: dict[str, Any] | None = None
+    filters: dict[str, Any] | None
 
 
 def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0) -> Send:
-    return Send(NODE, SearchTask(query, role, hop, state["scope"], state["k"],
-                                 state.get("filters")))
+    return Send(NODE, SearchTask(query=query, role=role, hop=hop, scope=state["scope"],
+                                 k=state["k"], filters=state.get("filters")))
 
 
 def make_memory_search(resolve: ContextResolver):
@@ -42,18 +40,21 @@ def make_memory_search(resolve: ContextResolver):
         options = {"context": ctx.neighbours} if ctx.neighbours is not None else {}
         async with ctx.searches:
             started = time.time()
-            results = await ctx.memory.search_scored(task.scope, task.query, k=task.k,
-                                                     filters=task.filters, **options)
-            cost = node_cost(NODE, started, detail=f"{task.role}: {task.query}")
-        pool = {r.uid: replace(r, extra={**r.extra, "role": task.role, "hop": task.hop})
-                for r in results}
-        update: dict[str, Any] = {"queries": [task.query], "pool": pool, "costs": [cost]}
-        if task.role == "chain":
-            update["hop"] = task.hop
+            results = await ctx.memory.search_scored(task["scope"], task["query"], k=task["k"],
+                                                     filters=task["filters"], **options)
+            cost = node_cost(NODE, started, detail=f"{task['role']}: {task['query']}")
+        pool = {}
+        for result in results:
+            record = as_record(result)
+            record["extra"].update(role=task["role"], hop=task["hop"])
+            pool[record["uid"]] = record
+        update: dict[str, Any] = {"queries": [task["query"]], "pool": pool, "costs": [cost]}
+        if task["role"] == "chain":
+            update["hop"] = task["hop"]
             update["last_hits"] = [r.uid for r in results]
-        runtime.stream_writer(as_payload(SearchDone(task.query, task.role, task.hop,
+        runtime.stream_writer(as_payload(SearchDone(task["query"], task["role"], task["hop"],
                                                     len(results))))
-        goto = "chain_judge" if task.role == "chain" else "final_rerank"
+        goto = "chain_judge" if task["role"] == "chain" else "final_rerank"
         return Command(update=update, goto=goto)
 
     return memory_search

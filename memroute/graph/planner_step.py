@@ -32,8 +32,7 @@ ATTEMPTS_ATTR = "memroute_attempts"
 
 def limits_for(state: RetrievalState, attempt: int = 1) -> CallLimits:
     """What the next planner step may spend, given the request's budget and its costs so far."""
-    budget = state.get("budget")
-    return CallLimits.remaining(budget if isinstance(budget, Budget) else None,
+    return CallLimits.remaining(Budget.coerce(state.get("budget")),
                                 Usage.total(state.get("costs") or []),
                                 state.get("started_at") or time.time(), attempt - 1)
 

@@ -1,10 +1,11 @@
 """The retrieval graph's state: a narrow input, a narrow output, and the working fields.
 
 State carries data only; dependencies (memory, planner, options) travel in the runtime
-context (`memroute.graph.context.RetrievalContext`). Everything here is plain data
-(str, int, float, dict, list, `Scope`, `Budget`, `ScoredResult`); a `ScoredResult` carries
-its sentence embeddings as a numpy array (needed by the final rerank), so a checkpointer
-must be able to serialize numpy arrays and dataclasses.
+context (`memroute.graph.context.RetrievalContext`). Everything here, and in every `Send`
+payload, is plain JSON-ready data (str, int, float, bool, None, dict, list): it checkpoints
+under ``LANGGRAPH_STRICT_MSGPACK=true`` with any saver and serves as JSON. A search hit is a
+`ResultRecord` (no vectors: the final rerank re-reads the stored ones); `as_record` and
+`from_record` convert at the edges.
 """
 
 from __future__ import annotations
@@ -15,18 +16,62 @@ from typing import Annotated, Any
 
 from typing_extensions import NotRequired, Required, TypedDict
 
-from memroute.memory.models import Scope, ScoredResult
+from memroute.memory.models import Episode, Scope, ScoredResult
 from memroute.strategies.base import Strategy, Usage
 from memroute.strategies.budget import Budget
 
 
-def merge_pool(left: dict[str, ScoredResult] | None,
-               right: dict[str, ScoredResult] | None) -> dict[str, ScoredResult]:
+class ResultRecord(TypedDict):
+    """A `ScoredResult` as plain data: ``uid`` is the nucleus's, one of ``episodes`` (each an
+    `Episode` in JSON form, chronological, fields at their default left out). No vectors."""
+
+    uid: str
+    episodes: list[dict[str, Any]]
+    matched_sentence: str
+    vector_score: float
+    rerank_score: float
+    lexical_score: float | None
+    reranker: str
+    query: str | None
+    extra: dict[str, Any]
+
+
+def as_record(result: ScoredResult) -> ResultRecord:
+    """The plain-data form of a search hit (its vectors dropped)."""
+    return ResultRecord(uid=result.uid,
+                        episodes=[e.model_dump(mode="json", exclude_defaults=True)
+                                  for e in result.episodes],
+                        matched_sentence=result.matched_sentence,
+                        vector_score=float(result.vector_score),
+                        rerank_score=float(result.rerank_score),
+                        lexical_score=None if result.lexical_score is None
+                        else float(result.lexical_score),
+                        reranker=result.reranker, query=result.query, extra=dict(result.extra))
+
+
+def from_record(record: ResultRecord) -> ScoredResult:
+    """The `ScoredResult` of a record (without sentence embeddings)."""
+    episodes = [Episode.model_validate(e) for e in record["episodes"]]
+    nucleus = next(e for e in episodes if e.uid == record["uid"])
+    return ScoredResult(nucleus=nucleus, episodes=episodes,
+                        matched_sentence=record["matched_sentence"],
+                        vector_score=record["vector_score"], rerank_score=record["rerank_score"],
+                        lexical_score=record["lexical_score"], reranker=record["reranker"],
+                        query=record["query"], extra=dict(record["extra"]))
+
+
+def record_text(record: ResultRecord) -> str:
+    """The cluster's content, one episode per line (as `ScoredResult.text`)."""
+    return "\n".join(e["content"] for e in record["episodes"])
+
+
+def merge_pool(left: dict[str, ResultRecord] | None,
+               right: dict[str, ResultRecord] | None) -> dict[str, ResultRecord]:
     """Pool evidence by episode uid, keeping the better-scored copy (the earlier one on ties)."""
     merged = dict(left or {})
     for uid, result in (right or {}).items():
         kept = merged.get(uid)
-        if kept is None or result.rerank_score > kept.rerank_score:
+        if kept is None or result["rerank_score"] > kept["rerank_score"]:
             merged[uid] = result
     return merged
 
@@ -84,17 +129,17 @@ class RetrievalInput(TypedDict, total=False):
     """What a caller passes in."""
 
     query: Required[str]
-    scope: Required[Scope | dict[str, Any]]
+    scope: Required[Scope | dict[str, Any]]  # a dict in state, once validated
     k: int
     filters: dict[str, Any] | None
     strategy: Strategy
-    budget: Budget | dict[str, Any] | None
+    budget: Budget | dict[str, Any] | None  # a dict of its fields in state, once validated
 
 
 class RetrievalOutput(TypedDict, total=False):
     """What a caller gets back."""
 
-    results: list[ScoredResult]  # top k after the final rerank
+    results: list[ResultRecord]  # top k after the final rerank
     route: str  # "direct" | "split" | "chain"
     route_reason: str
     queries: Annotated[list[str], operator.add]  # every query that hit memory, in order
@@ -111,7 +156,7 @@ class RetrievalState(RetrievalInput, RetrievalOutput, total=False):
     """Input, output and the working fields of one retrieval."""
 
     started_at: float  # time.time() when tool_select began
-    pool: Annotated[dict[str, ScoredResult], merge_pool]
+    pool: Annotated[dict[str, ResultRecord], merge_pool]
     hop: int  # ChainOfQuery searches done so far
     last_hits: list[str]  # uids of the latest ChainOfQuery search, best first
     selected: Annotated[list[str], operator.add]  # uids the chain judge marked as evidence

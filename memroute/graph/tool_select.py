@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -38,10 +39,11 @@ def _request(state: RetrievalState, ctx: RetrievalContext, started_at: float) ->
     filters = state.get("filters")
     if filters is not None and not isinstance(filters, dict):
         raise InvalidInputError("filters must be a dict or None")
+    budget = Budget.coerce(state.get("budget"))
     return {
-        "query": query.strip(), "scope": coerce_scope(state.get("scope")), "k": k,
+        "query": query.strip(), "scope": coerce_scope(state.get("scope")).as_dict(), "k": k,
         "filters": filters, "strategy": strategy_name,
-        "budget": Budget.coerce(state.get("budget")), "started_at": started_at,
+        "budget": None if budget is None else asdict(budget), "started_at": started_at,
         "queries": Overwrite([]), "hops": Overwrite([]), "notes": Overwrite([]),
         "pool": Overwrite({}), "selected": Overwrite([]), "hop": 0, "last_hits": [],
         "sub_queries": [], "stop_reason": "", "results": [],
@@ -75,7 +77,7 @@ def make_tool_select(resolve: ContextResolver):
             return _take_route(request, request["strategy"], "strategy override", "override",
                                node_cost(NODE, started), runtime)
         # Budgets steer routing only for planners that spend LLM calls and tokens.
-        budget = request["budget"] if ctx.planner.spends_llm_calls else None
+        budget = Budget.coerce(request["budget"]) if ctx.planner.spends_llm_calls else None
         step = PlannerStep.start(NODE, STEP, ctx, {**state, **request, "costs": []}, runtime,
                                  started)
         if budget is not None:

@@ -9,7 +9,7 @@ from memroute.errors import (
     ModelUnavailableError,
     StoreUnavailableError,
 )
-from memroute.memory.models import Episode, Scope, ScoredResult, flatten
+from memroute.memory.models import Episode, Scope, ScoredResult, StoredEpisode, flatten
 from memroute.memory.rerankers import Reranker, make_reranker
 from memroute.memory.store import Memory, SearchResults
 from memroute.memory.sync import SyncMemory
@@ -28,6 +28,7 @@ __all__ = [
     "ScoredResult",
     "SearchResults",
     "StoreUnavailableError",
+    "StoredEpisode",
     "SyncMemory",
     "flatten",
     "make_embedder",

@@ -154,3 +154,13 @@ def flatten(results: list[ScoredResult]) -> list[Episode]:
         for episode in result.episodes:
             seen.setdefault(episode.uid or "", episode)
     return sorted(seen.values(), key=lambda e: (e.produced_at, e.uid or ""))
+
+
+@dataclass(frozen=True)
+class StoredEpisode:
+    """An episode as the store holds it, with when its uid was first written
+    (``produced_at`` says when its current content was produced)."""
+
+    episode: Episode
+    created_at: datetime
+    scope: Scope

@@ -17,10 +17,17 @@ from psycopg_pool import AsyncConnectionPool
 
 from memroute._log import get_logger
 from memroute.errors import InvalidInputError
-from memroute.memory import connect, sql
+from memroute.memory import connect, lookup, sql
 from memroute.memory.embedders import Embedder
-from memroute.memory.limits import MAX_CONTEXT, MAX_EXTRA_QUERIES, MAX_K, MAX_QUERY_CHARS
-from memroute.memory.models import Episode, Scope, ScoredResult, coerce_scope
+from memroute.memory.limits import (
+    MAX_CONTEXT,
+    MAX_EXTRA_QUERIES,
+    MAX_K,
+    MAX_LIST,
+    MAX_OFFSET,
+    MAX_QUERY_CHARS,
+)
+from memroute.memory.models import Episode, Scope, ScoredResult, StoredEpisode, coerce_scope
 from memroute.memory.rerankers import RerankCandidate, Reranker, RerankQuery, fuse_scores
 from memroute.memory.retry import with_retry
 from memroute.memory.schema import check_identifier
@@ -51,6 +58,16 @@ def _check_query(query: Any, what: str = "query") -> str:
     if len(stripped) > MAX_QUERY_CHARS:
         raise InvalidInputError(f"{what} is {len(stripped)} characters; the limit is {MAX_QUERY_CHARS}")
     return stripped
+
+
+def _check_uids(uids: Any) -> list[str]:
+    if not isinstance(uids, (list, tuple)) or not all(
+            isinstance(u, str) and u and "\x00" not in u and len(u) <= 256 for u in uids):
+        raise InvalidInputError("uids must be a list of non-empty strings (at most 256 "
+                                "characters, no NUL)")
+    if len(uids) > MAX_LIST:
+        raise InvalidInputError(f"at most {MAX_LIST} uids per call")
+    return list(uids)
 
 
 def _check_int(value: Any, name: str, low: int, high: int) -> int:
@@ -146,6 +163,58 @@ class Memory:
                                                                 batches)) as stored:
             async for uids in stored:
                 yield uids
+
+    async def upsert(self, scope: Scope | dict, episodes: list[Episode | dict]) -> list[str]:
+        """Store episodes atomically, replacing those whose uid is stored already: the new
+        content is re-embedded and the old sentences are replaced in the same transaction.
+        Returns the uids, in input order."""
+        return await self._writer.upsert(coerce_scope(scope), episodes)
+
+    # -- lookups by key ---------------------------------------------------------------------
+
+    async def get(self, scope: Scope | dict, uids: list[str]) -> list[StoredEpisode]:
+        """The scope's episodes with these uids, in the order asked (missing uids left out)."""
+        scope = coerce_scope(scope)
+        uids = _check_uids(uids)
+
+        async def run() -> dict[str, StoredEpisode]:
+            async with self._pool.connection() as conn:
+                return await lookup.episodes_by_uid(conn, self.schema, scope.key, uids)
+
+        found = await with_retry(run, "get")
+        return [found[u] for u in dict.fromkeys(uids) if u in found]
+
+    async def recent(self, scope: Scope | dict, *, filters: dict[str, Any] | None = None,
+                     limit: int = 10, offset: int = 0) -> list[StoredEpisode]:
+        """The scope's episodes matching ``filters``, newest ``produced_at`` first."""
+        scope = coerce_scope(scope)
+        limit = _check_int(limit, "limit", 1, MAX_LIST)
+        offset = _check_int(offset, "offset", 0, MAX_OFFSET)
+
+        async def run() -> list[StoredEpisode]:
+            async with self._pool.connection() as conn:
+                return await lookup.recent_episodes(conn, self.schema, scope.key, filters,
+                                                    limit, offset)
+
+        return await with_retry(run, "recent")
+
+    async def list_scopes(self, prefix: list[str] | tuple[str, ...] = (), *,
+                          limit: int = 100, offset: int = 0) -> list[Scope]:
+        """The scopes holding episodes whose leading ids (org, project, user, agent) equal
+        ``prefix``, ordered by those ids."""
+        if not isinstance(prefix, (list, tuple)) or len(prefix) > len(lookup.SCOPE_PARTS):
+            raise InvalidInputError("prefix must be a list of at most 4 scope ids "
+                                    "(org_id, project_id, user_id, agent_id)")
+        for part in prefix:  # validated like the ids of a scope
+            coerce_scope({"org_id": part})
+        limit = _check_int(limit, "limit", 1, MAX_LIST)
+        offset = _check_int(offset, "offset", 0, MAX_OFFSET)
+
+        async def run() -> list[Scope]:
+            async with self._pool.connection() as conn:
+                return await lookup.scopes(conn, self.schema, list(prefix), limit, offset)
+
+        return await with_retry(run, "list_scopes")
 
     async def delete(self, scope: Scope | dict, *, session_id: str | None = None,
                      uids: list[str] | None = None) -> int:
@@ -291,6 +360,25 @@ class Memory:
             for c, score, vectors in ranked
         ]
         return SearchResults(results, timings, self.reranker_name if rerank else "none")
+
+    async def with_stored_embeddings(self, scope: Scope | dict,
+                                     results: list[ScoredResult]) -> list[ScoredResult]:
+        """``results`` with the stored embeddings of their episodes' sentences, read in one
+        statement: for a `rerank` of results that travelled without vectors (the retrieval
+        graph's checkpointed state)."""
+        scope = coerce_scope(scope)
+        uids = list(dict.fromkeys(e.uid for r in results for e in r.episodes if e.uid))
+        if not uids:
+            return list(results)
+
+        async def read() -> dict[str, np.ndarray]:
+            async with self._pool.connection() as conn:
+                return await sql.fetch_sentence_embeddings(conn, self.schema, scope.key, uids)
+
+        stored = await with_retry(read, "rerank")
+        return [replace(r, sentence_embeddings=self._stack([stored.get(e.uid or "")
+                                                             for e in r.episodes]))
+                for r in results]
 
     def _stack(self, parts: list[np.ndarray | None]) -> np.ndarray:
         present = [p for p in parts if p is not None]

@@ -9,7 +9,7 @@ import numpy as np
 
 from memroute._loop import CallerLoop, LoopHandle
 from memroute.errors import InvalidInputError
-from memroute.memory.models import Episode, Scope, ScoredResult
+from memroute.memory.models import Episode, Scope, ScoredResult, StoredEpisode
 from memroute.memory.store import Memory, SearchResults
 
 
@@ -51,6 +51,22 @@ class SyncMemory:
 
     def count(self, scope: Scope | dict) -> dict[str, int]:
         return self.loop.run_as_sync(self.memory.count(scope))
+
+    def with_stored_embeddings(self, scope: Scope | dict,
+                               results: list[ScoredResult]) -> list[ScoredResult]:
+        return self.loop.run_as_sync(self.memory.with_stored_embeddings(scope, results))
+
+    def upsert(self, scope: Scope | dict, episodes: list[Episode | dict]) -> list[str]:
+        return self.loop.run_as_sync(self.memory.upsert(scope, episodes))
+
+    def get(self, scope: Scope | dict, uids: list[str]) -> list[StoredEpisode]:
+        return self.loop.run_as_sync(self.memory.get(scope, uids))
+
+    def recent(self, scope: Scope | dict, **kwargs: Any) -> list[StoredEpisode]:
+        return self.loop.run_as_sync(self.memory.recent(scope, **kwargs))
+
+    def list_scopes(self, prefix: list[str] | tuple[str, ...] = (), **kwargs: Any) -> list[Scope]:
+        return self.loop.run_as_sync(self.memory.list_scopes(prefix, **kwargs))
 
     def close(self) -> None:
         self.loop.run_as_sync(self.memory.close())

@@ -1,5 +1,5 @@
-"""The write pipeline behind `Memory.add`: validate, skip stored uids, split, embed, then
-write everything in one transaction."""
+"""The write pipeline behind `Memory.add` and `Memory.upsert`: validate, skip stored uids
+(add) or replace them (upsert), split, embed, then write everything in one transaction."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ class PreparedAdd:
     sentences: list[tuple[Episode, int, str]] = field(default_factory=list)
     vectors: np.ndarray | None = None
     skipped: int = 0
+    replace: bool = False  # upsert: stored uids get the new content and sentences
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,14 @@ class EpisodeWriter:
 
     async def add(self, scope: Scope, episodes: list[Episode | dict]) -> list[str]:
         prepared = await self.prepare(scope, episodes)
+        await self.commit(prepared)
+        return prepared.uids
+
+    async def upsert(self, scope: Scope, episodes: list[Episode | dict]) -> list[str]:
+        """Like `add`, but a stored uid is replaced: its row takes the new fields (its
+        ``created_at`` stays) and its sentences are re-embedded, in one transaction. The last
+        of several episodes with one uid wins."""
+        prepared = await self.prepare(scope, episodes, replace=True)
         await self.commit(prepared)
         return prepared.uids
 
@@ -67,17 +76,26 @@ class EpisodeWriter:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await preparing
 
-    async def prepare(self, scope: Scope, episodes: list[Episode | dict]) -> PreparedAdd:
-        """Validate, skip the uids stored already, split and embed; nothing is written."""
+    async def prepare(self, scope: Scope, episodes: list[Episode | dict], *,
+                      replace: bool = False) -> PreparedAdd:
+        """Validate, skip the uids stored already (unless ``replace``), split and embed;
+        nothing is written."""
         if not isinstance(episodes, (list, tuple)):
             raise InvalidInputError("episodes must be a list")
         items = [coerce_episode(e, i) for i, e in enumerate(episodes)]
-        prepared = PreparedAdd(scope, [e.uid for e in items])
+        prepared = PreparedAdd(scope, [e.uid for e in items], replace=replace)
         unique: dict[str, Episode] = {}
         for episode in items:
-            unique.setdefault(episode.uid, episode)
+            if replace:
+                unique.pop(episode.uid, None)
+                unique[episode.uid] = episode
+            else:
+                unique.setdefault(episode.uid, episode)
         if not unique:
             return prepared
+        if replace:
+            prepared.new = list(unique.values())
+            return await self._embed(prepared)
 
         async def existing_uids() -> set[str]:
             async with self.pool.connection() as conn:
@@ -93,6 +111,9 @@ class EpisodeWriter:
         prepared.new = [e for uid, e in unique.items() if uid not in existing]
         if not prepared.new:
             return prepared
+        return await self._embed(prepared)
+
+    async def _embed(self, prepared: PreparedAdd) -> PreparedAdd:
         prepared.sentences = [(e, i, text) for e in prepared.new
                               for i, text in enumerate(split_sentences(e.content))]
         vectors = await self.embedder.embed_documents([t for _, _, t in prepared.sentences])
@@ -133,12 +154,16 @@ class EpisodeWriter:
                                           session_id, producer, produced_at, content, metadata)
                 SELECT %s, %s, %s, %s, %s, uid, session_id, producer, produced_at, content, metadata
                 FROM _memroute_new ORDER BY ord
-                ON CONFLICT (scope_key, uid) DO NOTHING
+                ON CONFLICT (scope_key, uid) DO {self._on_conflict(prepared)}
                 RETURNING uid
                 """,
                 [scope.key, scope.org_id, scope.project_id, scope.user_id, scope.agent_id],
             )
             inserted = {row[0] for row in await cur.fetchall()}
+            if prepared.replace:  # the replaced episodes' old sentences go in this transaction
+                await conn.execute(
+                    f"DELETE FROM {s}.sentences WHERE scope_key = %s "
+                    "AND episode_uid = ANY(%s::text[])", [scope.key, list(inserted)])
             async with conn.cursor().copy(
                 f"COPY {s}.sentences (scope_key, episode_uid, idx, text, embedding, session_id, "
                 "producer, produced_at, metadata) FROM STDIN"
@@ -148,3 +173,11 @@ class EpisodeWriter:
                     if e.uid in inserted:  # a concurrent add of the same uid wrote its own
                         await copy.write_row([scope.key, e.uid, idx, text, vector, e.session_id,
                                               e.producer, e.produced_at, json.dumps(e.metadata)])
+
+    @staticmethod
+    def _on_conflict(prepared: PreparedAdd) -> str:
+        if not prepared.replace:
+            return "NOTHING"
+        return ("UPDATE SET session_id = EXCLUDED.session_id, producer = EXCLUDED.producer, "
+                "produced_at = EXCLUDED.produced_at, content = EXCLUDED.content, "
+                "metadata = EXCLUDED.metadata")

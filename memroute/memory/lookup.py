@@ -1,0 +1,56 @@
+"""SQL of the lookups by key: episodes by uid, a scope's episodes by recency, the scopes
+under a prefix. Every statement but `scopes` is confined to one scope key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from memroute.memory.filters import compile_filter
+from memroute.memory.models import Episode, Scope, StoredEpisode
+
+SCOPE_PARTS = ("org_id", "project_id", "user_id", "agent_id")
+_COLUMNS = ("uid, session_id, producer, produced_at, content, metadata, created_at, "
+            "org_id, project_id, user_id, agent_id")
+
+
+def _stored(row: tuple[Any, ...]) -> StoredEpisode:
+    uid, session_id, producer, produced_at, content, metadata, created_at, *scope = row
+    return StoredEpisode(
+        episode=Episode.model_construct(uid=uid, session_id=session_id, producer=producer,
+                                        produced_at=produced_at, content=content,
+                                        metadata=metadata),
+        created_at=created_at, scope=Scope(**dict(zip(SCOPE_PARTS, scope))))
+
+
+async def episodes_by_uid(conn: AsyncConnection, schema: str, scope_key: str,
+                          uids: list[str]) -> dict[str, StoredEpisode]:
+    cur = await conn.execute(
+        f"SELECT {_COLUMNS} FROM {schema}.episodes WHERE scope_key = %s AND uid = ANY(%s::text[])",
+        [scope_key, uids])
+    return {row[0]: _stored(row) for row in await cur.fetchall()}
+
+
+async def recent_episodes(conn: AsyncConnection, schema: str, scope_key: str,
+                          filters: dict[str, Any] | None, limit: int,
+                          offset: int) -> list[StoredEpisode]:
+    """The scope's episodes matching ``filters``, newest first."""
+    where, params = compile_filter(filters, "e")
+    cur = await conn.execute(
+        f"SELECT {', '.join('e.' + c.strip() for c in _COLUMNS.split(','))} "
+        f"FROM {schema}.episodes e WHERE e.scope_key = %s AND {where} "
+        "ORDER BY e.produced_at DESC, e.seq DESC LIMIT %s OFFSET %s",
+        [scope_key, *params, limit, offset])
+    return [_stored(row) for row in await cur.fetchall()]
+
+
+async def scopes(conn: AsyncConnection, schema: str, prefix: list[str], limit: int,
+                 offset: int) -> list[Scope]:
+    """The distinct scopes holding episodes whose leading ids equal ``prefix``, in order."""
+    where = " AND ".join(f"{part} = %s" for part in SCOPE_PARTS[:len(prefix)]) or "TRUE"
+    order = ", ".join(f"{part} NULLS FIRST" for part in SCOPE_PARTS)
+    cur = await conn.execute(
+        f"SELECT DISTINCT {', '.join(SCOPE_PARTS)} FROM {schema}.episodes WHERE {where} "
+        f"ORDER BY {order} LIMIT %s OFFSET %s", [*prefix, limit, offset])
+    return [Scope(**dict(zip(SCOPE_PARTS, row))) for row in await cur.fetchall()]
