@@ -4,18 +4,61 @@ from __future__ import annotations
 
 import asyncio
 
+from datetime import datetime
+from typing import Any
+
 from pgvector.psycopg import register_vector_async
-from psycopg import AsyncConnection, OperationalError
+from psycopg import AsyncConnection, DataError, OperationalError, adapters
+from psycopg.adapt import Loader
+from psycopg.pq import Format
 from psycopg_pool import AsyncConnectionPool
 
 from memroute.errors import StoreUnavailableError
+from memroute._log import get_logger
 from memroute.memory.embedders import Embedder, make_embedder
+from memroute.memory.models import MAX_PRODUCED_AT, MIN_PRODUCED_AT
 from memroute.memory.rerankers import Reranker, make_reranker
 from memroute.memory.schema import migrate
 from memroute.memory.server import ensure_embedded_server
 from memroute.settings import MemrouteSettings
 
+log = get_logger(__name__)
+
 SETTINGS_RERANKER = object()  # `Memory.open`'s default: the reranker the settings name
+_TIMESTAMPTZ = adapters.types["timestamptz"].oid
+
+
+def _clamping_loader(format: Format) -> type[Loader]:
+    """A timestamptz loader that returns a time outside Python's years 1..9999 (stored before
+    memroute validated times, or shifted there by the session's time zone) clamped to the
+    nearest representable instant, with a warning, instead of failing every read of its scope."""
+    inner_class = adapters.get_loader(_TIMESTAMPTZ, format)
+
+    class ClampingTimestamptzLoader(Loader):
+        def __init__(self, oid: int, context: Any = None) -> None:
+            super().__init__(oid, context)
+            self._inner = inner_class(oid, context)
+
+        def load(self, data: Any) -> datetime:
+            try:
+                return self._inner.load(data)
+            except DataError as exc:
+                low = "too small" in str(exc)
+                log.warning("store.time_out_of_range", error=str(exc),
+                            clamped_to="min" if low else "max")
+                return MIN_PRODUCED_AT if low else MAX_PRODUCED_AT
+
+    ClampingTimestamptzLoader.format = format
+    return ClampingTimestamptzLoader
+
+
+_CLAMPING_LOADERS = [_clamping_loader(format) for format in (Format.TEXT, Format.BINARY)]
+
+
+def register_time_loaders(conn: AsyncConnection) -> None:
+    """Make ``conn`` read out-of-range times as clamped values (see `_clamping_loader`)."""
+    for loader in _CLAMPING_LOADERS:
+        conn.adapters.register_loader(_TIMESTAMPTZ, loader)
 
 
 async def load_models(embedder: Embedder | str | None, reranker: Reranker | str | None | object,
@@ -52,6 +95,7 @@ async def open_pool(dsn: str | None, schema: str, embedder: Embedder,
 
     async def configure(conn: AsyncConnection) -> None:
         await register_vector_async(conn)
+        register_time_loaders(conn)
         await conn.execute(
             "SELECT set_config('maintenance_work_mem', %s, false)",
             (settings.maintenance_work_mem,),
