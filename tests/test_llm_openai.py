@@ -14,6 +14,7 @@ import pytest
 from fake_chat import corpus_episodes, judge, route
 
 from memroute import RetrievalAgent, Scope
+from memroute.errors import InvalidInputError
 from memroute.graph import GraphPolicies
 from memroute.settings import MemrouteSettings
 from memroute.strategies.budget import CallLimits
@@ -180,3 +181,31 @@ async def test_settings_configure_the_client_and_a_cheaper_router_model(server, 
                                    "University?", scope=corpus, k=4)
     assert result.route == "split" and result.planner == "llm:big+router:small"
     assert [r["model"] for r in server.requests] == ["small", "big"]
+
+
+# -- issue #16 item 12: an explicit offline choice never reaches a model ----------------------
+
+
+async def test_planner_offline_never_reaches_the_configured_model(server, memory, corpus):
+    with_model = MemrouteSettings(llm_base_url=server.url, llm_api_key="k", llm_model="big")
+    question = "Which was founded first, Oakridge College or Pinecrest University?"
+    chosen = RetrievalAgent(memory, settings=with_model, planner="offline", policies=FAST)
+    from_settings = RetrievalAgent(memory, settings=with_model.model_copy(
+        update={"planner": "offline"}), policies=FAST)
+    for agent in (chosen, from_settings):
+        result = await agent.aretrieve(question, scope=corpus, k=4)
+        assert result.planner == "offline" and result.costs.llm_calls == 0
+        assert result.route == "split" and result.results
+    assert server.requests == []
+    auto = RetrievalAgent(memory, settings=with_model, planner="auto", policies=FAST)
+    assert auto.planner.name.startswith("llm:big")
+
+
+def test_planner_choice_conflicts_are_typed_errors(memory):
+    with pytest.raises(InvalidInputError, match="offline"):
+        RetrievalAgent(memory, llm=openai.AsyncOpenAI(base_url="http://127.0.0.1:9", api_key="k"),
+                       planner="offline")
+    with pytest.raises(InvalidInputError, match="MEMROUTE_LLM_MODEL"):
+        RetrievalAgent(memory, settings=MemrouteSettings(llm_model=None), planner="llm")
+    with pytest.raises(InvalidInputError, match="unknown planner"):
+        RetrievalAgent(memory, planner="offlin")
