@@ -17,6 +17,7 @@ from memroute.errors import StoreUnavailableError
 from memroute._log import get_logger
 from memroute.memory.embedders import Embedder, make_embedder
 from memroute.memory.models import MAX_PRODUCED_AT, MIN_PRODUCED_AT
+from memroute.memory.pool import GuardedPool, ServerGuard
 from memroute.memory.rerankers import Reranker, make_reranker
 from memroute.memory.schema import migrate
 from memroute.memory.server import ensure_embedded_server
@@ -82,11 +83,13 @@ async def open_pool(dsn: str | None, schema: str, embedder: Embedder,
     """Migrate ``schema`` for ``embedder`` and open a connection pool; returns it and the URL.
 
     Without ``dsn`` or ``settings.database_url``, the embedded server under
-    ``settings.home`` is started or reused.
+    ``settings.home`` is started or reused, and restarted if it dies (see `GuardedPool`).
     """
     url = dsn or settings.database_url
+    owned_home = None
     if url is None:
         url = await asyncio.to_thread(ensure_embedded_server, settings.home)
+        owned_home = settings.home
     try:
         async with await AsyncConnection.connect(url, autocommit=True) as conn:
             await migrate(conn, schema, embedder.name, embedder.dim)
@@ -102,10 +105,11 @@ async def open_pool(dsn: str | None, schema: str, embedder: Embedder,
         )
         await conn.commit()
 
-    pool = AsyncConnectionPool(
+    pool = GuardedPool(
         url, min_size=settings.pool_min_size, max_size=settings.pool_max_size,
         timeout=settings.pool_timeout_s, configure=configure, open=False,
         check=AsyncConnectionPool.check_connection, name=f"memroute-{schema}",
+        guard=ServerGuard(url, owned_home),
     )
     await pool.open(wait=True, timeout=settings.pool_timeout_s)
     return pool, url
