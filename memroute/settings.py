@@ -48,6 +48,9 @@ class MemrouteSettings(BaseSettings):
     candidates: int = 60
     rerank_fusion: Literal["max", "mean", "rrf"] = "max"
 
+    # offline: never a model; llm: the MEMROUTE_LLM_* model (an error without one);
+    # auto: the model when MEMROUTE_LLM_MODEL is set, else offline.
+    planner: Literal["auto", "offline", "llm"] = "auto"
     llm_base_url: str | None = None
     llm_api_key: SecretStr | None = None
     llm_model: str | None = None

@@ -445,3 +445,26 @@ def test_the_evaluation_plugs_in_and_the_library_never_imports_it() -> None:
             if any("memroute.evals" in n for n in names):
                 offenders.append(str(path.relative_to(root)))
     assert offenders == []
+
+
+def test_ask_planner_offline_never_reaches_the_configured_model(
+        cli, sample_scope: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_llm_openai import FakeOpenAI
+
+    server = FakeOpenAI()
+    try:
+        monkeypatch.setenv("MEMROUTE_LLM_MODEL", "big")
+        monkeypatch.setenv("MEMROUTE_LLM_BASE_URL", server.url)
+        monkeypatch.setenv("MEMROUTE_LLM_API_KEY", "k")
+        question = "Who is Biscuit's vet and who is my dentist?"
+        by_option = cli("ask", question, "--scope", sample_scope, "--planner", "offline",
+                        "--json")
+        monkeypatch.setenv("MEMROUTE_PLANNER", "offline")
+        by_env = cli("ask", question, "--scope", sample_scope, "--json")
+        for result in (by_option, by_env):
+            assert result.exit_code == 0, result.output
+            answer = json.loads(result.stdout)
+            assert answer["planner"] == "offline" and answer["costs"]["totals"]["llm_calls"] == 0
+        assert server.requests == []
+    finally:
+        server.close()

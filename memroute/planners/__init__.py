@@ -1,10 +1,11 @@
 """The deciders behind the strategies: the `Planner` protocol, the LLM planner and the offline
-planner. `make_planner` picks one from an LLM argument and the settings."""
+planner. `make_planner` picks one from a planner choice, an LLM argument and the settings."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from memroute.errors import InvalidInputError
 from memroute.planners.base import Planner, PlannerResult
 
 if TYPE_CHECKING:
@@ -12,15 +13,35 @@ if TYPE_CHECKING:
     from memroute.planners.offline.planner import OfflinePlanner
     from memroute.settings import MemrouteSettings
 
-__all__ = ["LLMPlanner", "OfflinePlanner", "Planner", "PlannerResult", "make_planner"]
+__all__ = ["PLANNER_CHOICES", "LLMPlanner", "OfflinePlanner", "Planner", "PlannerResult",
+           "make_planner"]
+
+PLANNER_CHOICES = ("auto", "offline", "llm")
 
 _LAZY = {"LLMPlanner": "memroute.planners.llm.planner",
          "OfflinePlanner": "memroute.planners.offline.planner"}
 
 
-def make_planner(llm: Any = None, *, settings: MemrouteSettings, **llm_options: Any) -> Planner:
-    """An `LLMPlanner` for ``llm`` (or for ``MEMROUTE_LLM_*`` when a model is configured),
-    else the offline planner."""
+def make_planner(llm: Any = None, *, settings: MemrouteSettings, choice: str | None = None,
+                 **llm_options: Any) -> Planner:
+    """The planner for ``choice`` (default: ``settings.planner``, ``MEMROUTE_PLANNER``).
+
+    ``offline``: the offline planner, never a model (an ``llm`` given too is an error).
+    ``llm``: an `LLMPlanner` for ``llm`` or for ``MEMROUTE_LLM_*`` (an error without either).
+    ``auto``: ``llm`` if given, else the ``MEMROUTE_LLM_*`` model if set, else offline.
+    """
+    choice = settings.planner if choice is None else choice
+    if choice not in PLANNER_CHOICES:
+        raise InvalidInputError(f"unknown planner {choice!r:.40}: use {', '.join(PLANNER_CHOICES)}")
+    if choice == "offline":
+        if llm is not None or llm_options:
+            raise InvalidInputError("planner='offline' uses no model: drop the llm arguments")
+        from memroute.planners.offline.planner import OfflinePlanner
+
+        return OfflinePlanner()
+    if choice == "llm" and llm is None and not settings.llm_model:
+        raise InvalidInputError("planner='llm' needs a model: pass llm= or set "
+                                "MEMROUTE_LLM_MODEL (and MEMROUTE_LLM_BASE_URL / _API_KEY)")
     if llm is None and settings.llm_model:
         from memroute.planners.llm.backends import openai_client_from_settings
 

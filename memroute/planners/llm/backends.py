@@ -10,14 +10,24 @@ from pydantic import BaseModel
 
 from memroute.errors import InvalidInputError
 from memroute.settings import MemrouteSettings
-from memroute.planners.llm.structured import ChatBackend, Completion, Message
+from memroute.planners.llm.structured import ChatBackend, Completion, FormatRejected, Message
 
 log = get_logger(__name__)
 
 # Ways of asking an OpenAI-compatible server for JSON, most to least constrained. Servers
 # differ: llama.cpp's rejects "json_schema" but takes a schema inside "json_object".
 RESPONSE_FORMATS = ("json_schema", "json_object_schema", "json_object", "none")
-_UNSUPPORTED_STATUS = (400, 404, 415, 422, 500, 501)
+_REJECTION_STATUS = (400, 404, 415, 422)
+# llama-cpp-python answers an unsupported format with a 500 naming it; any other 5xx is
+# transient and says nothing about the format.
+_FORMAT_WORDS = ("response_format", "json_schema", "json_object")
+
+
+def _rejects_format(exc: Any) -> bool:
+    """Whether an API error is the server refusing the requested output format."""
+    if exc.status_code in _REJECTION_STATUS:
+        return True
+    return exc.status_code >= 500 and any(w in str(exc).lower() for w in _FORMAT_WORDS)
 
 
 def _merge_system(messages: list[Message]) -> list[Message]:
@@ -33,8 +43,12 @@ class OpenAIChat:
     """An ``openai.AsyncOpenAI`` client (any OpenAI-compatible endpoint) and a model name.
 
     The client's own retries are off by default: the graph's retry policy owns retrying.
-    ``response_format`` is the first of `RESPONSE_FORMATS` the server accepts, found on
-    the first schema call and remembered; a plain-text call (``schema=None``) sends none.
+    Every `complete` sends exactly one HTTP request, so `StructuredLLM` charges each one.
+    ``response_format`` is the first of `RESPONSE_FORMATS` the server accepts: until one
+    is accepted, a request the server refuses for its format (a 4xx, or a 5xx naming the
+    format) raises `FormatRejected` and the next call asks the next way; the downgrade is
+    remembered for this model, a 5xx or timeout changes nothing. A plain-text call
+    (``schema=None``) sends none.
     """
 
     can_cap_output = True
@@ -77,22 +91,22 @@ class OpenAIChat:
             kwargs[self.max_tokens_param] = max_tokens
         if schema is None:
             return _completion(await self.client.chat.completions.create(**kwargs))
-        for i, kind in enumerate(self._formats):
-            response_format = self._format(kind, schema)
-            extra = {"response_format": response_format} if response_format else {}
-            try:
-                response = await self.client.chat.completions.create(**kwargs, **extra)
-            except openai.APIStatusError as exc:
-                last = i == len(self._formats) - 1
-                if self._confirmed or last or exc.status_code not in _UNSUPPORTED_STATUS:
-                    raise
-                log.info("llm.response_format_rejected", model=self.model, format=kind,
-                         status=exc.status_code)
-                continue
-            if not self._confirmed:
-                self._formats, self._confirmed = self._formats[i:], True
-            return _completion(response)
-        raise AssertionError("unreachable")  # pragma: no cover
+        kind = self._formats[0]
+        response_format = self._format(kind, schema)
+        extra = {"response_format": response_format} if response_format else {}
+        try:
+            response = await self.client.chat.completions.create(**kwargs, **extra)
+        except openai.APIStatusError as exc:
+            if self._confirmed or len(self._formats) == 1 or not _rejects_format(exc):
+                raise
+            if self._formats[0] == kind:  # a concurrent call may have moved on already
+                self._formats = self._formats[1:]
+            log.info("llm.response_format_rejected", model=self.model, format=kind,
+                     status=exc.status_code, next=self._formats[0])
+            raise FormatRejected(kind, exc.status_code) from exc
+        if self._formats[0] == kind:
+            self._confirmed = True
+        return _completion(response)
 
 
 def _completion(response: Any) -> Completion:

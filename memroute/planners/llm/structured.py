@@ -3,9 +3,13 @@
 `StructuredLLM.call` sends chat messages to a `ChatBackend` (an OpenAI-compatible endpoint
 or a LangChain chat model, see `memroute.planners.llm.backends`), validates the reply
 against a pydantic schema, re-prompts once to repair an invalid reply, and returns the
-value with its `Usage` and raw text, or a typed `LLMFailure`. It checks the remaining
-budget before every call. Transient errors (rate limits, 5xx, timeouts) are raised, so
-the graph's retry policy can retry the step; `is_transient` tells them apart.
+value with its `Usage` and raw text, or a typed `LLMFailure`. A backend sends at most one
+HTTP request per `ChatBackend.complete`, and the remaining budget is checked before every
+one, so every request is charged: format downgrades (`FormatRejected`), repairs, and a
+request the deadline cut off. An error on a call's first request is raised (transient ones
+are retried by the graph, which charges each attempt one call); an error after earlier
+requests ends the call as ``request_failed`` carrying all of them, since an exception would
+lose their charge. `is_transient` tells transient errors apart.
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ log = get_logger(__name__)
 T = TypeVar("T", bound=BaseModel)
 Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": ...}
 
+# The call's own deadline fires this much before the graph step's (same instant otherwise),
+# so a request cut off by the latency budget ends here, charged, not in the step's timeout.
+_DEADLINE_MARGIN_S = 0.02
 MAX_RAW_CHARS = 4000  # of an invalid reply quoted back in the repair prompt
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
 
@@ -56,11 +63,21 @@ class ChatBackend(Protocol):
                        max_tokens: int | None) -> Completion: ...
 
 
+class FormatRejected(Exception):
+    """The server refused a request for its output format; the backend asks another way
+    next time. The request is charged; `StructuredLLM` asks again within the budget."""
+
+    def __init__(self, kind: str, status: int) -> None:
+        super().__init__(f"the server refused response_format {kind!r} (HTTP {status})")
+        self.kind, self.status = kind, status
+
+
 @dataclass(frozen=True)
 class LLMFailure:
-    """Why a call produced no value: the budget stopped it, or the model's output was unusable."""
+    """Why a call produced no value: the budget stopped it, the model's output was unusable,
+    or a request failed after earlier requests of the same call."""
 
-    kind: Literal["budget_exhausted", "invalid_output"]
+    kind: Literal["budget_exhausted", "invalid_output", "request_failed"]
     message: str
 
     def __str__(self) -> str:
@@ -141,7 +158,9 @@ class StructuredLLM:
         usage = Usage(llm_calls=prior, input_tokens=prior * estimate, estimated=prior > 0)
         raw: list[str] = []
         attempt_messages = messages
-        for attempt in range(2 if self.repair else 1):
+        sent = 0  # requests of this call
+        attempt = 0
+        while attempt < (2 if self.repair else 1):
             if attempt:
                 estimate = count_messages(attempt_messages)
             short = self._shortfall(limits, usage, estimate, min_output_tokens)
@@ -151,14 +170,23 @@ class StructuredLLM:
             cap = max_tokens if limits.output_tokens is None else min(
                 max_tokens, limits.output_tokens - usage.output_tokens)
             started = time.perf_counter()
+            sent += 1
             try:
                 completion = await self._complete(attempt_messages, schema, cap, limits)
             except _DeadlinePassed:
-                usage = usage + Usage(1, with_margin(estimate), 0,
-                                      (time.perf_counter() - started) * 1000, True)
+                usage = usage + _unanswered(estimate, started)
                 failure = LLMFailure("budget_exhausted",
                                      "latency (deadline passed during the call)")
                 return LLMResult(None, usage, raw, failure)
+            except FormatRejected:
+                usage = usage + _unanswered(estimate, started)
+                continue  # the same attempt, asked the backend's next way
+            except Exception as exc:
+                if sent == 1:
+                    raise
+                usage = usage + _unanswered(estimate, started)
+                detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+                return LLMResult(None, usage, raw, LLMFailure("request_failed", detail))
             usage = usage + completion_usage(completion, estimate, time.perf_counter() - started)
             raw.append(completion.text)
             try:
@@ -171,6 +199,7 @@ class StructuredLLM:
                      attempt=attempt, problem=problem)
             attempt_messages = messages + load_prompt("repair").render(
                 reply=completion.text[:MAX_RAW_CHARS].replace("</reply>", ""), error=problem)
+            attempt += 1
         return LLMResult(None, usage, raw, LLMFailure("invalid_output", problem))
 
     def _shortfall(self, limits: CallLimits, usage: Usage, estimate: int,
@@ -189,12 +218,17 @@ class StructuredLLM:
         if left is None:
             return await self.backend.complete(messages, schema, cap)
         try:
-            async with asyncio.timeout(max(left, 0.0)) as deadline:
+            async with asyncio.timeout(max(left - _DEADLINE_MARGIN_S, 0.0)) as deadline:
                 return await self.backend.complete(messages, schema, cap)
         except TimeoutError:
             if deadline.expired():
                 raise _DeadlinePassed from None
             raise
+
+
+def _unanswered(input_estimate: int, started: float) -> Usage:
+    """A request that brought no usable reply: one call, its prompt's padded estimate."""
+    return Usage(1, with_margin(input_estimate), 0, (time.perf_counter() - started) * 1000, True)
 
 
 def completion_usage(completion: Completion, input_estimate: int, seconds: float) -> Usage:

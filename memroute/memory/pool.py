@@ -1,0 +1,93 @@
+"""The store's connection pool, which notices a dead server within seconds.
+
+A plain pool waits its whole timeout (30 s by default) for a connection to a server that
+is gone, and `with_retry` waits that four times. `GuardedPool` waits `PROBE_AFTER_S`, then
+tries one direct connection: a server that answers is only busy, and the wait goes on; an
+embedded server this process opened and that no longer answers is restarted, once per
+`RESTART_COOLDOWN_S`, after `RESTART_BACKOFF_S`; anything else is `StoreUnavailableError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from psycopg import AsyncConnection, OperationalError
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from memroute._log import get_logger
+from memroute.errors import StoreUnavailableError
+from memroute.memory.server import ensure_embedded_server
+
+log = get_logger(__name__)
+
+PROBE_AFTER_S = 2.0  # of waiting for a connection before asking whether the server lives
+PROBE_TIMEOUT_S = 2  # connect_timeout of that probe (whole seconds, libpq's unit)
+RESTART_BACKOFF_S = 0.5  # before restarting: another process may be restarting it already
+RESTART_COOLDOWN_S = 60.0  # a server that dies again this soon is not restarted again
+
+
+class ServerGuard:
+    """Whether the server behind ``url`` answers; restarts the embedded server under
+    ``home`` (None: not ours to restart) once per cooldown."""
+
+    def __init__(self, url: str, home: Path | None) -> None:
+        self.url = url
+        self.home = home
+        self.restarts = 0
+        self._restarted_at: float | None = None
+        self._lock = asyncio.Lock()
+
+    async def answers(self) -> bool:
+        try:
+            conn = await AsyncConnection.connect(self.url, connect_timeout=PROBE_TIMEOUT_S)
+        except OperationalError:
+            return False
+        await conn.close()
+        return True
+
+    async def recover(self) -> None:
+        """Return once the server answers (restarting it if it is ours and may be
+        restarted), else raise `StoreUnavailableError`."""
+        async with self._lock:  # one restart, however many calls noticed the death
+            if await self.answers():
+                return
+            if self.home is None:
+                raise StoreUnavailableError("the database does not answer (connection "
+                                            "refused or timed out); check that it is running")
+            recent = self._restarted_at is not None and (
+                time.monotonic() - self._restarted_at < RESTART_COOLDOWN_S)
+            if recent:
+                raise StoreUnavailableError(
+                    f"the embedded server under {self.home} died again within "
+                    f"{RESTART_COOLDOWN_S:g}s of a restart; see its log in pgdata/log")
+            await asyncio.sleep(RESTART_BACKOFF_S)
+            if await self.answers():
+                return
+            log.warning("embedded_server.restart", home=str(self.home))
+            self._restarted_at = time.monotonic()
+            self.restarts += 1
+            await asyncio.to_thread(ensure_embedded_server, self.home)
+
+
+class GuardedPool(AsyncConnectionPool):
+    """An `AsyncConnectionPool` whose `getconn` asks its `ServerGuard` after `PROBE_AFTER_S`."""
+
+    def __init__(self, *args: Any, guard: ServerGuard, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.guard = guard
+
+    async def getconn(self, timeout: float | None = None) -> Any:
+        timeout = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        try:
+            return await super().getconn(min(timeout, PROBE_AFTER_S))
+        except PoolTimeout:
+            if timeout <= PROBE_AFTER_S:
+                raise
+        await self.guard.recover()
+        if self.guard.restarts:
+            await self.check()  # drop the dead connections now, refill from the new server
+        return await super().getconn(max(deadline - time.monotonic(), 0.1))
