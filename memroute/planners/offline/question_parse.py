@@ -1,0 +1,161 @@
+"""A question read with spaCy (dependency parse + NER): what it names, what it asks for, and
+whether it asks about a thing it does not name.
+
+The parts the offline planner's decisions use:
+
+- ``named``: the question's named things (NER entities other than amounts and dates, and
+  proper-noun runs the model left unlabelled), each with its `entity_key`;
+- ``hidden_head``: a noun the question describes but does not name, "the person who moved to
+  Lisbon" (a relative clause), "the director of film X" / "X's father" (a role reached through
+  a named thing): the slot a chain must fill first;
+- ``answer_labels``: the entity labels an answer to the question's wh-word can have;
+- ``predicate``: the content words outside the named things and the hidden head's
+  description, the words a bridge query keeps;
+- ``clauses``: coordinated clauses that each have their own subject ("Where does Karim study
+  and where is Helga Brandt's office?"), one self-contained question each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from memroute.nlp import entity_key, parse
+from memroute.planners.offline.entities import STOPWORDS
+
+# Labels that do not name a subject a search can start from.
+_NOT_SUBJECTS = frozenset({"DATE", "TIME", "CARDINAL", "ORDINAL", "PERCENT", "QUANTITY",
+                           "MONEY"})
+PERSON_LABELS = frozenset({"PERSON", "ORG", "NORP"})
+PLACE_LABELS = frozenset({"GPE", "LOC", "FAC"})
+TIME_LABELS = frozenset({"DATE", "TIME"})
+_ANSWER_LABELS = {"who": PERSON_LABELS, "whom": PERSON_LABELS, "whose": PERSON_LABELS,
+                  "where": PLACE_LABELS, "when": TIME_LABELS}
+# Nouns for a person or place reached through another thing ("the director of X").
+PERSON_NOUNS = frozenset(
+    """person people man woman boy girl guy friend someone somebody director producer writer
+    author composer performer singer creator founder father mother dad mom son daughter wife
+    husband spouse partner brother sister sibling child kid parent grandfather grandmother
+    grandson granddaughter uncle aunt nephew niece cousin owner publisher developer designer
+    architect coach captain star president leader manufacturer editor host presenter narrator
+    actor actress lyricist screenwriter cinematographer player member colleague coworker
+    boss roommate neighbor neighbour teacher student mentor girlfriend boyfriend fiance
+    fiancee""".split())
+PLACE_NOUNS = frozenset("city town country place state village hometown birthplace".split())
+_CONTENT_POS = frozenset({"NOUN", "VERB", "ADJ", "PROPN", "NUM", "ADV"})
+_WH = frozenset({"who", "whom", "whose", "what", "which", "when", "where", "why", "how"})
+
+
+@dataclass(frozen=True)
+class QuestionParse:
+    text: str
+    named: list[str]
+    named_keys: frozenset[str]
+    wh: str | None
+    answer_labels: frozenset[str]
+    hidden_head: str | None
+    hidden_reason: str
+    predicate: list[str]
+    clauses: list[str] = field(default_factory=list)
+
+    @property
+    def hidden_labels(self) -> frozenset[str]:
+        """The entity labels that can fill the hidden head's slot (empty: any)."""
+        if self.hidden_head in PERSON_NOUNS:
+            return PERSON_LABELS
+        if self.hidden_head in PLACE_NOUNS:
+            return PLACE_LABELS
+        return frozenset()
+
+
+def _named_spans(doc) -> list:
+    spans = [e for e in doc.ents if e.label_ not in _NOT_SUBJECTS]
+    covered = {t.i for e in doc.ents for t in e}
+    run: list = []
+    for token in [*doc, None]:
+        if token is not None and token.pos_ == "PROPN" and token.i not in covered \
+                and not (token.i == 0 and token.lower_ in _WH):
+            run.append(token)
+            continue
+        if run:
+            spans.append(doc[run[0].i:run[-1].i + 1])
+            run = []
+    return sorted(spans, key=lambda s: s.start)
+
+
+def _is_named(token, named_tokens: set[int]) -> bool:
+    return token.i in named_tokens or token.pos_ == "PROPN"
+
+
+def _hidden_head(doc, named_tokens: set[int]):
+    """The described-but-unnamed noun and why, or (None, "")."""
+    for token in doc:
+        if token.pos_ not in ("NOUN", "PRON") or _is_named(token, named_tokens):
+            continue
+        if token.lower_ in _WH or token.lower_ in ("it", "they", "he", "she", "i", "you", "we"):
+            continue
+        deps = {child.dep_ for child in token.children}
+        if "relcl" in deps or ("acl" in deps and token.pos_ == "NOUN"):
+            return token, "relative clause"
+        lemma = token.lemma_.lower()
+        if lemma in PERSON_NOUNS or lemma in PLACE_NOUNS:
+            for child in token.children:
+                if child.dep_ == "prep" and child.lower_ in ("of", "from", "for", "behind", "by") \
+                        and any(_is_named(t, named_tokens) for t in child.subtree):
+                    return token, "a role of a named thing"
+                if child.dep_ == "poss" and (_is_named(child, named_tokens)
+                                             or child.pos_ == "NOUN"):
+                    return token, "a role of a named thing"
+    return None, ""
+
+
+def _clauses(doc) -> list[str]:
+    """Coordinated clauses with their own subjects, as separate questions (else []): the
+    question is cut at each coordinating word that joins the main verb to such a clause."""
+    root = next((t for t in doc if t.dep_ == "ROOT"), None)
+    if root is None:
+        return []
+    conjs = [c for c in root.children if c.dep_ == "conj" and c.pos_ in ("VERB", "AUX")
+             and any(g.dep_ in ("nsubj", "nsubjpass", "expl") for g in c.children)]
+    cuts = sorted(t.i for t in root.children if t.dep_ == "cc" and t.i > root.i)
+    if not conjs or not cuts:
+        return []
+    out, start = [], 0
+    for cut in [*cuts, len(doc)]:
+        words = doc[start:cut].text.strip(" ,;?")
+        if len(words.split()) >= 2:
+            out.append(words[:1].upper() + words[1:] + "?")
+        start = cut + 1
+    return out if len(out) >= 2 else []
+
+
+@lru_cache(maxsize=4096)
+def read_question(text: str) -> QuestionParse:
+    """The question's parse (cached per text).
+
+    Raises:
+        ModelUnavailableError: the spaCy model is not installed.
+    """
+    doc = parse(text)
+    spans = _named_spans(doc)
+    named_tokens = {t.i for s in spans for t in s}
+    named = list(dict.fromkeys(s.text.strip() for s in spans if entity_key(s.text)))
+    wh = next((t.lower_ for t in doc if t.lower_ in _WH), None)
+    head, reason = _hidden_head(doc, named_tokens)
+    described = set()
+    if head is not None:
+        described = {t.i for c in head.children if c.dep_ in ("relcl", "acl", "prep", "poss")
+                     for t in c.subtree} | {head.i}
+        # what follows the description's last named word belongs to the main clause ("the
+        # person who moved to Lisbon | love to eat", misparsed into the relative clause)
+        last_named = max((i for i in described if i in named_tokens), default=None)
+        if last_named is not None:
+            described = {i for i in described if i <= last_named}
+    predicate = [t.text for t in doc
+                 if t.pos_ in _CONTENT_POS and t.i not in named_tokens and t.i not in described
+                 and t.lower_ not in STOPWORDS and t.lower_ not in _WH and t.is_alpha]
+    return QuestionParse(
+        text=text, named=named, named_keys=frozenset(entity_key(n) for n in named),
+        wh=wh, answer_labels=_ANSWER_LABELS.get(wh or "", frozenset()),
+        hidden_head=None if head is None else head.lemma_.lower(), hidden_reason=reason,
+        predicate=list(dict.fromkeys(predicate)), clauses=_clauses(doc))
