@@ -76,6 +76,11 @@ def _has_predicate(text: str, stems: set[str]) -> bool:
     return any(w[:len(s)] == s for w in _WORD.findall(fold(text)) for s in stems)
 
 
+def _overlap(text: str, stems: set[str]) -> int:
+    words = {w for w in _WORD.findall(fold(text))}
+    return sum(1 for s in stems if any(w[:len(s)] == s for w in words))
+
+
 def _evidence_entities(evidence: list[str]) -> list[list[Entity]]:
     """The NER entities of each item (of its sentence part), its stored title first."""
     titled = [split_title(text) for text in evidence]
@@ -89,13 +94,15 @@ def _evidence_entities(evidence: list[str]) -> list[list[Entity]]:
 
 def _answers(text: str, entities: list[Entity], anchors: list[str], qp: QuestionParse,
              stems: set[str]) -> bool:
-    """Whether an item states the question's predicate about ``anchors`` (and holds an entity
-    of the answer's type when the wh-word expects one)."""
+    """Whether an item states the question's predicate about ``anchors`` (and holds a new
+    entity of the answer's type when the wh-word expects one)."""
     if not anchors or not any(mentioned(a, text) for a in anchors):
         return False
     if not _has_predicate(text, stems):
         return False
-    return not qp.answer_labels or any(e.label in qp.answer_labels for e in entities)
+    known = qp.named_keys | {entity_key(a) for a in anchors}
+    return not qp.answer_labels or any(e.label in qp.answer_labels and e.key not in known
+                                       for e in entities)
 
 
 def judge_with_entities(query: str, evidence: list[str], previous_queries: list[str],
@@ -125,6 +132,7 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
     if rewrites >= h.bridges:
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9)
     known = {e.key: e for ents in entities for e in ents}
+    described = _stems(qp.description)
     candidates = []
     for candidate in bridge_candidates(query, evidence, tried, fresh_from=fresh_from,
                                        fresh_weight=h.fresh_weight):
@@ -132,6 +140,9 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
         if entity is None:
             continue  # capitalised, but no entity the model or a title vouches for
         boost = 2.0 if qp.hidden_labels and entity.label in qp.hidden_labels else 1.0
+        # the filler of the hidden slot is stated with the slot's description
+        boost *= 1.0 + max((_overlap(text, described) for text, ents in zip(evidence, entities)
+                            if any(e.key == entity.key for e in ents)), default=0)
         candidates.append((candidate.score * boost, entity.text))
     candidates.sort(key=lambda c: -c[0])
     if not candidates:

@@ -17,6 +17,7 @@ The parts the offline planner's decisions use:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -40,7 +41,7 @@ PERSON_NOUNS = frozenset(
     architect coach captain star president leader manufacturer editor host presenter narrator
     actor actress lyricist screenwriter cinematographer player member colleague coworker
     boss roommate neighbor neighbour teacher student mentor girlfriend boyfriend fiance
-    fiancee""".split())
+    fiancee pet dog cat puppy kitten parrot bird horse rabbit hamster""".split())
 PLACE_NOUNS = frozenset("city town country place state village hometown birthplace".split())
 _CONTENT_POS = frozenset({"NOUN", "VERB", "ADJ", "PROPN", "NUM", "ADV"})
 _WH = frozenset({"who", "whom", "whose", "what", "which", "when", "where", "why", "how"})
@@ -56,6 +57,7 @@ class QuestionParse:
     hidden_head: str | None
     hidden_reason: str
     predicate: list[str]
+    description: list[str] = field(default_factory=list)
     clauses: list[str] = field(default_factory=list)
 
     @property
@@ -87,8 +89,24 @@ def _is_named(token, named_tokens: set[int]) -> bool:
     return token.i in named_tokens or token.pos_ == "PROPN"
 
 
+def _contact_clause(token, named_tokens: set[int]) -> bool:
+    """"the dog Tom adopted", "the student Helga Brandt mentors": a role noun, a name, then
+    the verb of a relative clause without "who"/"that" (the small model misparses these)."""
+    doc = token.doc
+    if token.i == 0 or doc[token.i - 1].lower_ not in ("the", "a", "an"):
+        return False
+    j = token.i + 1
+    while j < len(doc) and j in named_tokens:
+        j += 1
+    return j > token.i + 1 and j < len(doc) and doc[j].tag_ in ("VBD", "VBZ", "VBP", "NNS")
+
+
 def _hidden_head(doc, named_tokens: set[int]):
     """The described-but-unnamed noun and why, or (None, "")."""
+    for token in doc:
+        if token.lemma_.lower() in PERSON_NOUNS and token.i not in named_tokens \
+                and _contact_clause(token, named_tokens):
+            return token, "relative clause"
     for token in doc:
         if token.pos_ not in ("NOUN", "PRON") or _is_named(token, named_tokens):
             continue
@@ -100,13 +118,39 @@ def _hidden_head(doc, named_tokens: set[int]):
         lemma = token.lemma_.lower()
         if lemma in PERSON_NOUNS or lemma in PLACE_NOUNS:
             for child in token.children:
-                if child.dep_ == "prep" and child.lower_ in ("of", "from", "for", "behind", "by") \
+                if child.dep_ == "prep" and child.lower_ in ("of", "from", "for", "behind", "by",
+                                                             "in", "at", "with") \
                         and any(_is_named(t, named_tokens) for t in child.subtree):
                     return token, "a role of a named thing"
                 if child.dep_ == "poss" and (_is_named(child, named_tokens)
                                              or child.pos_ == "NOUN"):
                     return token, "a role of a named thing"
+            if lemma in PERSON_NOUNS and any(c.lower_ == "the" for c in token.children) \
+                    and any(c.dep_ in ("compound", "amod") for c in token.children):
+                return token, "a described role" # "the pottery teacher"
     return None, ""
+
+
+_NEXT_QUESTION = re.compile(r"\s*,?\s+(?:and|but)\s+(?=(?:who|whom|whose|what|when|where|which|"
+                            r"how|why)\b)", re.I)
+_POSSESSIVE_PRONOUN = re.compile(r"\b(his|her|their)\b", re.I)
+
+
+def _own_questions(text: str, named: list[str]) -> list[str]:
+    """"When is Yasmin's birthday and where will her wedding be held?" -> two questions, a
+    possessive pronoun of a later one resolved to the first question's named subject."""
+    parts = [p.strip(" ,;?") for p in _NEXT_QUESTION.split(text.strip())]
+    parts = [p for p in parts if len(p.split()) >= 2]
+    if len(parts) < 2:
+        return []
+    subject = next((n for n in named if n in parts[0]), None)
+    out = []
+    for i, part in enumerate(parts):
+        if i and subject and not any(n in part for n in named):
+            owner = re.sub(r"['’]s$", "", subject) + "'s"
+            part = _POSSESSIVE_PRONOUN.sub(owner, part, count=1)
+        out.append(part[:1].upper() + part[1:] + "?")
+    return out
 
 
 def _clauses(doc) -> list[str]:
@@ -129,6 +173,33 @@ def _clauses(doc) -> list[str]:
     return out if len(out) >= 2 else []
 
 
+_AUX = frozenset("do does did is are was were has have had will would can could".split())
+
+
+def _described(doc, head) -> set[int]:
+    """The token indices of the hidden head and its description.
+
+    When the head is the subject right after the question's auxiliary ("Where did the man
+    who leads the Accra office study?"), the question's last word (with "love to" before
+    "eat") is the main verb and everything between belongs to the description: the small
+    model often parses that verb into the relative clause."""
+    words = [t for t in doc if not t.is_punct]
+    aux = [t for t in doc[max(0, head.i - 4):head.i] if t.lower_ in _AUX]
+    subject_after_aux = bool(aux) and all(t.pos_ in ("DET", "ADJ", "NOUN", "PRON")
+                                          for t in doc[aux[-1].i + 1:head.i])
+    if subject_after_aux and words and words[-1].i > head.i and all(
+            t.lower_ in _WH or t.pos_ in ("NOUN", "ADJ", "DET") for t in doc[:aux[-1].i]):
+        start = words[-1].i
+        if doc[start].pos_ == "ADP" and start - 1 > head.i:  # "live in?"
+            start -= 1
+        if start >= 2 and doc[start - 1].lower_ == "to":
+            start -= 2
+        if start > head.i:
+            return set(range(head.i, start))
+    return {t.i for c in head.children if c.dep_ in ("relcl", "acl", "prep", "poss")
+            for t in c.subtree} | {head.i}
+
+
 @lru_cache(maxsize=4096)
 def read_question(text: str) -> QuestionParse:
     """The question's parse (cached per text).
@@ -142,20 +213,16 @@ def read_question(text: str) -> QuestionParse:
     named = list(dict.fromkeys(s.text.strip() for s in spans if entity_key(s.text)))
     wh = next((t.lower_ for t in doc if t.lower_ in _WH), None)
     head, reason = _hidden_head(doc, named_tokens)
-    described = set()
-    if head is not None:
-        described = {t.i for c in head.children if c.dep_ in ("relcl", "acl", "prep", "poss")
-                     for t in c.subtree} | {head.i}
-        # what follows the description's last named word belongs to the main clause ("the
-        # person who moved to Lisbon | love to eat", misparsed into the relative clause)
-        last_named = max((i for i in described if i in named_tokens), default=None)
-        if last_named is not None:
-            described = {i for i in described if i <= last_named}
-    predicate = [t.text for t in doc
-                 if t.pos_ in _CONTENT_POS and t.i not in named_tokens and t.i not in described
+    described = _described(doc, head) if head is not None else set()
+    # capitalised inside the sentence: part of a name the model split ("Kiss and Tell")
+    predicate = [t.text for t in doc if not (t.i and t.text[:1].isupper())
+                 and t.pos_ in _CONTENT_POS and t.i not in named_tokens and t.i not in described
                  and t.lower_ not in STOPWORDS and t.lower_ not in _WH and t.is_alpha]
+    description = [t.text for t in doc if t.i in described and t.pos_ in _CONTENT_POS
+                   and t.i not in named_tokens and t.lower_ not in STOPWORDS and t.is_alpha]
     return QuestionParse(
         text=text, named=named, named_keys=frozenset(entity_key(n) for n in named),
         wh=wh, answer_labels=_ANSWER_LABELS.get(wh or "", frozenset()),
         hidden_head=None if head is None else head.lemma_.lower(), hidden_reason=reason,
-        predicate=list(dict.fromkeys(predicate)), clauses=_clauses(doc))
+        predicate=list(dict.fromkeys(predicate)), description=list(dict.fromkeys(description)),
+        clauses=_own_questions(text, named) or _clauses(doc))
