@@ -105,6 +105,38 @@ def entities_of(doc: Doc | Iterable[Span]) -> list[Entity]:
     return list(out.values())
 
 
+# Labels that do not name a subject a search can start from.
+_NOT_SUBJECTS = _SKIPPED_LABELS | {"DATE", "TIME"}
+QUESTION_WORDS = frozenset("who whom whose what which when where why how".split())
+
+
+def named_spans(doc: Doc) -> list[Span]:
+    """The spans of a parsed text that name something: entities other than amounts, dates
+    and times, and runs of proper nouns the model left unlabelled, in order."""
+    spans = [e for e in doc.ents if e.label_ not in _NOT_SUBJECTS]
+    covered = {t.i for e in doc.ents for t in e}
+    run: list = []
+    for token in [*doc, None]:
+        if token is not None and token.pos_ == "PROPN" and token.i not in covered \
+                and not (token.i == 0 and token.lower_ in QUESTION_WORDS):
+            run.append(token)
+            continue
+        if run:
+            spans.append(doc[run[0].i:run[-1].i + 1])
+            run = []
+    return sorted(spans, key=lambda s: s.start)
+
+
+def query_entity_keys(text: str) -> list[str]:
+    """The `entity_key` of everything a query names (see `named_spans`).
+
+    Raises:
+        ModelUnavailableError: the model is not installed.
+    """
+    return list(dict.fromkeys(k for k in (entity_key(s.text) for s in named_spans(parse(text)))
+                              if k))
+
+
 def extract_entities(texts: list[str], batch_size: int = 64) -> list[list[Entity]]:
     """The entities of each text (NER only, no parse), in order.
 

@@ -45,6 +45,7 @@ class MemrouteSettings(BaseSettings):
     query_cache_size: int = Field(default=256, ge=0)  # recent query vectors kept per Memory
 
     lexical: bool = False
+    entity_lane: bool = False  # memroute.memory.entity_sql; needs the spaCy model
     candidates: int = 60
     rerank_fusion: Literal["max", "mean", "rrf"] = "max"
 

@@ -64,6 +64,14 @@ def _migrations(schema: str, dim: int) -> list[str]:
         CREATE INDEX sentences_scope ON {s}.sentences (scope_key, session_id, produced_at);
         CREATE INDEX sentences_tsv ON {s}.sentences USING gin (tsv);
         """,
+        # 2: the named entities of each sentence (memroute.memory.entity_sql); NULL until
+        # extracted, so a store migrated from version 1 works before `memroute db
+        # backfill-entities` fills them.
+        f"""
+        ALTER TABLE {s}.sentences ADD COLUMN entity_keys text[];
+        ALTER TABLE {s}.sentences ADD COLUMN entities jsonb;
+        CREATE INDEX sentences_entity_keys ON {s}.sentences USING gin (entity_keys);
+        """,
     ]
 
 

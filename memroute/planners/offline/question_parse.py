@@ -21,12 +21,9 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from memroute.nlp import entity_key, parse
+from memroute.nlp import QUESTION_WORDS, entity_key, named_spans, parse
 from memroute.planners.offline.entities import STOPWORDS
 
-# Labels that do not name a subject a search can start from.
-_NOT_SUBJECTS = frozenset({"DATE", "TIME", "CARDINAL", "ORDINAL", "PERCENT", "QUANTITY",
-                           "MONEY"})
 PERSON_LABELS = frozenset({"PERSON", "ORG", "NORP"})
 PLACE_LABELS = frozenset({"GPE", "LOC", "FAC"})
 TIME_LABELS = frozenset({"DATE", "TIME"})
@@ -44,7 +41,6 @@ PERSON_NOUNS = frozenset(
     fiancee pet dog cat puppy kitten parrot bird horse rabbit hamster""".split())
 PLACE_NOUNS = frozenset("city town country place state village hometown birthplace".split())
 _CONTENT_POS = frozenset({"NOUN", "VERB", "ADJ", "PROPN", "NUM", "ADV"})
-_WH = frozenset({"who", "whom", "whose", "what", "which", "when", "where", "why", "how"})
 
 
 @dataclass(frozen=True)
@@ -68,21 +64,6 @@ class QuestionParse:
         if self.hidden_head in PLACE_NOUNS:
             return PLACE_LABELS
         return frozenset()
-
-
-def _named_spans(doc) -> list:
-    spans = [e for e in doc.ents if e.label_ not in _NOT_SUBJECTS]
-    covered = {t.i for e in doc.ents for t in e}
-    run: list = []
-    for token in [*doc, None]:
-        if token is not None and token.pos_ == "PROPN" and token.i not in covered \
-                and not (token.i == 0 and token.lower_ in _WH):
-            run.append(token)
-            continue
-        if run:
-            spans.append(doc[run[0].i:run[-1].i + 1])
-            run = []
-    return sorted(spans, key=lambda s: s.start)
 
 
 def _is_named(token, named_tokens: set[int]) -> bool:
@@ -110,7 +91,7 @@ def _hidden_head(doc, named_tokens: set[int]):
     for token in doc:
         if token.pos_ not in ("NOUN", "PRON") or _is_named(token, named_tokens):
             continue
-        if token.lower_ in _WH or token.lower_ in ("it", "they", "he", "she", "i", "you", "we"):
+        if token.lower_ in QUESTION_WORDS or token.lower_ in ("it", "they", "he", "she", "i", "you", "we"):
             continue
         deps = {child.dep_ for child in token.children}
         if "relcl" in deps or ("acl" in deps and token.pos_ == "NOUN"):
@@ -188,7 +169,7 @@ def _described(doc, head) -> set[int]:
     subject_after_aux = bool(aux) and all(t.pos_ in ("DET", "ADJ", "NOUN", "PRON")
                                           for t in doc[aux[-1].i + 1:head.i])
     if subject_after_aux and words and words[-1].i > head.i and all(
-            t.lower_ in _WH or t.pos_ in ("NOUN", "ADJ", "DET") for t in doc[:aux[-1].i]):
+            t.lower_ in QUESTION_WORDS or t.pos_ in ("NOUN", "ADJ", "DET") for t in doc[:aux[-1].i]):
         start = words[-1].i
         if doc[start].pos_ == "ADP" and start - 1 > head.i:  # "live in?"
             start -= 1
@@ -208,16 +189,16 @@ def read_question(text: str) -> QuestionParse:
         ModelUnavailableError: the spaCy model is not installed.
     """
     doc = parse(text)
-    spans = _named_spans(doc)
+    spans = named_spans(doc)
     named_tokens = {t.i for s in spans for t in s}
     named = list(dict.fromkeys(s.text.strip() for s in spans if entity_key(s.text)))
-    wh = next((t.lower_ for t in doc if t.lower_ in _WH), None)
+    wh = next((t.lower_ for t in doc if t.lower_ in QUESTION_WORDS), None)
     head, reason = _hidden_head(doc, named_tokens)
     described = _described(doc, head) if head is not None else set()
     # capitalised inside the sentence: part of a name the model split ("Kiss and Tell")
     predicate = [t.text for t in doc if not (t.i and t.text[:1].isupper())
                  and t.pos_ in _CONTENT_POS and t.i not in named_tokens and t.i not in described
-                 and t.lower_ not in STOPWORDS and t.lower_ not in _WH and t.is_alpha]
+                 and t.lower_ not in STOPWORDS and t.lower_ not in QUESTION_WORDS and t.is_alpha]
     description = [t.text for t in doc if t.i in described and t.pos_ in _CONTENT_POS
                    and t.i not in named_tokens and t.lower_ not in STOPWORDS and t.is_alpha]
     return QuestionParse(
