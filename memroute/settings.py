@@ -46,6 +46,7 @@ class MemrouteSettings(BaseSettings):
 
     lexical: bool = False
     entity_lane: bool = False  # memroute.memory.entity_sql; needs the spaCy model
+    extract_entities: bool = True  # spaCy NER per sentence at ingestion (the entity index)
     candidates: int = 60
     rerank_fusion: Literal["max", "mean", "rrf"] = "max"
 

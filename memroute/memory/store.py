@@ -130,7 +130,8 @@ class Memory:
 
     @property
     def _writer(self) -> EpisodeWriter:
-        return EpisodeWriter(self._pool, self.schema, self.embedder)
+        return EpisodeWriter(self._pool, self.schema, self.embedder,
+                             self.settings.extract_entities)
 
     async def add(self, scope: Scope | dict, episodes: list[Episode | dict]) -> list[str]:
         """Store episodes atomically; idempotent by uid. Returns the uids, in input order."""

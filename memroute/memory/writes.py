@@ -25,6 +25,10 @@ log = get_logger(__name__)
 _warned_no_entities = False
 
 
+async def _none() -> None:
+    return None
+
+
 async def _entities_or_none(texts: list[str], producers: list[str]) -> list[list[Entity]] | None:
     """The sentences' entities, or ``None`` (with one warning) when the spaCy model is
     missing: the episodes are stored anyway and `memroute db backfill-entities` adds them."""
@@ -58,6 +62,7 @@ class EpisodeWriter:
     pool: AsyncConnectionPool
     schema: str
     embedder: Embedder
+    extract_entities: bool = True
 
     async def add(self, scope: Scope, episodes: list[Episode | dict]) -> list[str]:
         prepared = await self.prepare(scope, episodes)
@@ -115,7 +120,8 @@ class EpisodeWriter:
         texts = [t for _, _, t in prepared.sentences]
         vectors, prepared.entities = await asyncio.gather(
             self.embedder.embed_documents(texts),
-            _entities_or_none(texts, [e.producer for e, _, _ in prepared.sentences]))
+            _entities_or_none(texts, [e.producer for e, _, _ in prepared.sentences])
+            if self.extract_entities else _none())
         if getattr(vectors, "shape", None) != (len(prepared.sentences), self.embedder.dim):
             raise ModelUnavailableError(
                 f"embedder {self.embedder.name} returned {getattr(vectors, 'shape', None)} "
