@@ -68,7 +68,7 @@ def split_by_parse(query: str) -> list[str]:
 
 
 def _stems(words: list[str]) -> set[str]:
-    return {fold(w)[:5] for w in words if len(w) >= 3}
+    return {fold(w)[:4] for w in words if len(w) >= 3}  # "stud" for study, studied
 
 
 def _has_predicate(text: str, stems: set[str]) -> bool:
@@ -120,7 +120,7 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
     if rewrites == 0:
         # first hop: filled only when no slot is hidden and a top item answers about the
         # question's named things
-        anchors = qp.named if not qp.hidden_head else []
+        anchors = qp.named if not qp.hidden_head and h.first_hop_stop else []
         window = range(min(3, len(evidence)))
     else:
         last = tried[-1]
@@ -148,7 +148,7 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
     if not candidates:
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9)
     last_rewrite = rewrites + 1 == h.bridges
-    bridge = " ".join(text for _, text in candidates[:h.pack if last_rewrite else 1])
+    bridge = " ".join(text for _, text in candidates[:h.pack if last_rewrite else h.first_pack])
     words = [w for w in (qp.predicate or key_terms(query, drop=qp.named))
              if not mentioned(w, bridge)]
     return ChainJudgment(is_sufficient=False, evidence_indices=indices,
