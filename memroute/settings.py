@@ -45,7 +45,7 @@ class MemrouteSettings(BaseSettings):
     query_cache_size: int = Field(default=256, ge=0)  # recent query vectors kept per Memory
 
     lexical: bool = False
-    entity_lane: bool = False  # memroute.memory.entity_sql; needs the spaCy model
+    entity_lane: bool = True  # memroute.memory.entity_sql (docs/evaluation.md: on/off measured)
     extract_entities: bool = True  # spaCy NER per sentence at ingestion (the entity index)
     candidates: int = 60
     rerank_fusion: Literal["max", "mean", "rrf"] = "max"

@@ -18,10 +18,13 @@ import json
 import numpy as np
 from psycopg import AsyncConnection
 
+from memroute._log import get_logger
+from memroute.errors import ModelUnavailableError
 from memroute.memory.filters import compile_filter
 from memroute.memory.sql import RRF_K, Nucleus, SentenceHit
 from memroute.nlp import Entity, entity_key, extract_entities, query_entity_keys
 
+log = get_logger(__name__)
 # Producers that are roles, not names a question could mention.
 _ROLE_PRODUCERS = frozenset({"user", "assistant", "system", "ai", "bot", "human", "agent",
                              "tool", "model"})
@@ -47,9 +50,22 @@ async def sentence_entities(texts: list[str], producers: list[str]) -> list[list
     return out
 
 
+_warned_no_model = False
+
+
 async def query_keys(query: str, enabled: bool) -> list[str]:
-    """The entity keys of a query for the entity lane ([] when the lane is off)."""
-    return await asyncio.to_thread(query_entity_keys, query) if enabled else []
+    """The entity keys of a query for the entity lane: [] when the lane is off, or (with one
+    warning) when the spaCy model is missing, so search still works without it."""
+    global _warned_no_model
+    if not enabled:
+        return []
+    try:
+        return await asyncio.to_thread(query_entity_keys, query)
+    except ModelUnavailableError as exc:
+        if not _warned_no_model:
+            log.warning("memory.entity_lane_skipped", reason=str(exc))
+            _warned_no_model = True
+        return []
 
 
 def entity_columns(entities: list[Entity]) -> tuple[list[str], str]:

@@ -43,8 +43,9 @@ def _without_named_possessives(query: str, qp: QuestionParse) -> str:
     return query
 
 
-def route_by_parse(query: str) -> tuple[str, str, float]:
-    """The route, a short reason and a confidence in [0, 1] (see the module docstring)."""
+def route_by_parse(query: str, attribute_route: str = "direct") -> tuple[str, str, float]:
+    """The route, a short reason and a confidence in [0, 1] (see the module docstring);
+    ``attribute_route`` is where a named subject's direct attribute goes."""
     qp = read_question(query)
     if qp.clauses:
         return "split", "coordinated clauses with their own subjects", 0.9
@@ -58,7 +59,7 @@ def route_by_parse(query: str) -> tuple[str, str, float]:
     if has_nested_relation(_without_named_possessives(query, qp)):
         return "chain", "nested relation", 0.6
     if qp.named:
-        return "direct", "one named subject with a direct attribute", 0.75
+        return attribute_route, "one named subject with a direct attribute", 0.75
     return "direct", "nothing named to bridge from", 0.9
 
 

@@ -45,6 +45,7 @@ from memroute.planners.offline.question_syntax import route_by_syntax, subject_s
 from memroute.strategies.base import (
     MAX_REASON_CHARS,
     ChainJudgment,
+    Route,
     RouteDecision,
     SplitPlan,
     Usage,
@@ -68,7 +69,8 @@ class OfflinePlanner:
     spends_llm_calls = False  # so budgets do not steer its routing
 
     def __init__(self, heuristics: ChainHeuristics | None = None, *,
-                 use_nlp: bool | None = None, **overrides: float) -> None:
+                 use_nlp: bool | None = None, attribute_route: Route = "direct",
+                 **overrides: float) -> None:
         base = heuristics or ChainHeuristics()
         self.heuristics = ChainHeuristics(**{**base.__dict__, **overrides})
         if use_nlp is None:
@@ -78,6 +80,8 @@ class OfflinePlanner:
                             reason="the spaCy English model is not installed",
                             install=INSTALL_HINT)
         self.use_nlp = use_nlp
+        # where "one named subject with a direct attribute" goes (docs/evaluation.md)
+        self.attribute_route = attribute_route
 
     @property
     def prompt_versions(self) -> dict[str, str]:
@@ -102,7 +106,7 @@ class OfflinePlanner:
     async def route(self, query: str) -> PlannerResult[RouteDecision]:
         def build() -> RouteDecision:
             if self.use_nlp and query.strip():
-                route, reason, confidence = route_by_parse(query)
+                route, reason, confidence = route_by_parse(query, self.attribute_route)
             else:
                 (route, reason), confidence = route_by_syntax(query), 0.5
             return RouteDecision(route=route, reason=f"{reason} (confidence {confidence:.2f})"
