@@ -102,11 +102,12 @@ class RetrievalAgent:
     ``openai.AsyncOpenAI`` or a LangChain ``BaseChatModel``; ``router_llm`` or
     ``router_model`` serve ToolSelect with a cheaper model. ``reranker``: ``None`` keeps the
     memory's reranker; a `Reranker` or a spec (``"offline"``, ``"flashrank"``) replaces it
-    for every search and the final rerank. ``planner`` overrides all of the above.
+    for every search and the final rerank. ``planner`` (a `Planner`) overrides all of the
+    above; a name (``"offline"``, ``"llm"``, ``"cascade"``) picks that kind for ``llm``.
     """
 
     def __init__(self, memory: Memory | SyncMemory, llm: Any = None,
-                 reranker: Reranker | str | None = None, planner: Planner | None = None, *,
+                 reranker: Reranker | str | None = None, planner: Planner | str | None = None, *,
                  model: str | None = None, router_llm: Any = None, router_model: str | None = None,
                  settings: MemrouteSettings | None = None, max_hops: int = 3,
                  sufficient_confidence: float = 0.8,
@@ -121,7 +122,8 @@ class RetrievalAgent:
         self.memory = memory
         llm_options = {k: v for k, v in {"model": model, "router_llm": router_llm,
                                          "router_model": router_model}.items() if v is not None}
-        self.planner = planner or make_planner(llm, settings=self.settings, **llm_options)
+        self.planner = (planner if planner is not None and not isinstance(planner, str) else
+                        make_planner(llm, settings=self.settings, kind=planner, **llm_options))
         self.options = {"max_hops": max_hops, "sufficient_confidence": sufficient_confidence,
                         "rerank_mode": rerank_mode, "search_concurrency": search_concurrency,
                         "neighbours": context}

@@ -50,6 +50,11 @@ class MemrouteSettings(BaseSettings):
     candidates: int = 60
     rerank_fusion: Literal["max", "mean", "rrf"] = "max"
 
+    # "auto": the LLM planner when a model is configured, else offline; "cascade": offline
+    # first, the LLM below cascade_threshold (memroute.planners.cascade)
+    planner: Literal["auto", "offline", "llm", "cascade"] = "auto"
+    cascade_threshold: float = Field(default=0.7, ge=0.0, le=1.0)
+
     llm_base_url: str | None = None
     llm_api_key: SecretStr | None = None
     llm_model: str | None = None

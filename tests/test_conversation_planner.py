@@ -16,6 +16,7 @@ from memroute.planners.offline.planner import OfflinePlanner
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "conversations.json").read_text())
 QUESTIONS = FIXTURE["questions"]
 K = 5  # of ~36 turns per conversation
+NO_NEIGHBOURS = (0, 0)  # each result is one turn, so a hit is the gold turn itself
 
 
 def of_kind(kind: str) -> list[dict]:
@@ -45,7 +46,7 @@ async def scopes(memory) -> dict[str, Scope]:
 
 
 def found(result, gold: list[str]) -> bool:
-    """Every gold fact is the content of a returned result's nucleus."""
+    """Every gold fact is in a returned turn."""
     returned = [r.nucleus.content for r in result.results]
     return all(any(g in text for text in returned) for g in gold)
 
@@ -85,7 +86,7 @@ async def test_coordinated_clauses_split_into_questions_keeping_their_predicates
 
 
 async def test_chain_finds_the_bridged_fact(memory, scopes) -> None:
-    agent = RetrievalAgent(memory)
+    agent = RetrievalAgent(memory, context=NO_NEIGHBOURS)
     hits, searches, missed = 0, 0, []
     for q in of_kind("bridge"):
         result = await agent.aretrieve(q["q"], scope=scopes[q["conv"]], k=K, strategy="chain")
@@ -100,9 +101,9 @@ async def test_chain_finds_the_bridged_fact(memory, scopes) -> None:
 
 
 async def test_auto_answers_every_kind_on_conversations(memory, scopes) -> None:
-    agent = RetrievalAgent(memory)
+    agent = RetrievalAgent(memory, context=NO_NEIGHBOURS)
     hits = 0
     for q in QUESTIONS:
         result = await agent.aretrieve(q["q"], scope=scopes[q["conv"]], k=K)
         hits += found(result, q["gold"])
-    assert hits / len(QUESTIONS) >= 0.8  # measured 37/44 (docs/evaluation.md)
+    assert hits / len(QUESTIONS) >= 0.9  # measured 43/44 (docs/evaluation.md)

@@ -52,6 +52,9 @@ class SyncMemory:
     def count(self, scope: Scope | dict) -> dict[str, int]:
         return self.loop.run_as_sync(self.memory.count(scope))
 
+    def backfill_entities(self, batch: int = 256) -> int:
+        return self.loop.run_as_sync(self.memory.backfill_entities(batch))
+
     def close(self) -> None:
         self.loop.run_as_sync(self.memory.close())
 

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 
 from memroute.nlp import Entity, entity_key, extract_entities
 from memroute.planners.offline.bridging import ChainHeuristics, bridge_candidates
@@ -31,6 +32,8 @@ from memroute.planners.offline.question_syntax import (
 from memroute.strategies.base import ChainJudgment
 
 SUFFICIENT = 0.85
+# Confidence in a bridge rewrite (not in sufficiency: the chain goes on either way).
+BRIDGE_SURE, BRIDGE_UNSURE = 0.75, 0.5
 _WORD = re.compile(r"\w+")
 
 
@@ -82,15 +85,24 @@ def _overlap(text: str, stems: set[str]) -> int:
     return sum(1 for s in stems if any(w[:len(s)] == s for w in words))
 
 
+_CACHED_TEXTS = 4096
+_entity_cache: OrderedDict[str, list[Entity]] = OrderedDict()
+
+
 def _evidence_entities(evidence: list[str]) -> list[list[Entity]]:
-    """The NER entities of each item (of its sentence part), its stored title first."""
-    titled = [split_title(text) for text in evidence]
-    found = extract_entities([sentence for _, sentence in titled])
-    out = []
-    for (title, _), entities in zip(titled, found, strict=True):
+    """The NER entities of each item (of its sentence part), its stored title first. Items
+    seen recently are not parsed again (a chain shows its kept evidence at every hop)."""
+    missing = list(dict.fromkeys(t for t in evidence if t not in _entity_cache))
+    titled = [split_title(text) for text in missing]
+    found = extract_entities([sentence for _, sentence in titled]) if missing else []
+    for text, (title, _), entities in zip(missing, titled, found, strict=True):
         head = [Entity(title, entity_key(title), "TITLE")] if title else []
-        out.append(head + entities)
-    return out
+        _entity_cache[text] = head + entities
+    for text in evidence:
+        _entity_cache.move_to_end(text)
+    while len(_entity_cache) > _CACHED_TEXTS:
+        _entity_cache.popitem(last=False)
+    return [_entity_cache[text] for text in evidence]
 
 
 def _answers(text: str, entities: list[Entity], anchors: list[str], qp: QuestionParse,
@@ -144,13 +156,17 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
         # the filler of the hidden slot is stated with the slot's description
         boost *= 1.0 + max((_overlap(text, described) for text, ents in zip(evidence, entities)
                             if any(e.key == entity.key for e in ents)), default=0)
-        candidates.append((candidate.score * boost, entity.text))
+        typed = bool(qp.hidden_labels) and entity.label in qp.hidden_labels
+        candidates.append((candidate.score * boost, entity.text, typed))
     candidates.sort(key=lambda c: -c[0])
     if not candidates:
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9)
+    # sure of the bridge: it fills the hidden slot's type, or clearly leads the runner-up
+    clear = len(candidates) == 1 or candidates[0][0] >= 2 * candidates[1][0]
+    confidence = BRIDGE_SURE if candidates[0][2] or clear else BRIDGE_UNSURE
     last_rewrite = rewrites + 1 == h.bridges
-    bridge = " ".join(text for _, text in candidates[:h.pack if last_rewrite else h.first_pack])
+    bridge = " ".join(c[1] for c in candidates[:h.pack if last_rewrite else h.first_pack])
     words = [w for w in (qp.predicate or key_terms(query, drop=qp.named))
              if not mentioned(w, bridge)]
     return ChainJudgment(is_sufficient=False, evidence_indices=indices,
-                         new_query=" ".join([bridge, *words]).strip(), confidence=0.4)
+                         new_query=" ".join([bridge, *words]).strip(), confidence=confidence)
