@@ -92,3 +92,20 @@ def test_make_planner_builds_each_kind() -> None:
         update={"planner": "cascade", "cascade_threshold": 0.6}))
     assert isinstance(cascade, CascadePlanner) and cascade.threshold == 0.6
     assert cascade.prompt_versions  # the LLM planner's prompts
+
+
+async def test_the_result_records_which_planner_decided(memory) -> None:
+    import uuid
+
+    from memroute import RetrievalAgent, Scope
+
+    scope = Scope(org_id=f"cascade-{uuid.uuid4().hex[:8]}", project_id="p", user_id="u")
+    await memory.add(scope, [{"content": "Yasmin's birthday is on the 14th of March."},
+                             {"content": "Yasmin works at the Spokehouse cafe."}])
+    llm = CountingLLM()
+    agent = RetrievalAgent(memory, planner=CascadePlanner(OfflinePlanner(), llm, threshold=0.95))
+    result = await agent.aretrieve("When is Yasmin's birthday?", scope=scope, k=2)
+    assert result.route_reason.startswith("[llm]") and result.route == "chain"
+    records = [r for node in result.costs.nodes for r in node.get("raw", [])]
+    assert "cascade: llm (offline 0.75)" in records
+    assert result.costs.totals["llm_calls"] == len(llm.calls) >= 1
