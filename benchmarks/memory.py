@@ -124,21 +124,25 @@ def write_report(report: dict, name: str, print_table) -> None:
 
 async def measure_ingestion(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder,
                             texts: list[str], vectors: np.ndarray) -> dict:
-    """Sentences/s: the embedder alone; ingestion with embedding, pipelined
-    (`Memory.add_batches`) and one `Memory.add` after another; ingestion without embedding."""
+    """Sentences/s: the embedder alone; ingestion with embedding (and entity extraction),
+    pipelined (`Memory.add_batches`), the same without entity extraction, one `Memory.add`
+    after another; ingestion without embedding."""
     scope = Scope(org_id="bench", project_id="ingest")
     start = time.perf_counter()
     await embedder.embed_documents(texts)
     embed_only = len(texts) / (time.perf_counter() - start)
     figures = {"sentences": len(texts), "embedder_sentences_per_s": embed_only}
     precomputed = PrecomputedEmbedder(embedder, texts, vectors)
-    for label, emb, pipelined in (("with_embedding", embedder, True),
-                                  ("one_add_at_a_time", embedder, False),
-                                  ("without_embedding", precomputed, True)):
-        memory = await Memory.open(settings=settings, schema="bench_ingest", embedder=emb)
+    no_entities = settings.model_copy(update={"extract_entities": False})
+    for label, emb, pipelined, run_settings in (
+            ("with_embedding", embedder, True, settings),
+            ("without_entities", embedder, True, no_entities),
+            ("one_add_at_a_time", embedder, False, settings),
+            ("without_embedding", precomputed, True, settings)):
+        memory = await Memory.open(settings=run_settings, schema="bench_ingest", embedder=emb)
         await drop_schema(memory)
         await memory.close()
-        memory = await Memory.open(settings=settings, schema="bench_ingest", embedder=emb)
+        memory = await Memory.open(settings=run_settings, schema="bench_ingest", embedder=emb)
         batches = [episodes_for(texts[i:i + 500], i) for i in range(0, len(texts), 500)]
         start = time.perf_counter()
         if pipelined:
@@ -150,6 +154,9 @@ async def measure_ingestion(settings: MemrouteSettings, embedder: MiniLMOnnxEmbe
         figures[f"{label}_sentences_per_s"] = len(texts) / (time.perf_counter() - start)
         await memory.close()
     figures["ratio_to_embedder"] = figures["with_embedding_sentences_per_s"] / embed_only
+    # entity extraction (spaCy NER) against the same pipeline without it
+    figures["entities_ratio"] = (figures["with_embedding_sentences_per_s"]
+                                 / figures["without_entities_sentences_per_s"])
     figures["one_add_at_a_time_ratio"] = figures["one_add_at_a_time_sentences_per_s"] / embed_only
     return figures
 

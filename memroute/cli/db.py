@@ -1,4 +1,5 @@
-"""``memroute db``: the embedded server (status, start, stop, url) and erasing a scope."""
+"""``memroute db``: the embedded server (status, start, stop, url), erasing a scope and
+backfilling the entity index."""
 
 from __future__ import annotations
 
@@ -165,5 +166,30 @@ async def _erase(scope: Any, session: str | None) -> int:
     memory = await open_memory()
     try:
         return await memory.delete(scope, session_id=session)
+    finally:
+        await memory.close()
+
+
+@db_app.command("backfill-entities")
+def db_backfill_entities(
+    batch: Annotated[int, typer.Option(min=1, max=10_000,
+                                       help="Sentences per transaction.")] = 256,
+    json_output: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Extract the named entities of sentences stored without them (stores written before
+    the entity index existed); the store works meanwhile. Safe to interrupt and rerun."""
+    setup_command(json_output, debug)
+    filled = run(_backfill(batch))
+    if json_output:
+        out.emit_json({"filled": filled})
+    else:
+        out.stdout_console().print(f"entities extracted for {filled} sentence(s)")
+
+
+async def _backfill(batch: int) -> int:
+    memory = await open_memory()
+    try:
+        return await memory.backfill_entities(batch)
     finally:
         await memory.close()

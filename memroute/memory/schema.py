@@ -100,6 +100,14 @@ def _migrations(schema: str, dim: int) -> list[str]:
             revoked_at    timestamptz
         );
         """,
+        # 3: the named entities of each sentence (memroute.memory.entity_sql); NULL until
+        # extracted, so a store migrated from version 1 works before `memroute db
+        # backfill-entities` fills them.
+        f"""
+        ALTER TABLE {s}.sentences ADD COLUMN entity_keys text[];
+        ALTER TABLE {s}.sentences ADD COLUMN entities jsonb;
+        CREATE INDEX sentences_entity_keys ON {s}.sentences USING gin (entity_keys);
+        """,
     ]
 
 

@@ -17,7 +17,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from memroute._log import get_logger
 from memroute.errors import InvalidInputError
-from memroute.memory import connect, lookup, sql
+
+from memroute.memory import connect, entity_sql, lookup, sql
 from memroute.memory.embedders import Embedder
 from memroute.memory.limits import (
     MAX_CONTEXT,
@@ -155,7 +156,8 @@ class Memory:
 
     @property
     def _writer(self) -> EpisodeWriter:
-        return EpisodeWriter(self._pool, self.schema, self.embedder)
+        return EpisodeWriter(self._pool, self.schema, self.embedder,
+                             self.settings.extract_entities)
 
     async def add(self, scope: Scope | dict, episodes: list[Episode | dict]) -> list[str]:
         """Store episodes atomically; idempotent by uid. Returns the uids, in input order."""
@@ -258,6 +260,14 @@ class Memory:
                  uids=len(uids) if uids is not None else None, deleted=count)
         return count
 
+    async def backfill_entities(self, batch: int = 256) -> int:
+        """Extract and store the entities of sentences written without them (stores created
+        before schema version 2, or written while the spaCy model was missing). Returns how
+        many sentences were filled; safe to interrupt and rerun."""
+        batch = _check_int(batch, "batch", 1, 10_000)
+        async with self._pool.connection() as conn:
+            return await entity_sql.backfill(conn, self.schema, batch)
+
     async def count(self, scope: Scope | dict) -> dict[str, int]:
         """How many episodes and sentences the scope holds."""
         scope = coerce_scope(scope)
@@ -289,11 +299,14 @@ class Memory:
         lexical: bool | None = None,
         rerank: bool = True,
         fusion: str | None = None,
+        entities: bool | None = None,
     ) -> SearchResults:
         """Declarative search: sentences -> nuclei -> neighbours -> dedup -> rerank -> top k.
 
         ``queries`` are extra queries the reranker also scores against (multi-query rerank);
         per candidate the scores are fused with ``fusion`` (``max`` by default).
+        ``entities``: the entity lane (`memroute.memory.entity_sql`), default
+        ``settings.entity_lane``.
         """
         scope = coerce_scope(scope)
         query = _check_query(query)
@@ -310,7 +323,9 @@ class Memory:
         timings: dict[str, float] = {}
 
         start = time.perf_counter()
-        embeddings = await self.embed_queries(all_queries)
+        embeddings, entity_keys = await asyncio.gather(
+            self.embed_queries(all_queries), entity_sql.query_keys(
+                query, self.settings.entity_lane if entities is None else entities))
         timings["embed_ms"] = (time.perf_counter() - start) * 1000
 
         async def read():
@@ -320,8 +335,12 @@ class Memory:
                                              filters, limit)
                 lexical_hits = (await sql.lexical_lane(conn, self.schema, scope.key, query,
                                                        filters, limit) if lexical else None)
+                entity_hits = await entity_sql.entity_lane(conn, self.schema, scope.key,
+                                                           entity_keys, embeddings[0], filters,
+                                                           limit)
                 timings["probe_ms"] = (time.perf_counter() - t0) * 1000
-                nuclei = sql.nuclei_from_hits(hits, lexical_hits)
+                nuclei = entity_sql.fuse_entity_hits(sql.nuclei_from_hits(hits, lexical_hits),
+                                                     entity_hits)
                 if not nuclei:
                     return nuclei, {}, {}, {}
                 t0 = time.perf_counter()

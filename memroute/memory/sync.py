@@ -68,6 +68,9 @@ class SyncMemory:
     def list_scopes(self, prefix: list[str] | tuple[str, ...] = (), **kwargs: Any) -> list[Scope]:
         return self.loop.run_as_sync(self.memory.list_scopes(prefix, **kwargs))
 
+    def backfill_entities(self, batch: int = 256) -> int:
+        return self.loop.run_as_sync(self.memory.backfill_entities(batch))
+
     def close(self) -> None:
         self.loop.run_as_sync(self.memory.close())
 

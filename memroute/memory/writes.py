@@ -15,11 +15,31 @@ from psycopg_pool import AsyncConnectionPool
 from memroute._log import get_logger
 from memroute.errors import InvalidInputError, ModelUnavailableError
 from memroute.memory.embedders import Embedder
+from memroute.memory.entity_sql import entity_columns, sentence_entities
 from memroute.memory.models import Episode, Scope, coerce_episode
 from memroute.memory.retry import with_retry
 from memroute.memory.splitter import split_sentences
+from memroute.nlp import Entity
 
 log = get_logger(__name__)
+_warned_no_entities = False
+
+
+async def _none() -> None:
+    return None
+
+
+async def _entities_or_none(texts: list[str], producers: list[str]) -> list[list[Entity]] | None:
+    """The sentences' entities, or ``None`` (with one warning) when the spaCy model is
+    missing: the episodes are stored anyway and `memroute db backfill-entities` adds them."""
+    global _warned_no_entities
+    try:
+        return await sentence_entities(texts, producers)
+    except ModelUnavailableError as exc:
+        if not _warned_no_entities:
+            log.warning("memory.entities_skipped", reason=str(exc))
+            _warned_no_entities = True
+        return None
 
 
 @dataclass
@@ -31,6 +51,7 @@ class PreparedAdd:
     new: list[Episode] = field(default_factory=list)
     sentences: list[tuple[Episode, int, str]] = field(default_factory=list)
     vectors: np.ndarray | None = None
+    entities: list[list[Entity]] | None = None  # None: not extracted (backfilled later)
     skipped: int = 0
     replace: bool = False  # upsert: stored uids get the new content and sentences
 
@@ -42,6 +63,7 @@ class EpisodeWriter:
     pool: AsyncConnectionPool
     schema: str
     embedder: Embedder
+    extract_entities: bool = False
 
     async def add(self, scope: Scope, episodes: list[Episode | dict]) -> list[str]:
         prepared = await self.prepare(scope, episodes)
@@ -116,7 +138,11 @@ class EpisodeWriter:
     async def _embed(self, prepared: PreparedAdd) -> PreparedAdd:
         prepared.sentences = [(e, i, text) for e in prepared.new
                               for i, text in enumerate(split_sentences(e.content))]
-        vectors = await self.embedder.embed_documents([t for _, _, t in prepared.sentences])
+        texts = [t for _, _, t in prepared.sentences]
+        vectors, prepared.entities = await asyncio.gather(
+            self.embedder.embed_documents(texts),
+            _entities_or_none(texts, [e.producer for e, _, _ in prepared.sentences])
+            if self.extract_entities else _none())
         if getattr(vectors, "shape", None) != (len(prepared.sentences), self.embedder.dim):
             raise ModelUnavailableError(
                 f"embedder {self.embedder.name} returned {getattr(vectors, 'shape', None)} "
@@ -166,13 +192,16 @@ class EpisodeWriter:
                     "AND episode_uid = ANY(%s::text[])", [scope.key, list(inserted)])
             async with conn.cursor().copy(
                 f"COPY {s}.sentences (scope_key, episode_uid, idx, text, embedding, session_id, "
-                "producer, produced_at, metadata) FROM STDIN"
+                "producer, produced_at, metadata, entity_keys, entities) FROM STDIN"
             ) as copy:
-                for (e, idx, text), vector in zip(prepared.sentences, prepared.vectors,
-                                                  strict=True):
+                entities = prepared.entities or [None] * len(prepared.sentences)
+                for (e, idx, text), vector, found in zip(prepared.sentences, prepared.vectors,
+                                                         entities, strict=True):
                     if e.uid in inserted:  # a concurrent add of the same uid wrote its own
+                        keys, details = (None, None) if found is None else entity_columns(found)
                         await copy.write_row([scope.key, e.uid, idx, text, vector, e.session_id,
-                                              e.producer, e.produced_at, json.dumps(e.metadata)])
+                                              e.producer, e.produced_at, json.dumps(e.metadata),
+                                              keys, details])
 
     @staticmethod
     def _on_conflict(prepared: PreparedAdd) -> str:

@@ -32,6 +32,7 @@ class RouteDecision(BaseModel):
 
     route: Route
     reason: str = Field(default="", max_length=MAX_REASON_CHARS)
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)  # None: not stated
 
 
 class SplitPlan(BaseModel):

@@ -88,13 +88,16 @@ class ChainHeuristics:
     ``bridges``: rewrites per question (the graph's default three hops allow two);
     ``keep``: evidence items selected per hop; ``fresh_weight``: weight of the latest hop's
     new hits against the runner-up entities of earlier hops; ``pack``: entities searched
-    together by the last rewrite.
+    together by the last rewrite; ``first_pack``: by the first one (parse-based judge only);
+    ``first_hop_stop``: whether the parse-based judge may find the first hop sufficient.
     """
 
     bridges: int = 2
     keep: int = 10
     fresh_weight: float = 0.2
     pack: int = 3
+    first_pack: int = 1
+    first_hop_stop: bool = True
 
 
 def judge_evidence(query: str, evidence: list[str], previous_queries: list[str],

@@ -1,6 +1,11 @@
-"""The offline planner: deterministic heuristics for the agent's three decisions, no LLM.
+"""The offline planner: the agent's three decisions without an LLM.
 
-A heuristic, documented as one, tuned only on the shared development data
+By default it uses the surface heuristics below. With ``use_nlp=True`` (``MEMROUTE_OFFLINE_PARSE``)
+it parses the question with spaCy and reads the entities of the evidence
+(`memroute.planners.offline.parsed` documents those rules); it is not the default yet, since on
+the shared slices it judged sufficiency earlier but lost recall (docs/evaluation.md).
+
+The fallback is a heuristic, documented as one, tuned only on the shared development data
 (``docs/evaluation.md`` has the measurements behind each rule):
 
 - **route**: two or more named subjects under a comparison or coordination ("Which was
@@ -32,24 +37,53 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
+from memroute._log import get_logger
+from memroute.nlp import INSTALL_HINT, pipeline_available
 from memroute.planners.base import PlannerResult
 from memroute.planners.offline.bridging import ChainHeuristics, judge_evidence
+from memroute.planners.offline.parsed import judge_with_entities, route_by_parse, split_by_parse
 from memroute.planners.offline.question_syntax import route_by_syntax, subject_sub_queries
-from memroute.strategies.base import ChainJudgment, RouteDecision, SplitPlan, Usage
+from memroute.strategies.base import (
+    MAX_REASON_CHARS,
+    ChainJudgment,
+    Route,
+    RouteDecision,
+    SplitPlan,
+    Usage,
+)
+from memroute.strategies.split_query import MAX_SUB_QUERIES
 from memroute.strategies.budget import CallLimits
 
 T = TypeVar("T", bound=BaseModel)
+log = get_logger(__name__)
 
 
 class OfflinePlanner:
-    """Implements `memroute.planners.base.Planner` with the heuristics above."""
+    """Implements `memroute.planners.base.Planner` without an LLM.
+
+    By default it uses the surface heuristics above. With ``use_nlp=True``
+    (``MEMROUTE_OFFLINE_PARSE``) it parses questions with spaCy and reads the entities of the
+    evidence (`memroute.planners.offline.parsed`); if the model is missing it warns once and
+    keeps the heuristics.
+    """
 
     name = "offline"
     spends_llm_calls = False  # so budgets do not steer its routing
 
-    def __init__(self, heuristics: ChainHeuristics | None = None, **overrides: float) -> None:
+    def __init__(self, heuristics: ChainHeuristics | None = None, *,
+                 use_nlp: bool = False, attribute_route: Route = "direct",
+                 **overrides: float) -> None:
         base = heuristics or ChainHeuristics()
         self.heuristics = ChainHeuristics(**{**base.__dict__, **overrides})
+        if use_nlp:
+            use_nlp = pipeline_available()
+            if not use_nlp:
+                log.warning("offline_planner.heuristics_fallback",
+                            reason="the spaCy English model is not installed",
+                            install=INSTALL_HINT)
+        self.use_nlp = use_nlp
+        # where "one named subject with a direct attribute" goes (docs/evaluation.md)
+        self.attribute_route = attribute_route
 
     @property
     def prompt_versions(self) -> dict[str, str]:
@@ -73,15 +107,23 @@ class OfflinePlanner:
 
     async def route(self, query: str) -> PlannerResult[RouteDecision]:
         def build() -> RouteDecision:
-            route, reason = route_by_syntax(query)
-            return RouteDecision(route=route, reason=reason)
+            if self.use_nlp and query.strip():
+                route, reason, confidence = route_by_parse(query, self.attribute_route)
+            else:
+                (route, reason), confidence = route_by_syntax(query), 0.5
+            return RouteDecision(route=route, reason=f"{reason} (confidence {confidence:.2f})"
+                                 [:MAX_REASON_CHARS], confidence=confidence)
         return await self._run(build)
 
     async def split(self, query: str) -> PlannerResult[SplitPlan]:
-        return await self._run(lambda: SplitPlan(sub_queries=subject_sub_queries(query)))
+        def build() -> SplitPlan:
+            subs = (split_by_parse(query) if self.use_nlp and query.strip()
+                    else subject_sub_queries(query))
+            return SplitPlan(sub_queries=subs[:MAX_SUB_QUERIES])
+        return await self._run(build)
 
     async def judge(self, query: str, evidence: list[str], previous_queries: list[str],
                     hop: int) -> PlannerResult[ChainJudgment]:
-        return await self._run(lambda: judge_evidence(query, list(evidence),
-                                                      list(previous_queries), self.heuristics))
-
+        judge = judge_with_entities if self.use_nlp and query.strip() else judge_evidence
+        return await self._run(lambda: judge(query, list(evidence), list(previous_queries),
+                                             self.heuristics))

