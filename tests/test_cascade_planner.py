@@ -49,7 +49,7 @@ class CountingLLM:
 
 async def test_confident_offline_decisions_make_no_llm_call() -> None:
     llm = CountingLLM()
-    cascade = CascadePlanner(OfflinePlanner(), llm, threshold=0.7)
+    cascade = CascadePlanner(OfflinePlanner(use_nlp=True), llm, threshold=0.7)
     assert isinstance(cascade, Planner)
     result = await cascade.route("When is Yasmin's birthday?")  # offline 0.75
     assert llm.calls == [] and result.value.route == "direct"
@@ -61,7 +61,7 @@ async def test_confident_offline_decisions_make_no_llm_call() -> None:
 
 async def test_unsure_offline_decisions_ask_the_llm_and_record_it() -> None:
     llm = CountingLLM()
-    cascade = CascadePlanner(OfflinePlanner(), llm, threshold=0.95)
+    cascade = CascadePlanner(OfflinePlanner(use_nlp=True), llm, threshold=0.95)
     result = await cascade.route("When is Yasmin's birthday?")
     assert llm.calls == ["route"] and result.value.route == "chain"
     assert result.value.reason.startswith("[llm]") and result.usage.llm_calls == 1
@@ -72,7 +72,7 @@ async def test_unsure_offline_decisions_ask_the_llm_and_record_it() -> None:
 
 
 async def test_a_failed_llm_call_leaves_the_offline_decision_and_its_cost() -> None:
-    cascade = CascadePlanner(OfflinePlanner(), CountingLLM(fail=True), threshold=0.95)
+    cascade = CascadePlanner(OfflinePlanner(use_nlp=True), CountingLLM(fail=True), threshold=0.95)
     result = await cascade.route("When is Yasmin's birthday?")
     assert result.value is not None and result.value.route == "direct"
     assert result.usage.llm_calls == 1 and "llm failure" in result.raw[0]
@@ -80,12 +80,12 @@ async def test_a_failed_llm_call_leaves_the_offline_decision_and_its_cost() -> N
 
 def test_make_planner_builds_each_kind() -> None:
     settings = MemrouteSettings()
-    assert make_planner(settings=settings, kind="offline").name == "offline"
+    assert make_planner(settings=settings, choice="offline").name == "offline"
     assert make_planner(settings=settings).name == "offline"  # auto without a model
     with pytest.raises(InvalidInputError, match="needs a model"):
-        make_planner(settings=settings, kind="cascade")
+        make_planner(settings=settings, choice="cascade")
     with pytest.raises(InvalidInputError, match="unknown planner"):
-        make_planner(settings=settings, kind="oracle")
+        make_planner(settings=settings, choice="oracle")
     from memroute.evals.scripted_llm import ScriptedPlannerChat
 
     cascade = make_planner(ScriptedPlannerChat(), settings=settings.model_copy(
@@ -103,7 +103,7 @@ async def test_the_result_records_which_planner_decided(memory) -> None:
     await memory.add(scope, [{"content": "Yasmin's birthday is on the 14th of March."},
                              {"content": "Yasmin works at the Spokehouse cafe."}])
     llm = CountingLLM()
-    agent = RetrievalAgent(memory, planner=CascadePlanner(OfflinePlanner(), llm, threshold=0.95))
+    agent = RetrievalAgent(memory, planner=CascadePlanner(OfflinePlanner(use_nlp=True), llm, threshold=0.95))
     result = await agent.aretrieve("When is Yasmin's birthday?", scope=scope, k=2)
     assert result.route_reason.startswith("[llm]") and result.route == "chain"
     records = [r for node in result.costs.nodes for r in node.get("raw", [])]

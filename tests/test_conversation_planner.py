@@ -62,7 +62,7 @@ def test_the_fixture_is_large_enough() -> None:
 
 
 async def test_single_attribute_questions_route_direct() -> None:
-    planner = OfflinePlanner()
+    planner = OfflinePlanner(use_nlp=True)
     routes = [(await planner.route(q["q"])).value for q in of_kind("attribute")]
     direct = [r for r in routes if r is not None and r.route == "direct"]
     assert len(direct) / len(routes) >= 0.9, [(q["q"], r.route) for q, r in
@@ -71,7 +71,7 @@ async def test_single_attribute_questions_route_direct() -> None:
 
 
 async def test_bridge_questions_route_chain_and_coordinations_split() -> None:
-    planner = OfflinePlanner()
+    planner = OfflinePlanner(use_nlp=True)
     for kind, route in (("bridge", "chain"), ("coordination", "split")):
         questions = of_kind(kind)
         routes = [(await planner.route(q["q"])).value.route for q in questions]
@@ -80,7 +80,7 @@ async def test_bridge_questions_route_chain_and_coordinations_split() -> None:
 
 
 async def test_coordinated_clauses_split_into_questions_keeping_their_predicates() -> None:
-    plan = (await OfflinePlanner().split(
+    plan = (await OfflinePlanner(use_nlp=True).split(
         "Where does Karim study and where is Helga Brandt's office?")).value
     assert plan.sub_queries == ["Where does Karim study?", "Where is Helga Brandt's office?"]
 

@@ -3,6 +3,8 @@ backfill, and the entity lane of `Memory.search_scored`, on the real embedded Po
 
 from __future__ import annotations
 
+import copy
+
 import uuid
 
 import pytest
@@ -50,7 +52,15 @@ def test_missing_model_names_what_to_install(monkeypatch: pytest.MonkeyPatch) ->
     assert not nlp.pipeline_available()
 
 
+def extracting(memory: Memory) -> Memory:
+    """The session's memory with entity extraction at ingestion turned on (it is opt-in)."""
+    view = copy.copy(memory)
+    view.settings = memory.settings.model_copy(update={"extract_entities": True})
+    return view
+
+
 async def test_ingestion_stores_entities_and_speakers(memory: Memory) -> None:
+    memory = extracting(memory)
     scope = new_scope()
     await memory.add(scope, [{"content": t, "producer": p} for p, t in TURNS])
     keys = await stored(memory, scope)
@@ -60,6 +70,7 @@ async def test_ingestion_stores_entities_and_speakers(memory: Memory) -> None:
 
 
 async def test_entity_lane_adds_the_turns_of_the_named_speaker(memory: Memory) -> None:
+    memory = extracting(memory)
     scope = new_scope()
     others = [("Sam", f"{name} studies {subject} at the university.") for name, subject in
               [("Leila", "medicine"), ("Oskar", "law"), ("Jonas", "music"), ("Priya", "physics")]]

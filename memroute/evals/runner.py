@@ -185,7 +185,8 @@ async def run_eval(cfg: EvalConfig, *, settings: MemrouteSettings | None = None,
     if planner is None and cfg.planner == "offline":
         from memroute.planners.offline.planner import OfflinePlanner
 
-        planner = OfflinePlanner()  # explicitly: a configured LLM would otherwise plan
+        # explicitly: a configured LLM would otherwise plan
+        planner = OfflinePlanner(use_nlp=settings.offline_parse)
     retrieval = Retrieval(store.memory, planner=planner,
                           llm=llm if cfg.planner == "llm" else None,
                           rerank_mode=cfg.rerank_mode, context=cfg.context_window())

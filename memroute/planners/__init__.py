@@ -61,7 +61,9 @@ def make_planner(llm: Any = None, *, settings: MemrouteSettings, choice: str | N
     if choice == "cascade":
         from memroute.planners.cascade import CascadePlanner
 
-        return CascadePlanner(offline, model_planner, settings.cascade_threshold)
+        # the cascade needs the parse-based planner's confidences
+        return CascadePlanner(OfflinePlanner(use_nlp=True), model_planner,
+                              settings.cascade_threshold)
     return model_planner
 
 
