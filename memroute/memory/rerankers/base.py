@@ -49,3 +49,17 @@ def fuse_scores(matrix: np.ndarray, how: str = "max") -> np.ndarray:
         ranks = (-matrix).argsort(axis=1).argsort(axis=1)
         return (1.0 / (60.0 + ranks + 1)).sum(axis=0)
     raise ValueError(f"unknown fusion {how!r}: use max, mean or rrf")
+
+
+async def score_in_context(reranker: Reranker, queries: list[RerankQuery],
+                           windows: list[RerankCandidate], nuclei: list[RerankCandidate | None],
+                           fusion: str = "max") -> np.ndarray:
+    """One score per result: the mean of its context window's score and its nucleus's own
+    (``None``: the window is the nucleus alone). Scoring the window alone would tie every
+    neighbour whose window holds a strong match with that match itself."""
+    alone = [i for i, nucleus in enumerate(nuclei) if nucleus is not None]
+    matrix = await reranker.score(queries, [*windows, *(nuclei[i] for i in alone)])
+    fused = np.asarray(fuse_scores(matrix, fusion), dtype=np.float32)
+    scores = fused[:len(windows)].copy()
+    scores[alone] = (scores[alone] + fused[len(windows):]) / 2
+    return scores
