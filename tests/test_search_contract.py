@@ -197,3 +197,17 @@ def test_search_contract_holds_on_random_stores(sync_memory: SyncMemory, episode
         turns = [line.split(": ", 1)[1] for line in page.split("\n") if line.startswith("   ")]
         assert len(turns) == len(set(turns))
         assert {a["uid"] for a in artifacts} <= {e.uid for e in matching}
+
+
+async def test_a_neighbour_of_a_ranked_match_does_not_take_its_credit(memory: Memory) -> None:
+    """A turn whose window holds a better result's match scores on its own text only."""
+    scope = new_scope()
+    await memory.add(scope, conversation(scope.org_id, [
+        "Hello there, how was your weekend?", "I adopted a parrot named Kiwi on Saturday.",
+        "Nice, the weather was great too."], session="a"))
+    await memory.add(scope, conversation(scope.org_id, [
+        "My parrot Kiwi loves sunflower seeds.", "Okay, noted."], session="b"))
+    hits = await memory.search_scored(scope, "adopted a parrot named Kiwi", k=3, context=(1, 1))
+    assert [h.uid for h in hits[:2]] == [f"{scope.org_id}-a-1", f"{scope.org_id}-b-0"]
+    reranked = await memory.rerank(list(reversed(hits)), ["adopted a parrot named Kiwi"], 2)
+    assert [r.uid for r in reranked] == [f"{scope.org_id}-a-1", f"{scope.org_id}-b-0"]

@@ -22,7 +22,7 @@ from memroute.memory.embedders import Embedder
 from memroute.memory.limits import MAX_CONTEXT, MAX_EXTRA_QUERIES, MAX_K, MAX_QUERY_CHARS
 from memroute.memory.models import Episode, Scope, ScoredResult, coerce_scope
 from memroute.memory.rerankers import RerankCandidate, Reranker, RerankQuery
-from memroute.memory.rerankers.base import score_in_context
+from memroute.memory.rerankers.base import ContextCandidate, rank_in_context
 from memroute.memory.retry import with_retry
 from memroute.memory.schema import check_identifier
 from memroute.memory.writes import EpisodeWriter
@@ -274,19 +274,21 @@ class Memory:
             window_vectors.append(self._stack(parts))
             nucleus_rows.append((offset, offset + len(stored.get(nucleus.uid, ()))))
         if rerank and self.reranker is not None:
-            scores = await score_in_context(
+            order = await rank_in_context(
                 self.reranker, [RerankQuery(q, e) for q, e in zip(all_queries, embeddings)],
-                [RerankCandidate("\n".join(episodes[u].content for u in windows[n.uid]), v)
-                 for n, v in zip(nuclei, window_vectors)],
-                [RerankCandidate(episodes[n.uid].content, v[a:b])
-                 if len(windows[n.uid]) > 1 else None
+                [ContextCandidate(
+                    n.uid,
+                    RerankCandidate("\n".join(episodes[u].content for u in windows[n.uid]), v),
+                    tuple(windows[n.uid]),
+                    RerankCandidate(episodes[n.uid].content, v[a:b])
+                    if len(windows[n.uid]) > 1 else None)
                  for n, v, (a, b) in zip(nuclei, window_vectors, nucleus_rows)],
-                fusion)
+                k, fusion)
         else:
-            scores = np.array([n.vector_score for n in nuclei], dtype=np.float32)
+            order = sorted(((i, n.vector_score) for i, n in enumerate(nuclei)),
+                           key=lambda item: -item[1])[:k]
         timings["rerank_ms"] = (time.perf_counter() - start) * 1000
-        ranked = sorted(zip(nuclei, scores, window_vectors, nucleus_rows),
-                        key=lambda item: -float(item[1]))[:k]
+        ranked = [(nuclei[i], score, window_vectors[i], nucleus_rows[i]) for i, score in order]
         reranker = self.reranker_name if rerank else "none"
         results = [
             ScoredResult(
@@ -330,13 +332,16 @@ class Memory:
             return ranked[:k]
         embeddings = await self.embed_queries(texts)
         empty = np.zeros((0, self.embedder.dim), np.float32)
-        scores = await score_in_context(
+        order = await rank_in_context(
             self.reranker, [RerankQuery(t, e) for t, e in zip(texts, embeddings)],
-            [RerankCandidate(r.text, r.sentence_embeddings
-                             if r.sentence_embeddings is not None else empty) for r in results],
-            [RerankCandidate(r.nucleus.content, r.nucleus_embeddings()
-                             if r.sentence_embeddings is not None else empty)
-             if len(r.episodes) > 1 else None for r in results],
-            fusion or self.settings.rerank_fusion)
-        order = sorted(range(len(results)), key=lambda i: -float(scores[i]))[:k]
-        return [replace(results[i], rerank_score=float(scores[i])) for i in order]
+            [ContextCandidate(
+                r.uid,
+                RerankCandidate(r.text, r.sentence_embeddings
+                                if r.sentence_embeddings is not None else empty),
+                tuple(e.uid or "" for e in r.episodes),
+                RerankCandidate(r.nucleus.content, r.nucleus_embeddings()
+                                if r.sentence_embeddings is not None else empty)
+                if len(r.episodes) > 1 else None)
+             for r in results],
+            k, fusion or self.settings.rerank_fusion)
+        return [replace(results[i], rerank_score=score) for i, score in order]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -51,15 +52,49 @@ def fuse_scores(matrix: np.ndarray, how: str = "max") -> np.ndarray:
     raise ValueError(f"unknown fusion {how!r}: use max, mean or rrf")
 
 
-async def score_in_context(reranker: Reranker, queries: list[RerankQuery],
-                           windows: list[RerankCandidate], nuclei: list[RerankCandidate | None],
-                           fusion: str = "max") -> np.ndarray:
-    """One score per result: the mean of its context window's score and its nucleus's own
-    (``None``: the window is the nucleus alone). Scoring the window alone would tie every
-    neighbour whose window holds a strong match with that match itself."""
-    alone = [i for i, nucleus in enumerate(nuclei) if nucleus is not None]
-    matrix = await reranker.score(queries, [*windows, *(nuclei[i] for i in alone)])
-    fused = np.asarray(fuse_scores(matrix, fusion), dtype=np.float32)
-    scores = fused[:len(windows)].copy()
-    scores[alone] = (scores[alone] + fused[len(windows):]) / 2
-    return scores
+@dataclass(frozen=True)
+class ContextCandidate:
+    """A result to rank: its nucleus (uid, text, vectors) and its context window (member uids,
+    text, vectors). ``nucleus`` is ``None`` when the window is the nucleus alone."""
+
+    uid: str
+    window: RerankCandidate
+    members: tuple[str, ...]
+    nucleus: RerankCandidate | None = None
+
+
+async def rank_in_context(reranker: Reranker, queries: list[RerankQuery],
+                          candidates: list[ContextCandidate], k: int,
+                          fusion: str = "max") -> list[tuple[int, float]]:
+    """The best ``k`` candidates as ``(index, score)``, best first.
+
+    A candidate scores the mean of its window's score and its nucleus's own. Once a better
+    candidate's nucleus lies in its window, only its nucleus's own score counts (at most the
+    mean): its window's strength is that match, already ranked. Otherwise every neighbour of a
+    strong turn would tie with it, and k results would show one passage k times.
+    """
+    alone = [i for i, c in enumerate(candidates) if c.nucleus is not None]
+    matrix = await reranker.score(queries, [*(c.window for c in candidates),
+                                            *(candidates[i].nucleus for i in alone)])
+    fused = np.asarray(fuse_scores(matrix, fusion), dtype=np.float64)
+    own = fused[:len(candidates)].copy()
+    own[alone] = fused[len(candidates):]
+    mean = (fused[:len(candidates)] + own) / 2
+    others = [set(c.members) - {c.uid} for c in candidates]
+    chosen: set[str] = set()
+
+    def score(i: int) -> float:
+        return min(own[i], mean[i]) if others[i] & chosen else mean[i]
+
+    heap = [(-mean[i], i) for i in range(len(candidates))]
+    heapq.heapify(heap)
+    ranked: list[tuple[int, float]] = []
+    while heap and len(ranked) < k:  # lazy greedy: a score only ever goes down
+        stale, i = heapq.heappop(heap)
+        current = score(i)
+        if current < -stale:
+            heapq.heappush(heap, (-current, i))
+            continue
+        ranked.append((i, float(current)))
+        chosen.add(candidates[i].uid)
+    return ranked
