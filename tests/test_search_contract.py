@@ -206,7 +206,7 @@ async def test_a_neighbour_of_a_ranked_match_does_not_take_its_credit(memory: Me
         "Hello there, how was your weekend?", "I adopted a parrot named Kiwi on Saturday.",
         "Nice, the weather was great too."], session="a"))
     await memory.add(scope, conversation(scope.org_id, [
-        "My parrot Kiwi loves sunflower seeds.", "Okay, noted."], session="b"))
+        "We visited a bird sanctuary last spring.", "Okay, noted."], session="b"))
     hits = await memory.search_scored(scope, "adopted a parrot named Kiwi", k=3, context=(1, 1))
     assert [h.uid for h in hits[:2]] == [f"{scope.org_id}-a-1", f"{scope.org_id}-b-0"]
     reranked = await memory.rerank(list(reversed(hits)), ["adopted a parrot named Kiwi"], 2)
