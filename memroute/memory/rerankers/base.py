@@ -68,10 +68,11 @@ async def rank_in_context(reranker: Reranker, queries: list[RerankQuery],
                           fusion: str = "max") -> list[tuple[int, float]]:
     """The best ``k`` candidates as ``(index, score)``, best first.
 
-    A candidate scores the mean of its window's score and its nucleus's own. Once a better
-    candidate's nucleus lies in its window, only its nucleus's own score counts (at most the
-    mean): its window's strength is that match, already ranked. Otherwise every neighbour of a
-    strong turn would tie with it, and k results would show one passage k times.
+    A candidate scores the mean of its window's score and its nucleus's own. Once its window
+    overlaps a better candidate's match (holds that nucleus, or its own nucleus lies in that
+    window), only its nucleus's own score counts (at most the mean): its window's strength is
+    that match, already ranked. Otherwise every neighbour of a strong turn would tie with it,
+    and k results would show one passage k times.
     """
     alone = [i for i, c in enumerate(candidates) if c.nucleus is not None]
     matrix = await reranker.score(queries, [*(c.window for c in candidates),
@@ -82,9 +83,11 @@ async def rank_in_context(reranker: Reranker, queries: list[RerankQuery],
     mean = (fused[:len(candidates)] + own) / 2
     others = [set(c.members) - {c.uid} for c in candidates]
     chosen: set[str] = set()
+    shown: set[str] = set()  # the members of the chosen candidates' windows
 
     def score(i: int) -> float:
-        return min(own[i], mean[i]) if others[i] & chosen else mean[i]
+        overlaps = candidates[i].uid in shown or not others[i].isdisjoint(chosen)
+        return min(own[i], mean[i]) if overlaps else mean[i]
 
     heap = [(-mean[i], i) for i in range(len(candidates))]
     heapq.heapify(heap)
@@ -97,4 +100,5 @@ async def rank_in_context(reranker: Reranker, queries: list[RerankQuery],
             continue
         ranked.append((i, float(current)))
         chosen.add(candidates[i].uid)
+        shown.update(candidates[i].members)
     return ranked
