@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
-EXTRAS ?= dev,e5,eval,serve,langmem
+EXTRAS ?= dev,e5,eval,serve,langmem,flashrank
 # Numeric libraries get explicit thread counts: on a shared 2-core machine, oversubscribed
 # threads run 10-35x slower. Benchmarks print the settings they ran with.
 THREADS := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1

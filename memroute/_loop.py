@@ -76,14 +76,20 @@ class LoopHandle:
                 await self.run_as_async(stream.aclose())
 
 
+_NEEDS_SYNC_MEMORY = (
+    "this synchronous call needs a SyncMemory (SyncMemory.open(...)); with a Memory opened by "
+    "`await Memory.open()`, use the async call (ainvoke, aretrieve, astream)")
+
+
 class CallerLoop:
     """The loop of whoever awaits: the home of a `Memory` opened with ``await``."""
 
     def run_as_sync(self, coro: Coroutine[Any, Any, T]) -> T:
         coro.close()
-        raise InvalidInputError(
-            "this synchronous call needs a SyncMemory (SyncMemory.open(...)); with a Memory "
-            "opened by `await Memory.open()`, use the async call (ainvoke, aretrieve)")
+        raise InvalidInputError(_NEEDS_SYNC_MEMORY)
+
+    def iterate_as_sync(self, stream: AsyncIterator[T]) -> Iterator[T]:
+        raise InvalidInputError(_NEEDS_SYNC_MEMORY)
 
     async def run_as_async(self, coro: Coroutine[Any, Any, T]) -> T:
         return await coro

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -204,3 +204,8 @@ class RetrievalAgent:
         yield Final(result.route, result.stop_reason, result.queries, len(result.results),
                     result) if final is None else Final(final.route, final.stop_reason,
                                                         final.queries, final.results, result)
+
+    def stream(self, query: str, **kwargs: Any) -> Iterator[Event]:
+        """Sync facade of `astream`, for a memory opened with `SyncMemory.open`: the events
+        as they come, from that memory's background loop."""
+        return self.loop.iterate_as_sync(self.astream(query, **kwargs))

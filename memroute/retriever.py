@@ -22,7 +22,13 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from memroute.errors import InvalidInputError
 from memroute.memory.limits import MAX_K
-from memroute.memory.models import Scope, ScoredResult, coerce_scope
+from memroute.memory.models import (
+    Scope,
+    ScoredResult,
+    ShownWindow,
+    coerce_scope,
+    disjoint_windows,
+)
 from memroute.memory.sync import memory_and_loop
 from memroute.strategies.base import Strategy
 
@@ -36,7 +42,9 @@ class MemrouteRetriever(BaseRetriever):
     ``agent``: a `RetrievalAgent` to use (e.g. with an LLM planner); by default one is built
     on ``memory`` with ``llm`` (``None``: the offline planner unless ``MEMROUTE_LLM_MODEL``).
     ``include_context``: page content is the matched episode with its neighbouring turns
-    (the search's context cluster) rather than the episode alone.
+    (the search's context window) rather than the episode alone. Within one response no
+    episode's text is in two documents: a neighbour shown by a better document, or that is
+    another document's episode, is left out (its uid in metadata ``shown_elsewhere``).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -99,12 +107,19 @@ class MemrouteRetriever(BaseRetriever):
                         ) -> list[Document]:
         options = self._options(overrides)
         result = await self.agent.aretrieve(query, config={"callbacks": callbacks}, **options)
-        return [self.to_document(r, result.route, options["scope"]) for r in result.results]
+        return [self.to_document(r, result.route, options["scope"], window=w)
+                for r, w in zip(result.results, disjoint_windows(result.results))]
 
-    def to_document(self, result: ScoredResult, route: str, scope: Scope) -> Document:
-        """One result as a `Document` whose id is the matched episode's uid."""
+    def to_document(self, result: ScoredResult, route: str, scope: Scope, *,
+                    window: ShownWindow | None = None) -> Document:
+        """One result as a `Document` whose id is the matched episode's uid.
+
+        ``window`` is what this document shows of the result's context window within its
+        response (`disjoint_windows`); without it, the whole window.
+        """
         episode = result.nucleus
-        content = result.text if self.include_context else episode.content
+        window = window or ShownWindow(result.episodes or [episode], [])
+        content = window.text if self.include_context else episode.content
         return Document(id=result.uid, page_content=content, metadata={
             "uid": result.uid,
             "score": result.rerank_score,
@@ -119,6 +134,7 @@ class MemrouteRetriever(BaseRetriever):
             "scope": scope.as_dict(),
             "matched_sentence": result.matched_sentence,
             "context_uids": [e.uid for e in result.episodes if e.uid != result.uid],
+            "shown_elsewhere": window.shown_elsewhere if self.include_context else [],
             "episode_metadata": episode.metadata,
         })
 

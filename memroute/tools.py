@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from memroute.memory import Memory, Scope, ScoredResult, SyncMemory
 from memroute.errors import InvalidInputError, MemrouteError
 from memroute.memory.limits import MAX_K
-from memroute.memory.models import coerce_scope
+from memroute.memory.models import ShownWindow, coerce_scope, disjoint_windows
 from memroute.memory.sync import memory_and_loop
 
 DESCRIPTION = (
@@ -100,12 +100,14 @@ class MemorySearch:
                     f"page(s), numbered 0 to {pages - 1}.", [])
         start = page * self.page_size
         shown = results[start:start + self.page_size]
+        windows = disjoint_windows(shown)  # no turn printed twice on one page
         lines = [f"Showing {len(shown)} of {len(results)} results (page {page + 1}/{pages}){note}:"]
-        for rank, result in enumerate(shown, start=start + 1):
-            lines.append(format_result(rank, result))
+        for rank, (result, window) in enumerate(zip(shown, windows), start=start + 1):
+            lines.append(format_result(rank, result, window))
         if page + 1 < pages:
             lines.append(f"(More: call memory_search with page={page + 1}.)")
-        return "\n".join(lines), [artifact(rank, r) for rank, r in enumerate(shown, start + 1)]
+        return "\n".join(lines), [artifact(rank, r, w) for rank, (r, w)
+                                  in enumerate(zip(shown, windows), start + 1)]
 
     def page(self, query: str, page: int = 0) -> tuple[str, list[dict[str, Any]]]:
         """Blocking `apage`, for sync agents (needs a `SyncMemory`)."""
@@ -121,21 +123,27 @@ class MemorySearch:
         )
 
 
-def format_result(rank: int, result: ScoredResult) -> str:
-    """One numbered result: when, where and its score, then the turns of its cluster."""
+def format_result(rank: int, result: ScoredResult, window: ShownWindow | None = None) -> str:
+    """One numbered result: when, where and its score, then the turns of its context window
+    that ``window`` shows (by default all of them)."""
     nucleus = result.nucleus
+    window = window or ShownWindow(result.episodes or [nucleus], [])
     head = (f"{rank}. [{nucleus.produced_at:%Y-%m-%d %H:%M}, session {nucleus.session_id}] "
             f"(score {result.rerank_score:.2f})")
-    turns = [f"   {e.producer}: {' '.join(e.content.split())}" for e in result.episodes]
+    turns = [f"   {e.producer}: {' '.join(e.content.split())}" for e in window.episodes]
     return "\n".join([head, *turns])
 
 
-def artifact(rank: int, result: ScoredResult) -> dict[str, Any]:
+def artifact(rank: int, result: ScoredResult, window: ShownWindow | None = None
+             ) -> dict[str, Any]:
+    """One result as data: its episode, its context window's uids and those shown elsewhere
+    on the page."""
     nucleus = result.nucleus
     return {"rank": rank, "uid": result.uid, "score": result.rerank_score,
             "session_id": nucleus.session_id, "producer": nucleus.producer,
             "produced_at": nucleus.produced_at.isoformat(), "content": nucleus.content,
-            "context_uids": [e.uid for e in result.episodes if e.uid != result.uid]}
+            "context_uids": [e.uid for e in result.episodes if e.uid != result.uid],
+            "shown_elsewhere": window.shown_elsewhere if window else []}
 
 
 def memory_search_tool(memory: Memory | SyncMemory, scope: Scope | dict, *,

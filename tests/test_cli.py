@@ -292,7 +292,8 @@ def test_ingest_locomo_makes_one_scope_per_conversation(cli, scope_arg: str,
     assert report["added"] == 6
     hits = json.loads(cli("search", "cat name", "--scope", f"{org}/{project}/conv-b",
                           "--json").stdout)["results"]
-    turns = hits + [c for h in hits for c in h["context"]]
+    assert len(hits) == 3  # one result per turn, each with its context window
+    turns = list({t["content"]: t for h in hits for t in [h, *h["context"]]}.values())
     assert {t["producer"] for t in turns} == {"Bo", "Sam"} and len(turns) == 3
     miso = next(t for t in turns if "Miso" in t["content"])
     assert "[image: a grey cat on a sofa]" in miso["content"]

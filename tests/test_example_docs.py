@@ -49,8 +49,9 @@ def test_python_snippets_run(env, capsys: pytest.CaptureFixture) -> None:
             del sys.modules[module.__name__]
     out = capsys.readouterr().out
     assert re.search(r"^m1 \d\.\d{3} direct My sister Priya moved to Lisbon", out, re.M)
-    assert "Showing 1 of 2 results (page 1/2):" in out
-    assert "Showing 1 of 2 results (page 2/2):" in out and "· route " in out
+    # one result per stored episode the query matches (3), each turn printed once
+    assert "Showing 1 of 3 results (page 1/3):" in out
+    assert "Showing 1 of 3 results (page 2/3):" in out and "· route " in out
     assert "('memroute:" in out  # the subgraph's steps, streamed under its namespace
     assert re.search(r"^pet\nstore: dog \d\.\d{3} Biscuit the dog eats salmon kibble\.\n"
                      r"\['air'\]\n.*\('acme', 'notes', 'maya'\)", out, re.M)

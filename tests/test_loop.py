@@ -61,6 +61,26 @@ def test_agent_on_a_sync_memory_retrieves_synchronously(sync_memory: SyncMemory,
     assert len(result.results) == 2 and search_loops == [sync_memory.loop.loop]
 
 
+def test_agent_on_a_sync_memory_streams_synchronously(sync_memory: SyncMemory,
+                                                      sync_scope: Scope, search_loops) -> None:
+    agent = RetrievalAgent(sync_memory)
+    events = list(agent.stream(QUESTION, scope=sync_scope, k=2, strategy="direct"))
+    assert [type(e).__name__ for e in events] == ["RouteChosen", "SearchDone", "Final"]
+    final = events[-1]
+    assert isinstance(final, Final) and final.route == "direct" and final.results == 2
+    expected = agent.retrieve(QUESTION, scope=sync_scope, k=2, strategy="direct")
+    assert [r.uid for r in final.result.results] == [r.uid for r in expected.results]
+    assert search_loops and all(loop is sync_memory.loop.loop for loop in search_loops)
+    stream = agent.stream(QUESTION, scope=sync_scope, k=2, strategy="direct")
+    assert next(stream).route == "direct"
+    stream.close()  # leaving early closes the graph's stream on the memory's loop
+
+
+def test_sync_stream_with_an_async_memory_says_what_to_do(memory: Memory) -> None:
+    with pytest.raises(InvalidInputError, match="needs a SyncMemory"):
+        RetrievalAgent(memory).stream(QUESTION, scope={"org_id": "o"})
+
+
 def test_sync_memory_methods_match_the_async_ones(sync_memory: SyncMemory,
                                                   sync_scope: Scope) -> None:
     hits = sync_memory.search_scored(sync_scope, QUESTION, k=4)

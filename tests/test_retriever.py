@@ -64,8 +64,16 @@ async def test_documents_carry_ids_and_metadata(memory: Memory, filled: Scope) -
     assert datetime.fromisoformat(meta["produced_at"]) == result.nucleus.produced_at
     assert meta["scope"] == filled.as_dict()
     assert meta["episode_metadata"] == result.nucleus.metadata
-    assert top.page_content == result.text  # the episode with its neighbouring turns
+    # the episode with the neighbouring turns no other document of the response shows
+    others = {r.uid for r in expected[1:]}
+    assert top.page_content == "\n".join(e.content for e in result.episodes
+                                          if e.uid == result.uid or e.uid not in others)
+    assert meta["shown_elsewhere"] == [e.uid for e in result.episodes
+                                       if e.uid != result.uid and e.uid in others]
+    assert meta["context_uids"] == [e.uid for e in result.episodes if e.uid != result.uid]
     assert result.nucleus.content in top.page_content
+    shown = [line for d in docs for line in d.page_content.split("\n")]
+    assert len(shown) == len(set(shown))  # no turn in two documents
     bare = await MemrouteRetriever(memory=memory, scope=filled, k=4, strategy="direct",
                                    include_context=False).ainvoke(QUESTION)
     assert bare[0].page_content == result.nucleus.content

@@ -175,6 +175,14 @@ class ScoredResult:
     extra: dict[str, Any] = field(default_factory=dict)
     # The stored embeddings of the cluster's sentences, so a later rerank needs no store read.
     sentence_embeddings: Any = field(default=None, repr=False, compare=False)
+    # The rows of ``sentence_embeddings`` that belong to the nucleus (start, stop).
+    nucleus_rows: tuple[int, int] | None = field(default=None, repr=False, compare=False)
+
+    def nucleus_embeddings(self) -> Any:
+        """The stored embeddings of the nucleus's own sentences (all rows if unknown)."""
+        if self.nucleus_rows is None or self.sentence_embeddings is None:
+            return self.sentence_embeddings
+        return self.sentence_embeddings[self.nucleus_rows[0]:self.nucleus_rows[1]]
 
     @property
     def uid(self) -> str:
@@ -203,3 +211,36 @@ class StoredEpisode:
     episode: Episode
     created_at: datetime
     scope: Scope
+
+
+@dataclass(frozen=True)
+class ShownWindow:
+    """What one document of a response shows of a result: its nucleus and the neighbours no
+    other document of the response shows (chronological), and the neighbours left out."""
+
+    episodes: list[Episode]
+    shown_elsewhere: list[str]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(e.content for e in self.episodes)
+
+
+def disjoint_windows(results: list[ScoredResult]) -> list[ShownWindow]:
+    """Per result (best first), the part of its context window one response shows, so that no
+    episode appears in two documents: a neighbour is left out when a better result already
+    shows it or when it is another result's nucleus."""
+    nuclei = {r.uid for r in results}
+    shown: set[str] = set()
+    windows = []
+    for result in results:
+        keep, elsewhere = [], []
+        for episode in result.episodes or [result.nucleus]:
+            if episode.uid == result.uid or (episode.uid not in shown
+                                             and episode.uid not in nuclei):
+                keep.append(episode)
+            else:
+                elsewhere.append(episode.uid or "")
+        shown.update(e.uid for e in keep)
+        windows.append(ShownWindow(keep, elsewhere))
+    return windows

@@ -1,8 +1,9 @@
-"""The SQL of declarative search: vector and lexical lanes, clusters, stored embeddings."""
+"""The SQL of declarative search: vector and lexical lanes, nuclei, context windows, stored
+embeddings."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from psycopg import AsyncConnection
@@ -12,6 +13,8 @@ from memroute.memory.filters import compile_filter
 from memroute.memory.models import Episode
 
 RRF_K = 60
+EF_SEARCH_RANGE = (40, 1000)  # pgvector accepts hnsw.ef_search in 1..1000
+MAX_SCAN_TUPLES = 20_000  # pgvector's default bound of one iterative scan
 
 
 @dataclass
@@ -30,18 +33,22 @@ class Nucleus:
     fused: float = 0.0
 
 
-@dataclass
-class Cluster:
-    nucleus: Nucleus
-    episode_uids: list[str] = field(default_factory=list)
-
-
 async def vector_lane(conn: AsyncConnection, schema: str, scope_key: str, embedding: np.ndarray,
-                      filters: dict | None, limit: int) -> list[SentenceHit]:
-    """The ``limit`` nearest sentences in the scope that pass the filters (HNSW, iterative)."""
+                      filters: dict | None, limit: int, *,
+                      max_scan_tuples: int = MAX_SCAN_TUPLES) -> list[SentenceHit]:
+    """The ``limit`` nearest sentences in the scope that pass the filters (HNSW, iterative).
+
+    ``hnsw.ef_search`` is clamped to pgvector's range; the iterative scan goes on past it
+    until ``limit`` rows pass the filters or ``max_scan_tuples`` index tuples were visited.
+    """
     where, params = compile_filter(filters, "s")
-    await conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(max(40, limit)),))
-    await conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+    ef_search = min(max(limit, EF_SEARCH_RANGE[0]), EF_SEARCH_RANGE[1])
+    await conn.execute(
+        "SELECT set_config('hnsw.ef_search', %s, true), "
+        "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+        "set_config('hnsw.max_scan_tuples', %s, true)",
+        (str(ef_search), str(max(max_scan_tuples, MAX_SCAN_TUPLES))),
+    )
     cur = await conn.execute(
         f"""
         WITH hits AS MATERIALIZED (
@@ -100,6 +107,28 @@ def nuclei_from_hits(vector_hits: list[SentenceHit],
     return sorted(nuclei.values(), key=lambda n: -n.fused)
 
 
+async def probe_nuclei(conn: AsyncConnection, schema: str, scope_key: str,
+                       embedding: np.ndarray, query: str, filters: dict | None, *, k: int,
+                       limit: int, lexical: bool) -> list[Nucleus]:
+    """The candidate nuclei of a search, best first: at least ``k`` distinct episodes when the
+    scope (after filters) holds that many.
+
+    The probe is sentence-level, so ``limit`` hits may name fewer than ``k`` episodes; then it
+    probes again with four times the limit (and a longer iterative scan) until ``k`` episodes
+    are found or the probe comes back short, i.e. the scope is exhausted.
+    """
+    lexical_hits = (await lexical_lane(conn, schema, scope_key, query, filters, limit)
+                    if lexical else None)
+    scan = MAX_SCAN_TUPLES
+    while True:
+        hits = await vector_lane(conn, schema, scope_key, embedding, filters, limit,
+                                 max_scan_tuples=scan)
+        nuclei = nuclei_from_hits(hits, lexical_hits)
+        if len(nuclei) >= k or len(hits) < limit:
+            return nuclei
+        limit, scan = limit * 4, scan * 4
+
+
 _EPISODE_COLUMNS = "e.uid, e.seq, e.session_id, e.producer, e.produced_at, e.content, e.metadata"
 
 
@@ -111,7 +140,8 @@ def _episode(row: dict) -> Episode:
 
 async def fetch_clusters(conn: AsyncConnection, schema: str, scope_key: str, uids: list[str],
                          before: int, after: int) -> tuple[dict[str, list[str]], dict[str, Episode]]:
-    """For each nucleus uid, its cluster (neighbours in its session), and every episode found."""
+    """For each nucleus uid, its context window (itself and its neighbours in its session,
+    in session order), and every episode found."""
     cur = conn.cursor(row_factory=dict_row)
     if before == 0 and after == 0:  # no context: a plain primary-key lookup
         await cur.execute(
@@ -166,24 +196,3 @@ async def fetch_sentence_embeddings(conn: AsyncConnection, schema: str, scope_ke
         vector = embedding.to_numpy() if hasattr(embedding, "to_numpy") else embedding
         rows.setdefault(uid, []).append(np.asarray(vector, dtype=np.float32))
     return {uid: np.vstack(vectors) for uid, vectors in rows.items()}
-
-
-def merge_overlapping(nuclei: list[Nucleus], clusters: dict[str, list[str]]) -> list[Cluster]:
-    """Deduplicate overlapping clusters, best nucleus first.
-
-    A cluster whose nucleus lies inside a better cluster, or that contains a better
-    nucleus, covers the same passage: it is merged into the better one (which already holds
-    that passage with its context). Clusters that only share neighbours stay apart and
-    `flatten` deduplicates their shared episodes, so a busy session never becomes one blob.
-    """
-    merged: list[Cluster] = []
-    covered: set[str] = set()
-    chosen: set[str] = set()
-    for nucleus in nuclei:
-        members = clusters.get(nucleus.uid)
-        if members is None or nucleus.uid in covered or chosen.intersection(members):
-            continue
-        merged.append(Cluster(nucleus, members))
-        covered.update(members)
-        chosen.add(nucleus.uid)
-    return merged

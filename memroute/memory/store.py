@@ -36,7 +36,8 @@ from memroute.memory.models import (
     coerce_scope,
     text_problem,
 )
-from memroute.memory.rerankers import RerankCandidate, Reranker, RerankQuery, fuse_scores
+from memroute.memory.rerankers import RerankCandidate, Reranker, RerankQuery
+from memroute.memory.rerankers.base import ContextCandidate, rank_in_context
 from memroute.memory.retry import with_retry
 from memroute.memory.schema import check_identifier
 from memroute.memory.writes import EpisodeWriter
@@ -301,8 +302,12 @@ class Memory:
         fusion: str | None = None,
         entities: bool | None = None,
     ) -> SearchResults:
-        """Declarative search: sentences -> nuclei -> neighbours -> dedup -> rerank -> top k.
+        """Declarative search: sentences -> nuclei -> context windows -> rerank -> top k.
 
+        Results are per nucleus (a matched episode), each with its own context window
+        (``context`` = neighbours before and after it in its session). Windows may overlap;
+        no result is dropped for that, and `flatten` lists each episode once. ``k`` results
+        come back whenever the scope, after ``filters``, holds at least ``k`` episodes.
         ``queries`` are extra queries the reranker also scores against (multi-query rerank);
         per candidate the scores are fused with ``fusion`` (``max`` by default).
         ``entities``: the entity lane (`memroute.memory.entity_sql`), default
@@ -331,66 +336,76 @@ class Memory:
         async def read():
             async with self._pool.connection() as conn, conn.transaction():
                 t0 = time.perf_counter()
-                hits = await sql.vector_lane(conn, self.schema, scope.key, embeddings[0],
-                                             filters, limit)
-                lexical_hits = (await sql.lexical_lane(conn, self.schema, scope.key, query,
-                                                       filters, limit) if lexical else None)
+                nuclei = await sql.probe_nuclei(conn, self.schema, scope.key, embeddings[0],
+                                                query, filters, k=k, limit=limit,
+                                                lexical=lexical)
                 entity_hits = await entity_sql.entity_lane(conn, self.schema, scope.key,
                                                            entity_keys, embeddings[0], filters,
                                                            limit)
                 timings["probe_ms"] = (time.perf_counter() - t0) * 1000
-                nuclei = entity_sql.fuse_entity_hits(sql.nuclei_from_hits(hits, lexical_hits),
-                                                     entity_hits)
+                nuclei = entity_sql.fuse_entity_hits(nuclei, entity_hits)
                 if not nuclei:
                     return nuclei, {}, {}, {}
                 t0 = time.perf_counter()
-                members, episodes = await sql.fetch_clusters(
+                windows, episodes = await sql.fetch_clusters(
                     conn, self.schema, scope.key, [n.uid for n in nuclei], before, after)
                 # Stored vectors travel with each result, so a later multi-query rerank
                 # (Memory.rerank) needs no second read of the store.
                 stored = await sql.fetch_sentence_embeddings(conn, self.schema, scope.key,
                                                              list(episodes))
                 timings["context_ms"] = (time.perf_counter() - t0) * 1000
-                return nuclei, members, episodes, stored
+                return nuclei, windows, episodes, stored
 
-        nuclei, members, episodes, stored = await with_retry(read, "search")
+        nuclei, windows, episodes, stored = await with_retry(read, "search")
+        nuclei = [n for n in nuclei if n.uid in windows]  # deleted between probe and fetch
         if not nuclei:
             return SearchResults([], timings, self.reranker_name)
-        clusters = sql.merge_overlapping(nuclei, members)
-        for cluster in clusters:  # lexical-only nuclei get their real cosine similarity
-            if math.isnan(cluster.nucleus.vector_score):
-                vectors = stored.get(cluster.nucleus.uid)
-                cluster.nucleus.vector_score = (float((vectors @ embeddings[0]).max())
-                                                if vectors is not None else 0.0)
+        for nucleus in nuclei:  # lexical-only nuclei get their real cosine similarity
+            if math.isnan(nucleus.vector_score):
+                vectors = stored.get(nucleus.uid)
+                nucleus.vector_score = (float((vectors @ embeddings[0]).max())
+                                        if vectors is not None else 0.0)
         start = time.perf_counter()
-        cluster_vectors = [self._stack([stored.get(u) for u in c.episode_uids]) for c in clusters]
+        window_vectors, nucleus_rows = [], []
+        for nucleus in nuclei:
+            parts = [stored.get(u) for u in windows[nucleus.uid]]
+            offset = sum(len(p) for p in parts[:windows[nucleus.uid].index(nucleus.uid)]
+                         if p is not None)
+            window_vectors.append(self._stack(parts))
+            nucleus_rows.append((offset, offset + len(stored.get(nucleus.uid, ()))))
         if rerank and self.reranker is not None:
-            matrix = await self.reranker.score(
-                [RerankQuery(q, e) for q, e in zip(all_queries, embeddings)],
-                [RerankCandidate("\n".join(episodes[u].content for u in c.episode_uids), v)
-                 for c, v in zip(clusters, cluster_vectors)],
-            )
-            scores = fuse_scores(matrix, fusion)
+            order = await rank_in_context(
+                self.reranker, [RerankQuery(q, e) for q, e in zip(all_queries, embeddings)],
+                [ContextCandidate(
+                    n.uid,
+                    RerankCandidate("\n".join(episodes[u].content for u in windows[n.uid]), v),
+                    tuple(windows[n.uid]),
+                    RerankCandidate(episodes[n.uid].content, v[a:b])
+                    if len(windows[n.uid]) > 1 else None)
+                 for n, v, (a, b) in zip(nuclei, window_vectors, nucleus_rows)],
+                k, fusion)
         else:
-            scores = np.array([c.nucleus.vector_score for c in clusters], dtype=np.float32)
+            order = sorted(((i, n.vector_score) for i, n in enumerate(nuclei)),
+                           key=lambda item: -item[1])[:k]
         timings["rerank_ms"] = (time.perf_counter() - start) * 1000
-        ranked = sorted(zip(clusters, scores, cluster_vectors),
-                        key=lambda item: -float(item[1]))[:k]
+        ranked = [(nuclei[i], score, window_vectors[i], nucleus_rows[i]) for i, score in order]
+        reranker = self.reranker_name if rerank else "none"
         results = [
             ScoredResult(
-                nucleus=episodes[c.nucleus.uid],
-                episodes=[episodes[u] for u in c.episode_uids],
-                matched_sentence=c.nucleus.sentence,
-                vector_score=float(c.nucleus.vector_score),
+                nucleus=episodes[n.uid],
+                episodes=[episodes[u] for u in windows[n.uid]],
+                matched_sentence=n.sentence,
+                vector_score=float(n.vector_score),
                 rerank_score=float(score),
-                lexical_score=c.nucleus.lexical_score,
-                reranker=self.reranker_name if rerank else "none",
+                lexical_score=n.lexical_score,
+                reranker=reranker,
                 query=query,
                 sentence_embeddings=vectors,
+                nucleus_rows=rows,
             )
-            for c, score, vectors in ranked
+            for n, score, vectors, rows in ranked
         ]
-        return SearchResults(results, timings, self.reranker_name if rerank else "none")
+        return SearchResults(results, timings, reranker)
 
     async def with_stored_embeddings(self, scope: Scope | dict,
                                      results: list[ScoredResult]) -> list[ScoredResult]:
@@ -435,13 +450,17 @@ class Memory:
             ranked = sorted(results, key=lambda r: -r.vector_score)
             return ranked[:k]
         embeddings = await self.embed_queries(texts)
-        candidates = [
-            RerankCandidate(r.text, r.sentence_embeddings if r.sentence_embeddings is not None
-                            else np.zeros((0, self.embedder.dim), np.float32))
-            for r in results
-        ]
-        matrix = await self.reranker.score(
-            [RerankQuery(t, e) for t, e in zip(texts, embeddings)], candidates)
-        scores = fuse_scores(matrix, fusion or self.settings.rerank_fusion)
-        order = sorted(range(len(results)), key=lambda i: -float(scores[i]))[:k]
-        return [replace(results[i], rerank_score=float(scores[i])) for i in order]
+        empty = np.zeros((0, self.embedder.dim), np.float32)
+        order = await rank_in_context(
+            self.reranker, [RerankQuery(t, e) for t, e in zip(texts, embeddings)],
+            [ContextCandidate(
+                r.uid,
+                RerankCandidate(r.text, r.sentence_embeddings
+                                if r.sentence_embeddings is not None else empty),
+                tuple(e.uid or "" for e in r.episodes),
+                RerankCandidate(r.nucleus.content, r.nucleus_embeddings()
+                                if r.sentence_embeddings is not None else empty)
+                if len(r.episodes) > 1 else None)
+             for r in results],
+            k, fusion or self.settings.rerank_fusion)
+        return [replace(results[i], rerank_score=score) for i, score in order]

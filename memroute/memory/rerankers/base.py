@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -49,3 +50,55 @@ def fuse_scores(matrix: np.ndarray, how: str = "max") -> np.ndarray:
         ranks = (-matrix).argsort(axis=1).argsort(axis=1)
         return (1.0 / (60.0 + ranks + 1)).sum(axis=0)
     raise ValueError(f"unknown fusion {how!r}: use max, mean or rrf")
+
+
+@dataclass(frozen=True)
+class ContextCandidate:
+    """A result to rank: its nucleus (uid, text, vectors) and its context window (member uids,
+    text, vectors). ``nucleus`` is ``None`` when the window is the nucleus alone."""
+
+    uid: str
+    window: RerankCandidate
+    members: tuple[str, ...]
+    nucleus: RerankCandidate | None = None
+
+
+async def rank_in_context(reranker: Reranker, queries: list[RerankQuery],
+                          candidates: list[ContextCandidate], k: int,
+                          fusion: str = "max") -> list[tuple[int, float]]:
+    """The best ``k`` candidates as ``(index, score)``, best first.
+
+    A candidate scores the mean of its window's score and its nucleus's own. Once its window
+    overlaps a better candidate's match (holds that nucleus, or its own nucleus lies in that
+    window), only its nucleus's own score counts (at most the mean): its window's strength is
+    that match, already ranked. Otherwise every neighbour of a strong turn would tie with it,
+    and k results would show one passage k times.
+    """
+    alone = [i for i, c in enumerate(candidates) if c.nucleus is not None]
+    matrix = await reranker.score(queries, [*(c.window for c in candidates),
+                                            *(candidates[i].nucleus for i in alone)])
+    fused = np.asarray(fuse_scores(matrix, fusion), dtype=np.float64)
+    own = fused[:len(candidates)].copy()
+    own[alone] = fused[len(candidates):]
+    mean = (fused[:len(candidates)] + own) / 2
+    others = [set(c.members) - {c.uid} for c in candidates]
+    chosen: set[str] = set()
+    shown: set[str] = set()  # the members of the chosen candidates' windows
+
+    def score(i: int) -> float:
+        overlaps = candidates[i].uid in shown or not others[i].isdisjoint(chosen)
+        return min(own[i], mean[i]) if overlaps else mean[i]
+
+    heap = [(-mean[i], i) for i in range(len(candidates))]
+    heapq.heapify(heap)
+    ranked: list[tuple[int, float]] = []
+    while heap and len(ranked) < k:  # lazy greedy: a score only ever goes down
+        stale, i = heapq.heappop(heap)
+        current = score(i)
+        if current < -stale:
+            heapq.heappush(heap, (-current, i))
+            continue
+        ranked.append((i, float(current)))
+        chosen.add(candidates[i].uid)
+        shown.update(candidates[i].members)
+    return ranked
