@@ -43,6 +43,9 @@ class MemrouteSettings(BaseSettings):
     embed_threads: int = Field(default_factory=lambda: min(2, os.cpu_count() or 1))
     embed_batch_size: int = 16  # MiniLM int8: 81 sentences/s at 16, 49 at 64 (padding)
     query_cache_size: int = Field(default=256, ge=0)  # recent query vectors kept per Memory
+    # episodes whose stored sentence vectors a Memory keeps after a search, so the graph's
+    # final rerank (whose state holds no vectors) does not read the store again
+    stored_vector_cache_size: int = Field(default=4096, ge=0)
 
     lexical: bool = False
     # The entity index (spaCy NER per sentence at ingestion) and the entity lane of search

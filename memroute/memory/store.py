@@ -98,6 +98,8 @@ class Memory:
         self.settings = settings
         self.url = url
         self._query_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        # (scope key, episode uid) -> the episode's stored sentence vectors, newest last
+        self._stored_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
 
     async def embed_queries(self, texts: list[str]) -> list[np.ndarray]:
         """Query vectors, reusing the last ``settings.query_cache_size`` computed (a final
@@ -114,6 +116,20 @@ class Memory:
         while len(self._query_vectors) > self.settings.query_cache_size:
             self._query_vectors.popitem(last=False)
         return vectors
+
+    def _remember_vectors(self, scope_key: str, stored: dict[str, np.ndarray]) -> None:
+        """Keep the stored vectors a search read (bounded, least recently used out)."""
+        for uid, vectors in stored.items():
+            self._stored_vectors[(scope_key, uid)] = vectors
+            self._stored_vectors.move_to_end((scope_key, uid))
+        while len(self._stored_vectors) > self.settings.stored_vector_cache_size:
+            self._stored_vectors.popitem(last=False)
+
+    def _forget_vectors(self, scope_key: str, uids: list[str] | None = None) -> None:
+        """Drop kept vectors of ``uids`` (or of the whole scope) after a write or delete."""
+        for key in [k for k in self._stored_vectors
+                    if k[0] == scope_key and (uids is None or k[1] in uids)]:
+            del self._stored_vectors[key]
 
     @classmethod
     async def open(
@@ -179,7 +195,10 @@ class Memory:
         """Store episodes atomically, replacing those whose uid is stored already: the new
         content is re-embedded and the old sentences are replaced in the same transaction.
         Returns the uids, in input order."""
-        return await self._writer.upsert(coerce_scope(scope), episodes)
+        scope = coerce_scope(scope)
+        uids = await self._writer.upsert(scope, episodes)
+        self._forget_vectors(scope.key, uids)
+        return uids
 
     # -- lookups by key ---------------------------------------------------------------------
 
@@ -257,6 +276,7 @@ class Memory:
                 return cur.rowcount
 
         count = await with_retry(run, "delete")
+        self._forget_vectors(scope.key, None if uids is None or session_id else list(uids))
         log.info("memory.delete", scope=scope.key, session_id=session_id,
                  uids=len(uids) if uids is not None else None, deleted=count)
         return count
@@ -357,6 +377,7 @@ class Memory:
                 return nuclei, windows, episodes, stored
 
         nuclei, windows, episodes, stored = await with_retry(read, "search")
+        self._remember_vectors(scope.key, stored)
         nuclei = [n for n in nuclei if n.uid in windows]  # deleted between probe and fetch
         if not nuclei:
             return SearchResults([], timings, self.reranker_name)
@@ -409,19 +430,26 @@ class Memory:
 
     async def with_stored_embeddings(self, scope: Scope | dict,
                                      results: list[ScoredResult]) -> list[ScoredResult]:
-        """``results`` with the stored embeddings of their episodes' sentences, read in one
-        statement: for a `rerank` of results that travelled without vectors (the retrieval
-        graph's checkpointed state)."""
+        """``results`` with the stored embeddings of their episodes' sentences, for a `rerank`
+        of results that travelled without vectors (the retrieval graph's checkpointed state).
+
+        Vectors of episodes a recent search of this `Memory` returned are kept
+        (``settings.stored_vector_cache_size``); only the others are read, in one statement
+        (e.g. a run resumed in another process)."""
         scope = coerce_scope(scope)
         uids = list(dict.fromkeys(e.uid for r in results for e in r.episodes if e.uid))
         if not uids:
             return list(results)
+        kept = {u: self._stored_vectors[(scope.key, u)] for u in uids
+                if (scope.key, u) in self._stored_vectors}
+        missing = [u for u in uids if u not in kept]
 
         async def read() -> dict[str, np.ndarray]:
             async with self._pool.connection() as conn:
-                return await sql.fetch_sentence_embeddings(conn, self.schema, scope.key, uids)
+                return await sql.fetch_sentence_embeddings(conn, self.schema, scope.key, missing)
 
-        stored = await with_retry(read, "rerank")
+        stored = {**kept, **(await with_retry(read, "rerank") if missing else {})}
+        self._remember_vectors(scope.key, {u: stored[u] for u in missing if u in stored})
         return [replace(r, sentence_embeddings=self._stack([stored.get(e.uid or "")
                                                              for e in r.episodes]))
                 for r in results]

@@ -1,0 +1,67 @@
+"""The final rerank of the graph reads no store after its searches: a `Memory` keeps the
+stored vectors its searches read, and reads only the ones it does not hold."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import uuid
+
+import numpy as np
+import pytest
+
+from memroute import Scope
+from memroute.memory import sql
+
+TURNS = ["Clara moved to Lisbon in 2023.", "Clara loves grilled sardines.",
+         "People in Lisbon love to eat custard tarts.", "Tom adopted a dog named Biscuit."]
+
+
+@pytest.fixture
+async def searched(memory):
+    scope = Scope(org_id=f"vc-{uuid.uuid4().hex[:8]}", project_id="p", user_id="u")
+    await memory.add(scope, [{"content": t, "session_id": "s"} for t in TURNS])
+    results = await memory.search_scored(scope, "What does Clara love to eat?", k=3,
+                                         context=(1, 1))
+    bare = [dataclasses.replace(r, sentence_embeddings=None) for r in results]
+    return scope, results, bare
+
+
+def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    reads: list[list[str]] = []
+    real = sql.fetch_sentence_embeddings
+
+    async def counting(conn, schema, scope_key, uids):
+        reads.append(list(uids))
+        return await real(conn, schema, scope_key, uids)
+
+    monkeypatch.setattr(sql, "fetch_sentence_embeddings", counting)
+    return reads
+
+
+async def test_vectors_a_search_read_are_not_read_again(memory, searched, monkeypatch) -> None:
+    scope, results, bare = searched
+    reads = count_reads(monkeypatch)
+    restored = await memory.with_stored_embeddings(scope, bare)
+    assert reads == []
+    for got, want in zip(restored, results, strict=True):
+        np.testing.assert_array_equal(got.sentence_embeddings, want.sentence_embeddings)
+
+
+async def test_without_kept_vectors_they_are_read_once(memory, searched, monkeypatch) -> None:
+    scope, results, bare = searched
+    cold = copy.copy(memory)  # another process's Memory: nothing kept
+    cold._stored_vectors = type(memory._stored_vectors)()
+    reads = count_reads(monkeypatch)
+    restored = await cold.with_stored_embeddings(scope, bare)
+    assert len(reads) == 1 and set(reads[0]) == {e.uid for r in results for e in r.episodes}
+    for got, want in zip(restored, results, strict=True):
+        np.testing.assert_array_equal(got.sentence_embeddings, want.sentence_embeddings)
+
+
+async def test_a_delete_forgets_the_kept_vectors(memory, searched, monkeypatch) -> None:
+    scope, results, bare = searched
+    await memory.delete(scope, uids=[results[0].uid])
+    reads = count_reads(monkeypatch)
+    await memory.with_stored_embeddings(scope, bare[:1])
+    assert reads and results[0].uid in reads[0]
