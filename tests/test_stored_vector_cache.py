@@ -65,3 +65,10 @@ async def test_a_delete_forgets_the_kept_vectors(memory, searched, monkeypatch) 
     reads = count_reads(monkeypatch)
     await memory.with_stored_embeddings(scope, bare[:1])
     assert reads and results[0].uid in reads[0]
+
+
+async def test_restored_results_know_their_nucleus_rows(memory, searched) -> None:
+    scope, results, bare = searched
+    bare = [dataclasses.replace(r, nucleus_rows=None) for r in bare]
+    restored = await memory.with_stored_embeddings(scope, bare)
+    assert [r.nucleus_rows for r in restored] == [r.nucleus_rows for r in results]

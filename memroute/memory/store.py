@@ -450,9 +450,15 @@ class Memory:
 
         stored = {**kept, **(await with_retry(read, "rerank") if missing else {})}
         self._remember_vectors(scope.key, {u: stored[u] for u in missing if u in stored})
-        return [replace(r, sentence_embeddings=self._stack([stored.get(e.uid or "")
-                                                             for e in r.episodes]))
-                for r in results]
+        return [self._with_vectors(r, stored) for r in results]
+
+    def _with_vectors(self, result: ScoredResult, stored: dict[str, np.ndarray]) -> ScoredResult:
+        """``result`` with its window's stacked vectors and the rows of its nucleus."""
+        parts = [stored.get(e.uid or "") for e in result.episodes]
+        uids = [e.uid for e in result.episodes]
+        offset = sum(len(p) for p in parts[:uids.index(result.uid)] if p is not None)
+        rows = (offset, offset + len(stored.get(result.uid, ())))
+        return replace(result, sentence_embeddings=self._stack(parts), nucleus_rows=rows)
 
     def _stack(self, parts: list[np.ndarray | None]) -> np.ndarray:
         present = [p for p in parts if p is not None]
