@@ -21,7 +21,7 @@ from psycopg import AsyncConnection
 from memroute._log import get_logger
 from memroute.errors import ModelUnavailableError
 from memroute.memory.filters import compile_filter
-from memroute.memory.sql import RRF_K, Nucleus, SentenceHit
+from memroute.memory.sql import Nucleus, SentenceHit, fuse_lane
 from memroute.nlp import Entity, entity_key, extract_entities, query_entity_keys
 
 log = get_logger(__name__)
@@ -100,15 +100,7 @@ def fuse_entity_hits(nuclei: list[Nucleus], hits: list[SentenceHit]) -> list[Nuc
     if not hits:
         return nuclei
     by_uid = {n.uid: n for n in nuclei}
-    seen: set[str] = set()
-    for rank, hit in enumerate(hits):
-        if hit.episode_uid in seen:
-            continue
-        seen.add(hit.episode_uid)
-        nucleus = by_uid.get(hit.episode_uid)
-        if nucleus is None:
-            nucleus = by_uid[hit.episode_uid] = Nucleus(hit.episode_uid, hit.text, hit.score)
-        nucleus.fused += 1.0 / (RRF_K + rank + 1)
+    fuse_lane(by_uid, hits, lambda hit: hit.score)
     return sorted(by_uid.values(), key=lambda n: -n.fused)
 
 

@@ -3,6 +3,7 @@ embeddings."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,18 +94,29 @@ def nuclei_from_hits(vector_hits: list[SentenceHit],
         if hit.episode_uid not in nuclei:
             nuclei[hit.episode_uid] = Nucleus(hit.episode_uid, hit.text, hit.score,
                                               fused=1.0 / (RRF_K + rank + 1))
-    if lexical_hits:
-        seen: set[str] = set()
-        for rank, hit in enumerate(lexical_hits):
-            if hit.episode_uid in seen:
-                continue
-            seen.add(hit.episode_uid)
-            nucleus = nuclei.get(hit.episode_uid)
-            if nucleus is None:
-                nucleus = nuclei[hit.episode_uid] = Nucleus(hit.episode_uid, hit.text, float("nan"))
-            nucleus.lexical_score = hit.score
-            nucleus.fused += 1.0 / (RRF_K + rank + 1)
+    for nucleus, hit in fuse_lane(nuclei, lexical_hits or [], lambda hit: float("nan")):
+        nucleus.lexical_score = hit.score
     return sorted(nuclei.values(), key=lambda n: -n.fused)
+
+
+def fuse_lane(nuclei: dict[str, Nucleus], hits: list[SentenceHit],
+              vector_score: Callable[[SentenceHit], float]) -> list[tuple[Nucleus, SentenceHit]]:
+    """Add one more lane's reciprocal ranks to ``nuclei`` (by episode uid, in place; an
+    episode counts once, at its best hit). An episode the nuclei lack is added with
+    ``vector_score(hit)``. Returns each nucleus the lane reached with its hit."""
+    reached: list[tuple[Nucleus, SentenceHit]] = []
+    seen: set[str] = set()
+    for rank, hit in enumerate(hits):
+        if hit.episode_uid in seen:
+            continue
+        seen.add(hit.episode_uid)
+        nucleus = nuclei.get(hit.episode_uid)
+        if nucleus is None:
+            nucleus = nuclei[hit.episode_uid] = Nucleus(hit.episode_uid, hit.text,
+                                                        vector_score(hit))
+        nucleus.fused += 1.0 / (RRF_K + rank + 1)
+        reached.append((nucleus, hit))
+    return reached
 
 
 async def probe_nuclei(conn: AsyncConnection, schema: str, scope_key: str,
