@@ -82,7 +82,7 @@ def test_ingest_then_search(cli, scope_arg: str) -> None:
     assert ranked[0]["rerank_score"] >= ranked[1]["rerank_score"] >= ranked[2]["rerank_score"]
     texts = [r["content"] + " ".join(c["content"] for c in r["context"]) for r in ranked]
     assert any("Riverside Animal Clinic" in text for text in texts)
-    assert {"embed_ms", "probe_ms"} <= set(payload["timings_ms"])
+    assert {"embed_ms", "read_ms"} <= set(payload["timings_ms"])
 
     table = cli("search", "Which clinic does Biscuit go to?", "--scope", scope_arg)
     assert table.exit_code == 0

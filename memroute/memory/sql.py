@@ -94,9 +94,17 @@ def nuclei_from_hits(vector_hits: list[SentenceHit],
         if hit.episode_uid not in nuclei:
             nuclei[hit.episode_uid] = Nucleus(hit.episode_uid, hit.text, hit.score,
                                               fused=1.0 / (RRF_K + rank + 1))
-    for nucleus, hit in fuse_lane(nuclei, lexical_hits or [], lambda hit: float("nan")):
+    return with_lexical_hits(list(nuclei.values()), lexical_hits)
+
+
+def with_lexical_hits(nuclei: list[Nucleus], lexical_hits: list[SentenceHit] | None,
+                      ) -> list[Nucleus]:
+    """The vector lane's ``nuclei`` fused with the lexical lane's hits (RRF), best first;
+    lexical-only episodes get a NaN vector score."""
+    by_uid = {n.uid: n for n in nuclei}
+    for nucleus, hit in fuse_lane(by_uid, lexical_hits or [], lambda hit: float("nan")):
         nucleus.lexical_score = hit.score
-    return sorted(nuclei.values(), key=lambda n: -n.fused)
+    return sorted(by_uid.values(), key=lambda n: -n.fused)
 
 
 def fuse_lane(nuclei: dict[str, Nucleus], hits: list[SentenceHit],
@@ -208,3 +216,120 @@ async def fetch_sentence_embeddings(conn: AsyncConnection, schema: str, scope_ke
         vector = embedding.to_numpy() if hasattr(embedding, "to_numpy") else embedding
         rows.setdefault(uid, []).append(np.asarray(vector, dtype=np.float32))
     return {uid: np.vstack(vectors) for uid, vectors in rows.items()}
+
+
+@dataclass
+class SearchRead:
+    """What one search statement read: the vector lane's nuclei (best first, each at its
+    best sentence's rank among the ``hits`` sentence hits), their context windows, every
+    episode in them and those episodes' stored sentence vectors."""
+
+    hits: int
+    nuclei: list[Nucleus]
+    windows: dict[str, list[str]]
+    episodes: dict[str, Episode]
+    vectors: dict[str, np.ndarray]
+
+
+def _window_sql(schema: str) -> str:
+    """The members of each nucleus's window, from ``nuclei(uid)`` (parameters: scope key,
+    before, after)."""
+    return f"""
+        SELECT n.uid AS nucleus, e.*
+        FROM nuclei n
+        JOIN {schema}.episodes x ON x.scope_key = %s AND x.uid = n.uid
+        CROSS JOIN LATERAL (
+            (SELECT * FROM {schema}.episodes b
+             WHERE b.scope_key = x.scope_key AND b.session_id = x.session_id
+               AND (b.produced_at, b.seq) < (x.produced_at, x.seq)
+             ORDER BY b.produced_at DESC, b.seq DESC LIMIT %s)
+            UNION ALL
+            (SELECT x.*)
+            UNION ALL
+            (SELECT * FROM {schema}.episodes a
+             WHERE a.scope_key = x.scope_key AND a.session_id = x.session_id
+               AND (a.produced_at, a.seq) > (x.produced_at, x.seq)
+             ORDER BY a.produced_at, a.seq LIMIT %s)
+        ) e"""
+
+
+async def read_search(conn: AsyncConnection, schema: str, scope_key: str,
+                      embedding: np.ndarray, filters: dict | None, *, limit: int,
+                      before: int, after: int,
+                      max_scan_tuples: int = MAX_SCAN_TUPLES) -> SearchRead:
+    """The vector probe, its nuclei, their context windows and the windows' stored vectors in
+    one statement, sent with its HNSW settings in one round trip (pipeline mode).
+
+    ``hits`` is how many sentence hits the probe found (fewer than ``limit``: the scope,
+    after filters, is exhausted)."""
+    where, params = compile_filter(filters, "s")
+    ef_search = min(max(limit, EF_SEARCH_RANGE[0]), EF_SEARCH_RANGE[1])
+    members = ("SELECT n.uid AS nucleus, x.* FROM nuclei n JOIN "
+               f"{schema}.episodes x ON x.scope_key = %s AND x.uid = n.uid"
+               if before == 0 and after == 0 else _window_sql(schema))
+    window_args = [scope_key] if before == 0 and after == 0 else [scope_key, before, after]
+    cur = conn.cursor(binary=True)
+    # Autocommit, no transaction: one statement reads one snapshot, and a BEGIN (psycopg's
+    # implicit one or `conn.transaction()`) would wait for the server once more. So the HNSW
+    # settings are the session's, which every HNSW probe sets before it runs.
+    autocommit = conn.autocommit
+    await conn.set_autocommit(True)
+    try:
+        async with conn.pipeline():
+            await conn.execute(
+                "SELECT set_config('hnsw.ef_search', %s, false), "
+                "set_config('hnsw.iterative_scan', 'relaxed_order', false), "
+                "set_config('hnsw.max_scan_tuples', %s, false)",
+                (str(ef_search), str(max(max_scan_tuples, MAX_SCAN_TUPLES))),
+            )
+            await cur.execute(
+                f"""
+                WITH hits AS MATERIALIZED (
+                    SELECT s.episode_uid, s.text, s.embedding <=> %s AS distance
+                    FROM {schema}.sentences s
+                    WHERE s.scope_key = %s AND {where}
+                    ORDER BY s.embedding <=> %s
+                    LIMIT %s
+                ), nuclei AS MATERIALIZED (
+                    SELECT DISTINCT ON (episode_uid) episode_uid AS uid, text, distance, rank
+                    FROM (SELECT *, row_number() OVER (ORDER BY distance) - 1 AS rank FROM hits) r
+                    ORDER BY episode_uid, distance
+                ), members AS MATERIALIZED ({members}
+                ), vectors AS (
+                    SELECT s.episode_uid, array_agg(s.embedding ORDER BY s.idx) AS embeddings
+                    FROM {schema}.sentences s
+                    WHERE s.scope_key = %s
+                      AND s.episode_uid IN (SELECT DISTINCT m.uid FROM members m)
+                    GROUP BY s.episode_uid
+                )
+                SELECT m.nucleus, n.text, n.distance, n.rank, (SELECT count(*) FROM hits),
+                       m.uid, m.seq, m.session_id, m.producer, m.produced_at, m.content,
+                       m.metadata, v.embeddings
+                FROM members m JOIN nuclei n ON n.uid = m.nucleus
+                LEFT JOIN vectors v ON v.episode_uid = m.uid
+                ORDER BY n.distance, m.produced_at, m.seq
+                """,
+                [embedding, scope_key, *params, embedding, limit, *window_args, scope_key],
+            )
+    finally:
+        await conn.set_autocommit(autocommit)
+    nuclei: dict[str, Nucleus] = {}
+    windows: dict[str, list[str]] = {}
+    episodes: dict[str, Episode] = {}
+    vectors: dict[str, np.ndarray] = {}
+    hits = 0
+    for (nucleus, text, distance, rank, hits, uid, seq, session_id, producer, produced_at,
+         content, metadata, embeddings) in await cur.fetchall():
+        if nucleus not in nuclei:
+            nuclei[nucleus] = Nucleus(nucleus, text, 1.0 - float(distance),
+                                      fused=1.0 / (RRF_K + rank + 1))
+        windows.setdefault(nucleus, []).append(uid)
+        if uid not in episodes:
+            episodes[uid] = Episode(uid=uid, session_id=session_id, producer=producer,
+                                    produced_at=produced_at, content=content,
+                                    metadata=metadata or {})
+            if embeddings:
+                vectors[uid] = np.vstack([np.asarray(e.to_numpy() if hasattr(e, "to_numpy")
+                                                     else e, dtype=np.float32)
+                                          for e in embeddings])
+    return SearchRead(hits, list(nuclei.values()), windows, episodes, vectors)

@@ -354,26 +354,41 @@ class Memory:
         timings["embed_ms"] = (time.perf_counter() - start) * 1000
 
         async def read():
-            async with self._pool.connection() as conn, conn.transaction():
+            async with self._pool.connection() as conn:
                 t0 = time.perf_counter()
-                nuclei = await sql.probe_nuclei(conn, self.schema, scope.key, embeddings[0],
-                                                query, filters, k=k, limit=limit,
-                                                lexical=lexical)
-                entity_hits = await entity_sql.entity_lane(conn, self.schema, scope.key,
-                                                           entity_keys, embeddings[0], filters,
-                                                           limit)
-                timings["probe_ms"] = (time.perf_counter() - t0) * 1000
-                nuclei = entity_sql.fuse_entity_hits(nuclei, entity_hits)
-                if not nuclei:
-                    return nuclei, {}, {}, {}
+                found = await sql.read_search(conn, self.schema, scope.key, embeddings[0],
+                                              filters, limit=limit, before=before, after=after)
+                timings["read_ms"] = (time.perf_counter() - t0) * 1000
+                nuclei, windows = found.nuclei, found.windows
+                episodes, stored = found.episodes, found.vectors
+                short = len(nuclei) < k and found.hits == limit
+                if not (short or lexical or entity_keys):
+                    return nuclei, windows, episodes, stored
+                # The widened probe and the optional lanes: statements of their own, and
+                # the windows of the nuclei they add.
                 t0 = time.perf_counter()
-                windows, episodes = await sql.fetch_clusters(
-                    conn, self.schema, scope.key, [n.uid for n in nuclei], before, after)
-                # Stored vectors travel with each result, so a later multi-query rerank
-                # (Memory.rerank) needs no second read of the store.
-                stored = await sql.fetch_sentence_embeddings(conn, self.schema, scope.key,
-                                                             list(episodes))
-                timings["context_ms"] = (time.perf_counter() - t0) * 1000
+                async with conn.transaction():
+                    if short:
+                        nuclei = await sql.probe_nuclei(conn, self.schema, scope.key,
+                                                        embeddings[0], query, filters, k=k,
+                                                        limit=4 * limit, lexical=lexical)
+                    elif lexical:
+                        nuclei = sql.with_lexical_hits(nuclei, await sql.lexical_lane(
+                            conn, self.schema, scope.key, query, filters, limit))
+                    entity_hits = await entity_sql.entity_lane(
+                        conn, self.schema, scope.key, entity_keys, embeddings[0], filters,
+                        limit)
+                    nuclei = entity_sql.fuse_entity_hits(nuclei, entity_hits)
+                    missing = [n.uid for n in nuclei if n.uid not in windows]
+                    if missing:
+                        more_windows, more_episodes = await sql.fetch_clusters(
+                            conn, self.schema, scope.key, missing, before, after)
+                        new = [u for u in more_episodes if u not in episodes]
+                        windows = {**windows, **more_windows}
+                        episodes = {**episodes, **more_episodes}
+                        stored = {**stored, **await sql.fetch_sentence_embeddings(
+                            conn, self.schema, scope.key, new)}
+                timings["lanes_ms"] = (time.perf_counter() - t0) * 1000
                 return nuclei, windows, episodes, stored
 
         nuclei, windows, episodes, stored = await with_retry(read, "search")
