@@ -5,10 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import structlog
+from hypothesis import given
+from hypothesis import strategies as st
+from rank_bm25 import BM25Okapi
 
 from memroute.memory import ModelUnavailableError, make_embedder, make_reranker
 from memroute.memory.embedders.minilm_onnx import MiniLMOnnxEmbedder
 from memroute.memory.rerankers import OfflineReranker, RerankCandidate, RerankQuery, fuse_scores
+from memroute.memory.rerankers.offline import bm25_okapi
 from memroute.memory.splitter import split_sentences
 
 
@@ -78,3 +82,31 @@ def test_fuse_scores() -> None:
     assert rrf[0] == pytest.approx(rrf[1]) and rrf[0] > rrf[2]
     with pytest.raises(ValueError):
         fuse_scores(matrix, "median")
+
+
+@given(st.lists(st.lists(st.sampled_from(["oslo", "fjord", "train", "sister", "rain", "piano"]),
+                         max_size=12), min_size=1, max_size=30),
+       st.lists(st.sampled_from(["oslo", "fjord", "train", "unseen", "rain"]), max_size=6))
+def test_bm25_equals_rank_bm25(documents: list[list[str]], query: list[str]) -> None:
+    """The offline reranker's array BM25 scores as rank-bm25's BM25Okapi (epsilon floor,
+    repeated query terms, unknown terms) on any corpus."""
+    documents = [d or ["_"] for d in documents]
+    expected = BM25Okapi(documents).get_scores(query)
+    assert np.allclose(bm25_okapi(documents, [query])[0], expected, rtol=1e-9, atol=1e-12)
+
+
+async def test_offline_reranker_scores_each_candidate_as_alone() -> None:
+    """All candidates in one product give the per-candidate max and mean, empty ones 0."""
+    rng = np.random.default_rng(0)
+    candidates = [RerankCandidate(f"turn {i}\nnext line {i % 3}",
+                                  rng.normal(size=(i % 4, 8)).astype(np.float32))
+                  for i in range(9)]
+    query = RerankQuery("turn next", rng.normal(size=8).astype(np.float32))
+    scores = (await OfflineReranker(weights=(1.0, 0.0, 0.0)).score([query], candidates))[0]
+    assert scores.tolist() == pytest.approx(
+        [float((c.sentence_embeddings @ query.embedding).max()) if len(c.sentence_embeddings)
+         else 0.0 for c in candidates], abs=1e-6)
+    means = (await OfflineReranker(weights=(0.0, 1.0, 0.0)).score([query], candidates))[0]
+    assert means.tolist() == pytest.approx(
+        [float((c.sentence_embeddings @ query.embedding).mean()) if len(c.sentence_embeddings)
+         else 0.0 for c in candidates], abs=1e-6)

@@ -153,9 +153,18 @@ _EPISODE_COLUMNS = "e.uid, e.seq, e.session_id, e.producer, e.produced_at, e.con
 
 
 def _episode(row: dict) -> Episode:
-    return Episode(uid=row["uid"], session_id=row["session_id"], producer=row["producer"],
-                   produced_at=row["produced_at"], content=row["content"],
-                   metadata=row["metadata"] or {})
+    """An episode read from the store: validated when it was written, so not again (checking
+    ~200 episodes per search with context cost more than the rest of the read)."""
+    return Episode.model_construct(uid=row["uid"], session_id=row["session_id"],
+                                   producer=row["producer"], produced_at=row["produced_at"],
+                                   content=row["content"], metadata=row["metadata"] or {})
+
+
+def _vectors(packed: bytes) -> np.ndarray:
+    """The rows of ``string_agg(vector_send(embedding), '')``: each vector is pgvector's
+    binary form, a 4-byte header (dimension, unused) then big-endian float4s."""
+    dim = int.from_bytes(packed[:2], "big")
+    return np.frombuffer(packed, dtype=">f4").reshape(-1, dim + 1)[:, 1:].astype(np.float32)
 
 
 async def fetch_clusters(conn: AsyncConnection, schema: str, scope_key: str, uids: list[str],
@@ -296,14 +305,16 @@ async def read_search(conn: AsyncConnection, schema: str, scope_key: str,
                     ORDER BY episode_uid, distance
                 ), members AS MATERIALIZED ({members}
                 ), vectors AS (
-                    SELECT s.episode_uid, array_agg(s.embedding ORDER BY s.idx) AS embeddings
+                    SELECT s.episode_uid,
+                           string_agg(vector_send(s.embedding), ''::bytea ORDER BY s.idx)
+                               AS embeddings
                     FROM {schema}.sentences s
                     WHERE s.scope_key = %s
                       AND s.episode_uid IN (SELECT DISTINCT m.uid FROM members m)
                     GROUP BY s.episode_uid
                 )
                 SELECT m.nucleus, n.text, n.distance, n.rank, (SELECT count(*) FROM hits),
-                       m.uid, m.seq, m.session_id, m.producer, m.produced_at, m.content,
+                       m.uid, m.session_id, m.producer, m.produced_at, m.content,
                        m.metadata, v.embeddings
                 FROM members m JOIN nuclei n ON n.uid = m.nucleus
                 LEFT JOIN vectors v ON v.episode_uid = m.uid
@@ -318,18 +329,15 @@ async def read_search(conn: AsyncConnection, schema: str, scope_key: str,
     episodes: dict[str, Episode] = {}
     vectors: dict[str, np.ndarray] = {}
     hits = 0
-    for (nucleus, text, distance, rank, hits, uid, seq, session_id, producer, produced_at,
-         content, metadata, embeddings) in await cur.fetchall():
+    for (nucleus, text, distance, rank, hits, *row) in await cur.fetchall():
         if nucleus not in nuclei:
             nuclei[nucleus] = Nucleus(nucleus, text, 1.0 - float(distance),
                                       fused=1.0 / (RRF_K + rank + 1))
-        windows.setdefault(nucleus, []).append(uid)
-        if uid not in episodes:
-            episodes[uid] = Episode(uid=uid, session_id=session_id, producer=producer,
-                                    produced_at=produced_at, content=content,
-                                    metadata=metadata or {})
-            if embeddings:
-                vectors[uid] = np.vstack([np.asarray(e.to_numpy() if hasattr(e, "to_numpy")
-                                                     else e, dtype=np.float32)
-                                          for e in embeddings])
+        episode = dict(zip(("uid", "session_id", "producer", "produced_at", "content",
+                            "metadata", "embeddings"), row))
+        windows.setdefault(nucleus, []).append(episode["uid"])
+        if episode["uid"] not in episodes:
+            episodes[episode["uid"]] = _episode(episode)
+            if episode["embeddings"]:
+                vectors[episode["uid"]] = _vectors(episode["embeddings"])
     return SearchRead(hits, list(nuclei.values()), windows, episodes, vectors)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
-from rank_bm25 import BM25Okapi
 
 from memroute.memory.rerankers.base import RerankCandidate, RerankQuery
 
@@ -16,8 +16,40 @@ _STOP = frozenset(
 )
 
 
+@functools.lru_cache(maxsize=16_384)
+def _line_tokens(line: str) -> tuple[str, ...]:
+    return tuple(t for t in _TOKEN.findall(line.lower()) if t not in _STOP)
+
+
 def tokenize(text: str) -> list[str]:
-    return [t for t in _TOKEN.findall(text.lower()) if t not in _STOP]
+    """Lowercase word tokens without stop words. Line by line, cached: a cluster's text is
+    its episodes one per line, and the same episodes recur across candidates and searches."""
+    return [t for line in text.split("\n") for t in _line_tokens(line)]
+
+
+def bm25_okapi(documents: list[list[str]], queries: list[list[str]], k1: float = 1.5,
+               b: float = 0.75, epsilon: float = 0.25) -> np.ndarray:
+    """``(len(queries), len(documents))`` Okapi BM25 scores, the same as rank-bm25's
+    ``BM25Okapi(documents).get_scores(query)`` (negative idf floored at ``epsilon`` times the
+    mean idf), computed on arrays."""
+    vocabulary: dict[str, int] = {}
+    ids = [vocabulary.setdefault(t, len(vocabulary)) for doc in documents for t in doc]
+    lengths = np.array([len(doc) for doc in documents])
+    n, size = len(documents), len(vocabulary)
+    rows = np.repeat(np.arange(n), lengths)
+    tf = np.bincount(rows * size + np.asarray(ids, dtype=np.int64),
+                     minlength=n * size).reshape(n, size).astype(np.float64)
+    df = (tf > 0).sum(axis=0)
+    idf = np.log(n - df + 0.5) - np.log(df + 0.5)
+    idf[idf < 0] = epsilon * idf.mean()
+    norm = k1 * (1 - b + b * lengths / lengths.mean())
+    out = np.zeros((len(queries), n))
+    for qi, query in enumerate(queries):
+        terms = [vocabulary[t] for t in query if t in vocabulary]  # repeats count, as there
+        if terms:
+            freq = tf[:, terms]
+            out[qi] = (idf[terms] * freq * (k1 + 1) / (freq + norm[:, None])).sum(axis=1)
+    return out
 
 
 def _minmax(values: np.ndarray) -> np.ndarray:
@@ -44,13 +76,21 @@ class OfflineReranker:
         if not candidates:
             return np.zeros((len(queries), 0), dtype=np.float32)
         w_max, w_mean, w_bm25 = self.weights
-        bm25 = BM25Okapi([tokenize(c.text) or ["_"] for c in candidates])
+        lexical = bm25_okapi([tokenize(c.text) or ["_"] for c in candidates],
+                             [tokenize(q.text) for q in queries]).astype(np.float32)
+        # All candidates' sentences against all queries in one product, then per candidate.
+        sizes = np.array([len(c.sentence_embeddings) for c in candidates])
+        present = sizes > 0
+        best = np.zeros((len(queries), len(candidates)), dtype=np.float32)
+        mean = np.zeros_like(best)
+        if present.any():
+            stacked = np.vstack([c.sentence_embeddings for c in candidates if len(c.sentence_embeddings)])
+            sims = np.vstack([q.embedding for q in queries]).astype(np.float32) @ stacked.T
+            starts = np.concatenate([[0], np.cumsum(sizes[present])[:-1]])
+            best[:, present] = np.maximum.reduceat(sims, starts, axis=1)
+            mean[:, present] = np.add.reduceat(sims, starts, axis=1) / sizes[present]
         out = np.zeros((len(queries), len(candidates)), dtype=np.float32)
-        for qi, query in enumerate(queries):
-            sims = [c.sentence_embeddings @ query.embedding for c in candidates]
-            best = np.array([s.max() if s.size else 0.0 for s in sims], dtype=np.float32)
-            mean = np.array([s.mean() if s.size else 0.0 for s in sims], dtype=np.float32)
-            lexical = np.asarray(bm25.get_scores(tokenize(query.text)), dtype=np.float32)
+        for qi in range(len(queries)):
             # Raw cosine keeps its scale across queries; BM25 is only comparable within one.
-            out[qi] = w_max * best + w_mean * mean + w_bm25 * 0.5 * _minmax(lexical)
+            out[qi] = w_max * best[qi] + w_mean * mean[qi] + w_bm25 * 0.5 * _minmax(lexical[qi])
         return out
