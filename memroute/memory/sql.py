@@ -43,13 +43,7 @@ async def vector_lane(conn: AsyncConnection, schema: str, scope_key: str, embedd
     until ``limit`` rows pass the filters or ``max_scan_tuples`` index tuples were visited.
     """
     where, params = compile_filter(filters, "s")
-    ef_search = min(max(limit, EF_SEARCH_RANGE[0]), EF_SEARCH_RANGE[1])
-    await conn.execute(
-        "SELECT set_config('hnsw.ef_search', %s, true), "
-        "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
-        "set_config('hnsw.max_scan_tuples', %s, true)",
-        (str(ef_search), str(max(max_scan_tuples, MAX_SCAN_TUPLES))),
-    )
+    await conn.execute(*hnsw_settings(limit, max_scan_tuples))
     cur = await conn.execute(
         f"""
         WITH hits AS MATERIALIZED (
@@ -181,24 +175,7 @@ async def fetch_clusters(conn: AsyncConnection, schema: str, scope_key: str, uid
         rows = await cur.fetchall()
         return {r["uid"]: [r["uid"]] for r in rows}, {r["uid"]: _episode(r) for r in rows}
     await cur.execute(
-        f"""
-        SELECT n.uid AS nucleus, {_EPISODE_COLUMNS}
-        FROM unnest(%s::text[]) AS n(uid)
-        JOIN {schema}.episodes x ON x.scope_key = %s AND x.uid = n.uid
-        CROSS JOIN LATERAL (
-            (SELECT * FROM {schema}.episodes b
-             WHERE b.scope_key = x.scope_key AND b.session_id = x.session_id
-               AND (b.produced_at, b.seq) < (x.produced_at, x.seq)
-             ORDER BY b.produced_at DESC, b.seq DESC LIMIT %s)
-            UNION ALL
-            (SELECT * FROM {schema}.episodes c WHERE c.scope_key = x.scope_key AND c.uid = x.uid)
-            UNION ALL
-            (SELECT * FROM {schema}.episodes a
-             WHERE a.scope_key = x.scope_key AND a.session_id = x.session_id
-               AND (a.produced_at, a.seq) > (x.produced_at, x.seq)
-             ORDER BY a.produced_at, a.seq LIMIT %s)
-        ) e
-        """,
+        f"WITH nuclei AS (SELECT unnest(%s::text[]) AS uid) {_window_sql(schema)}",
         [uids, scope_key, before, after],
     )
     members: dict[str, list[tuple[object, int, str]]] = {}
@@ -262,21 +239,65 @@ def _window_sql(schema: str) -> str:
         ) e"""
 
 
+def search_statement(schema: str, scope_key: str, embedding: np.ndarray,
+                     filters: dict | None, *, limit: int, before: int,
+                     after: int) -> tuple[str, list]:
+    """The statement of `read_search` and its parameters (the bench EXPLAINs it)."""
+    where, params = compile_filter(filters, "s")
+    no_context = before == 0 and after == 0
+    members = ("SELECT n.uid AS nucleus, x.* FROM nuclei n JOIN "
+               f"{schema}.episodes x ON x.scope_key = %s AND x.uid = n.uid"
+               if no_context else _window_sql(schema))
+    statement = f"""
+        WITH hits AS MATERIALIZED (
+            SELECT s.episode_uid, s.text, s.embedding <=> %s AS distance
+            FROM {schema}.sentences s
+            WHERE s.scope_key = %s AND {where}
+            ORDER BY s.embedding <=> %s
+            LIMIT %s
+        ), nuclei AS MATERIALIZED (
+            SELECT DISTINCT ON (episode_uid) episode_uid AS uid, text, distance, rank
+            FROM (SELECT *, row_number() OVER (ORDER BY distance) - 1 AS rank FROM hits) r
+            ORDER BY episode_uid, distance
+        ), members AS MATERIALIZED ({members}
+        ), vectors AS (
+            SELECT s.episode_uid,
+                   string_agg(vector_send(s.embedding), ''::bytea ORDER BY s.idx) AS embeddings
+            FROM {schema}.sentences s
+            WHERE s.scope_key = %s AND s.episode_uid IN (SELECT DISTINCT m.uid FROM members m)
+            GROUP BY s.episode_uid
+        )
+        SELECT m.nucleus, n.text, n.distance, n.rank, (SELECT count(*) FROM hits),
+               m.uid, m.session_id, m.producer, m.produced_at, m.content, m.metadata,
+               v.embeddings
+        FROM members m JOIN nuclei n ON n.uid = m.nucleus
+        LEFT JOIN vectors v ON v.episode_uid = m.uid
+        ORDER BY n.distance, m.produced_at, m.seq
+        """
+    window_args = [scope_key] if no_context else [scope_key, before, after]
+    return statement, [embedding, scope_key, *params, embedding, limit, *window_args, scope_key]
+
+
+def hnsw_settings(limit: int, max_scan_tuples: int = MAX_SCAN_TUPLES) -> tuple[str, tuple]:
+    """The session's HNSW settings for a probe of ``limit`` rows: ``hnsw.ef_search`` clamped to
+    pgvector's range, the iterative scan on, bounded by ``max_scan_tuples``."""
+    ef_search = min(max(limit, EF_SEARCH_RANGE[0]), EF_SEARCH_RANGE[1])
+    return ("SELECT set_config('hnsw.ef_search', %s, false), "
+            "set_config('hnsw.iterative_scan', 'relaxed_order', false), "
+            "set_config('hnsw.max_scan_tuples', %s, false)",
+            (str(ef_search), str(max(max_scan_tuples, MAX_SCAN_TUPLES))))
+
+
 async def read_search(conn: AsyncConnection, schema: str, scope_key: str,
                       embedding: np.ndarray, filters: dict | None, *, limit: int,
-                      before: int, after: int,
-                      max_scan_tuples: int = MAX_SCAN_TUPLES) -> SearchRead:
+                      before: int, after: int) -> SearchRead:
     """The vector probe, its nuclei, their context windows and the windows' stored vectors in
     one statement, sent with its HNSW settings in one round trip (pipeline mode).
 
     ``hits`` is how many sentence hits the probe found (fewer than ``limit``: the scope,
     after filters, is exhausted)."""
-    where, params = compile_filter(filters, "s")
-    ef_search = min(max(limit, EF_SEARCH_RANGE[0]), EF_SEARCH_RANGE[1])
-    members = ("SELECT n.uid AS nucleus, x.* FROM nuclei n JOIN "
-               f"{schema}.episodes x ON x.scope_key = %s AND x.uid = n.uid"
-               if before == 0 and after == 0 else _window_sql(schema))
-    window_args = [scope_key] if before == 0 and after == 0 else [scope_key, before, after]
+    statement, params = search_statement(schema, scope_key, embedding, filters, limit=limit,
+                                         before=before, after=after)
     cur = conn.cursor(binary=True)
     # Autocommit, no transaction: one statement reads one snapshot, and a BEGIN (psycopg's
     # implicit one or `conn.transaction()`) would wait for the server once more. So the HNSW
@@ -285,43 +306,8 @@ async def read_search(conn: AsyncConnection, schema: str, scope_key: str,
     await conn.set_autocommit(True)
     try:
         async with conn.pipeline():
-            await conn.execute(
-                "SELECT set_config('hnsw.ef_search', %s, false), "
-                "set_config('hnsw.iterative_scan', 'relaxed_order', false), "
-                "set_config('hnsw.max_scan_tuples', %s, false)",
-                (str(ef_search), str(max(max_scan_tuples, MAX_SCAN_TUPLES))),
-            )
-            await cur.execute(
-                f"""
-                WITH hits AS MATERIALIZED (
-                    SELECT s.episode_uid, s.text, s.embedding <=> %s AS distance
-                    FROM {schema}.sentences s
-                    WHERE s.scope_key = %s AND {where}
-                    ORDER BY s.embedding <=> %s
-                    LIMIT %s
-                ), nuclei AS MATERIALIZED (
-                    SELECT DISTINCT ON (episode_uid) episode_uid AS uid, text, distance, rank
-                    FROM (SELECT *, row_number() OVER (ORDER BY distance) - 1 AS rank FROM hits) r
-                    ORDER BY episode_uid, distance
-                ), members AS MATERIALIZED ({members}
-                ), vectors AS (
-                    SELECT s.episode_uid,
-                           string_agg(vector_send(s.embedding), ''::bytea ORDER BY s.idx)
-                               AS embeddings
-                    FROM {schema}.sentences s
-                    WHERE s.scope_key = %s
-                      AND s.episode_uid IN (SELECT DISTINCT m.uid FROM members m)
-                    GROUP BY s.episode_uid
-                )
-                SELECT m.nucleus, n.text, n.distance, n.rank, (SELECT count(*) FROM hits),
-                       m.uid, m.session_id, m.producer, m.produced_at, m.content,
-                       m.metadata, v.embeddings
-                FROM members m JOIN nuclei n ON n.uid = m.nucleus
-                LEFT JOIN vectors v ON v.episode_uid = m.uid
-                ORDER BY n.distance, m.produced_at, m.seq
-                """,
-                [embedding, scope_key, *params, embedding, limit, *window_args, scope_key],
-            )
+            await conn.execute(*hnsw_settings(limit))
+            await cur.execute(statement, params)
     finally:
         await conn.set_autocommit(autocommit)
     nuclei: dict[str, Nucleus] = {}
