@@ -244,28 +244,120 @@ async def build_store(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder, 
     return memory, scope, synthetic
 
 
+class RoundTrips:
+    """Counts the client's round trips to the server: the calls of psycopg's ``wait_async``
+    whose generator waited for the server's answer (a pipeline's queued statements and their
+    one sync count once). Installed around the search timing only; costs a generator per call."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._original = None
+
+    def __enter__(self) -> RoundTrips:
+        import psycopg.waiting as waiting
+
+        self._original = original = waiting.wait_async
+
+        async def counting(gen, fileno, *args, **kwargs):
+            def watched():
+                waited = False
+                try:
+                    state = next(gen)
+                    while True:
+                        if state == waiting.WAIT_R and not waited:
+                            waited = True
+                            self.count += 1
+                        state = gen.send((yield state))
+                except StopIteration as stop:
+                    return stop.value
+
+            return await original(watched(), fileno, *args, **kwargs)
+
+        waiting.wait_async = counting
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import psycopg.waiting as waiting
+
+        waiting.wait_async = self._original
+
+
+SEARCHES = {  # label: (rerank, context)
+    "no_rerank": (False, (0, 0)),
+    "rerank": (True, (0, 0)),
+    "no_rerank_context_1_2": (False, (1, 2)),
+    "rerank_context_1_2": (True, (1, 2)),
+}
+
+
+async def statement_stages(memory: Memory, scope: Scope, queries: list[str],
+                           context: tuple[int, int], k: int = 10) -> dict[str, float]:
+    """Server-side split of the one search statement (`sql.search_statement`), p50 over
+    ``queries`` from EXPLAIN ANALYZE (whose own timing overhead inflates it): the HNSW probe,
+    the nuclei, the neighbours (context windows), the vectors with the final join."""
+    from memroute.memory import sql
+
+    limit = max(memory.settings.candidates, 3 * k)
+    stages: dict[str, list[float]] = {}
+    for q in queries:
+        embedding = (await memory.embed_queries([q]))[0]
+        statement, params = sql.search_statement(memory.schema, scope.key, embedding, None,
+                                                 limit=limit, before=context[0],
+                                                 after=context[1])
+        async with memory._pool.connection() as conn:
+            await conn.execute(*sql.hnsw_settings(limit))
+            cur = await conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + statement, params)
+            plan = (await cur.fetchone())[0][0]
+            await conn.rollback()
+        ctes: dict[str, float] = {}
+
+        def walk(node: dict) -> None:
+            if node.get("Subplan Name", "").startswith("CTE "):
+                ctes[node["Subplan Name"][4:]] = node["Actual Total Time"] * node["Actual Loops"]
+            for child in node.get("Plans", []):
+                walk(child)
+
+        walk(plan["Plan"])
+        split = {"probe": ctes["hits"], "nuclei": ctes["nuclei"] - ctes["hits"],
+                 "neighbours": ctes["members"] - ctes["nuclei"],
+                 "vectors_and_join": plan["Execution Time"] - ctes["members"],
+                 "server_total": plan["Execution Time"], "planning": plan["Planning Time"]}
+        for stage, ms in split.items():
+            stages.setdefault(stage, []).append(ms)
+    return {f"{stage}_ms": float(np.median(v)) for stage, v in stages.items()}
+
+
 async def measure_search(memory: Memory, scope: Scope, queries: list[str],
                          warm_up: list[str]) -> dict:
-    """Latency of each search configuration, after a warm-up on other questions."""
-    figures = {}
+    """Latency, stage timings and round trips of each search configuration (`SEARCHES`),
+    after a warm-up on other questions. The configurations take turns query by query (order
+    rotated), so a change in the machine's load hits them alike."""
     for q in warm_up:
         await memory.search_scored(scope, q, k=10, context=(1, 2))
-    for label, rerank in (("no_rerank", False), ("rerank", True)):
-        times, stages = [], {}
-        for q in queries:
-            start = time.perf_counter()
-            hits = await memory.search_scored(scope, q, k=10, rerank=rerank, context=(0, 0))
-            times.append((time.perf_counter() - start) * 1000)
-            for stage, ms in hits.timings.items():
-                stages.setdefault(stage, []).append(ms)
-        figures[label] = {"latency_ms": percentiles(times),
-                          "stages_ms_p50": {s: float(np.median(v)) for s, v in stages.items()}}
-    times = []
-    for q in queries:
-        start = time.perf_counter()
-        await memory.search_scored(scope, q, k=10, rerank=False, context=(1, 2))
-        times.append((time.perf_counter() - start) * 1000)
-    figures["no_rerank_context_1_2"] = {"latency_ms": percentiles(times)}
+    times: dict[str, list[float]] = {label: [] for label in SEARCHES}
+    stages: dict[str, dict[str, list[float]]] = {label: {} for label in SEARCHES}
+    trips: dict[str, list[int]] = {label: [] for label in SEARCHES}
+    labels = list(SEARCHES)
+    with RoundTrips() as counter:
+        for n, q in enumerate(queries):
+            for label in labels[n % len(labels):] + labels[:n % len(labels)]:
+                rerank, context = SEARCHES[label]
+                before, start = counter.count, time.perf_counter()
+                hits = await memory.search_scored(scope, q, k=10, rerank=rerank, context=context)
+                total = (time.perf_counter() - start) * 1000
+                times[label].append(total)
+                trips[label].append(counter.count - before)
+                for stage, ms in {**hits.timings,
+                                  "other_ms": total - sum(hits.timings.values())}.items():
+                    stages[label].setdefault(stage, []).append(ms)
+    figures = {label: {"latency_ms": percentiles(times[label]),
+                       "stages_ms_p50": {s: float(np.median(v)) for s, v in stages[label].items()},
+                       "round_trips": float(np.mean(trips[label]))}
+               for label in SEARCHES}
+    sample = queries[:30]
+    figures["statement_ms_p50"] = {
+        "context_0_0": await statement_stages(memory, scope, sample, (0, 0)),
+        "context_1_2": await statement_stages(memory, scope, sample, (1, 2))}
     return figures
 
 
@@ -315,10 +407,16 @@ def print_report(report: dict) -> None:
     for size, rate in report.get("embedder_sentences_per_s_by_batch_size", {}).items():
         print(f"embedder, batch size {size:>3}:  {rate:8.1f} sentences/s")
     for size, fig in report["search"].items():
-        for label in ("no_rerank", "rerank", "no_rerank_context_1_2"):
-            lat = fig[label]["latency_ms"]
+        for label in SEARCHES:
+            lat, stages = fig[label]["latency_ms"], fig[label]["stages_ms_p50"]
             print(f"search {int(size):>7,} sentences {label:<22} p50 {lat['p50']:6.1f} ms  "
                   f"p95 {lat['p95']:6.1f} ms  (synthetic {fig['synthetic_sentences']})")
+            print(" " * 8 + "stages p50: " + "  ".join(
+                f"{s.removesuffix('_ms')} {ms:.1f}" for s, ms in stages.items())
+                  + f"  | round trips per search {fig[label]['round_trips']:.1f}")
+        for context, split in fig["statement_ms_p50"].items():
+            print(f"        the search statement, {context}, server side (EXPLAIN ANALYZE) p50: "
+                  + "  ".join(f"{s.removesuffix('_ms')} {ms:.2f}" for s, ms in split.items()))
 
 
 def main() -> None:

@@ -43,3 +43,20 @@ async def test_bulk_load_rebuilds_the_same_indexes_and_the_store_searches(memory
     assert (await memory.count(scope))["sentences"] == 40
     hits = await memory.search_scored(scope, "Sentence number 12", k=3, context=(0, 0))
     assert "Sentence number 12 is about topic 5." in [r.nucleus.content for r in hits]
+
+
+async def test_search_figures_show_stages_and_one_round_trip_for_the_read(memory, embedder):
+    """Each configuration reports its stages; a search costs the pool's connection check and
+    one round trip for probe, nuclei, neighbours and vectors; the statement's split adds up."""
+    texts = [f"Turn {i}: we talked about topic {i % 5} and the weather." for i in range(30)]
+    scope = Scope(org_id="bench-test", project_id="search")
+    await memory.add(scope, bench.episodes_for(texts))
+    figures = await bench.measure_search(memory, scope, ["topic 3 weather", "turn 7"],
+                                         ["warm up topic"])
+    for label in bench.SEARCHES:
+        assert figures[label]["round_trips"] == 2
+        stages = figures[label]["stages_ms_p50"]
+        assert {"embed_ms", "read_ms", "rerank_ms", "other_ms"} <= set(stages)
+        assert stages["read_ms"] > 0
+    for split in figures["statement_ms_p50"].values():
+        assert split["probe_ms"] > 0 and split["server_total_ms"] >= split["probe_ms"]
