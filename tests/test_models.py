@@ -12,7 +12,7 @@ from rank_bm25 import BM25Okapi
 from memroute.memory import ModelUnavailableError, make_embedder, make_reranker
 from memroute.memory.embedders.minilm_onnx import MiniLMOnnxEmbedder
 from memroute.memory.rerankers import OfflineReranker, RerankCandidate, RerankQuery, fuse_scores
-from memroute.memory.rerankers.offline import bm25_okapi
+from memroute.memory.rerankers.offline import bm25_okapi, term_ids
 from memroute.memory.splitter import split_sentences
 
 
@@ -90,9 +90,11 @@ def test_fuse_scores() -> None:
 def test_bm25_equals_rank_bm25(documents: list[list[str]], query: list[str]) -> None:
     """The offline reranker's array BM25 scores as rank-bm25's BM25Okapi (epsilon floor,
     repeated query terms, unknown terms) on any corpus."""
-    documents = [d or ["_"] for d in documents]
-    expected = BM25Okapi(documents).get_scores(query)
-    assert np.allclose(bm25_okapi(documents, [query])[0], expected, rtol=1e-9, atol=1e-12)
+    ids, vocabulary = term_ids([" ".join(d) for d in documents])
+    expected = BM25Okapi([d or ["_"] for d in documents]).get_scores(query)
+    scores = bm25_okapi(ids, [[vocabulary[t] for t in query if t in vocabulary]],
+                        len(vocabulary))
+    assert np.allclose(scores[0], expected, rtol=1e-9, atol=1e-12)
 
 
 async def test_offline_reranker_scores_each_candidate_as_alone() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
+from typing import NamedTuple
 
 import numpy as np
 from psycopg import AsyncConnection
@@ -146,23 +148,45 @@ async def probe_nuclei(conn: AsyncConnection, schema: str, scope_key: str,
 _EPISODE_COLUMNS = "e.uid, e.seq, e.session_id, e.producer, e.produced_at, e.content, e.metadata"
 
 
-def _episode(row: dict) -> Episode:
-    """An episode read from the store: validated when it was written, so not again (checking
-    ~200 episodes per search with context cost more than the rest of the read)."""
-    return Episode.model_construct(uid=row["uid"], session_id=row["session_id"],
-                                   producer=row["producer"], produced_at=row["produced_at"],
-                                   content=row["content"], metadata=row["metadata"] or {})
+class EpisodeRow(NamedTuple):
+    """An episode as the search read it. A search with context reads ~4 episodes per
+    candidate and returns k results' windows, so `episode` is built for those only."""
+
+    uid: str
+    session_id: str
+    producer: str
+    produced_at: datetime
+    content: str
+    metadata: dict | None
+
+    def episode(self) -> Episode:
+        """The `Episode`, not validated again: it was validated when it was written."""
+        return Episode.model_construct(uid=self.uid, session_id=self.session_id,
+                                       producer=self.producer, produced_at=self.produced_at,
+                                       content=self.content, metadata=self.metadata or {})
 
 
-def _vectors(packed: bytes) -> np.ndarray:
-    """The rows of ``string_agg(vector_send(embedding), '')``: each vector is pgvector's
-    binary form, a 4-byte header (dimension, unused) then big-endian float4s."""
-    dim = int.from_bytes(packed[:2], "big")
-    return np.frombuffer(packed, dtype=">f4").reshape(-1, dim + 1)[:, 1:].astype(np.float32)
+def _row(row: dict) -> EpisodeRow:
+    return EpisodeRow(row["uid"], row["session_id"], row["producer"], row["produced_at"],
+                      row["content"], row["metadata"])
+
+
+def _vectors(packed: list[bytes]) -> list[np.ndarray]:
+    """Per episode, its rows of ``string_agg(vector_send(embedding), '')``: each vector is
+    pgvector's binary form, a 4-byte header (dimension, unused) then big-endian float4s.
+    Decoded in one array for all episodes."""
+    if not packed:
+        return []
+    width = int.from_bytes(packed[0][:2], "big") + 1  # in float4s, with the header
+    every = np.frombuffer(b"".join(packed), dtype=">f4").reshape(-1, width)[:, 1:]
+    every = every.astype(np.float32)
+    counts = np.array([len(p) for p in packed]) // (4 * width)
+    return np.split(every, np.cumsum(counts)[:-1])
 
 
 async def fetch_clusters(conn: AsyncConnection, schema: str, scope_key: str, uids: list[str],
-                         before: int, after: int) -> tuple[dict[str, list[str]], dict[str, Episode]]:
+                         before: int, after: int,
+                         ) -> tuple[dict[str, list[str]], dict[str, EpisodeRow]]:
     """For each nucleus uid, its context window (itself and its neighbours in its session,
     in session order), and every episode found."""
     cur = conn.cursor(row_factory=dict_row)
@@ -173,17 +197,17 @@ async def fetch_clusters(conn: AsyncConnection, schema: str, scope_key: str, uid
             [scope_key, uids],
         )
         rows = await cur.fetchall()
-        return {r["uid"]: [r["uid"]] for r in rows}, {r["uid"]: _episode(r) for r in rows}
+        return {r["uid"]: [r["uid"]] for r in rows}, {r["uid"]: _row(r) for r in rows}
     await cur.execute(
         f"WITH nuclei AS (SELECT unnest(%s::text[]) AS uid) {_window_sql(schema)}",
         [uids, scope_key, before, after],
     )
     members: dict[str, list[tuple[object, int, str]]] = {}
-    episodes: dict[str, Episode] = {}
+    episodes: dict[str, EpisodeRow] = {}
     for row in await cur.fetchall():
         members.setdefault(row["nucleus"], []).append((row["produced_at"], row["seq"], row["uid"]))
         if row["uid"] not in episodes:
-            episodes[row["uid"]] = _episode(row)
+            episodes[row["uid"]] = _row(row)
     clusters = {n: [uid for _, _, uid in sorted(m)] for n, m in members.items()}
     return clusters, episodes
 
@@ -213,7 +237,7 @@ class SearchRead:
     hits: int
     nuclei: list[Nucleus]
     windows: dict[str, list[str]]
-    episodes: dict[str, Episode]
+    episodes: dict[str, EpisodeRow]
     vectors: dict[str, np.ndarray]
 
 
@@ -312,18 +336,18 @@ async def read_search(conn: AsyncConnection, schema: str, scope_key: str,
         await conn.set_autocommit(autocommit)
     nuclei: dict[str, Nucleus] = {}
     windows: dict[str, list[str]] = {}
-    episodes: dict[str, Episode] = {}
-    vectors: dict[str, np.ndarray] = {}
+    episodes: dict[str, EpisodeRow] = {}
+    packed: dict[str, bytes] = {}
     hits = 0
-    for (nucleus, text, distance, rank, hits, *row) in await cur.fetchall():
+    for nucleus, text, distance, rank, hits, *row, embeddings in await cur.fetchall():
         if nucleus not in nuclei:
             nuclei[nucleus] = Nucleus(nucleus, text, 1.0 - float(distance),
                                       fused=1.0 / (RRF_K + rank + 1))
-        episode = dict(zip(("uid", "session_id", "producer", "produced_at", "content",
-                            "metadata", "embeddings"), row))
-        windows.setdefault(nucleus, []).append(episode["uid"])
-        if episode["uid"] not in episodes:
-            episodes[episode["uid"]] = _episode(episode)
-            if episode["embeddings"]:
-                vectors[episode["uid"]] = _vectors(episode["embeddings"])
+        uid = row[0]
+        windows.setdefault(nucleus, []).append(uid)
+        if uid not in episodes:
+            episodes[uid] = EpisodeRow(*row)
+            if embeddings:
+                packed[uid] = embeddings
+    vectors = dict(zip(packed, _vectors(list(packed.values()))))
     return SearchRead(hits, list(nuclei.values()), windows, episodes, vectors)

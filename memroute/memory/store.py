@@ -426,10 +426,11 @@ class Memory:
         timings["rerank_ms"] = (time.perf_counter() - start) * 1000
         ranked = [(nuclei[i], score, window_vectors[i], nucleus_rows[i]) for i, score in order]
         reranker = self.reranker_name if rerank else "none"
+        shown = {u: episodes[u].episode() for n, *_ in ranked for u in windows[n.uid]}
         results = [
             ScoredResult(
-                nucleus=episodes[n.uid],
-                episodes=[episodes[u] for u in windows[n.uid]],
+                nucleus=shown[n.uid],
+                episodes=[shown[u] for u in windows[n.uid]],
                 matched_sentence=n.sentence,
                 vector_score=float(n.vector_score),
                 rerank_score=float(score),

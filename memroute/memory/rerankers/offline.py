@@ -27,28 +27,45 @@ def tokenize(text: str) -> list[str]:
     return [t for line in text.split("\n") for t in _line_tokens(line)]
 
 
-def bm25_okapi(documents: list[list[str]], queries: list[list[str]], k1: float = 1.5,
-               b: float = 0.75, epsilon: float = 0.25) -> np.ndarray:
-    """``(len(queries), len(documents))`` Okapi BM25 scores, the same as rank-bm25's
-    ``BM25Okapi(documents).get_scores(query)`` (negative idf floored at ``epsilon`` times the
-    mean idf), computed on arrays."""
+def term_ids(texts: list[str]) -> tuple[list[list[int]], dict[str, int]]:
+    """Each text's tokens as ids into one vocabulary (a text without any: the id of "_"),
+    each distinct line tokenized and looked up once."""
     vocabulary: dict[str, int] = {}
-    ids = [vocabulary.setdefault(t, len(vocabulary)) for doc in documents for t in doc]
+    by_line: dict[str, list[int]] = {}
+    documents = []
+    for text in texts:
+        ids: list[int] = []
+        for line in text.split("\n"):
+            if (line_ids := by_line.get(line)) is None:
+                line_ids = by_line[line] = [vocabulary.setdefault(t, len(vocabulary))
+                                            for t in _line_tokens(line)]
+            ids.extend(line_ids)
+        documents.append(ids or [vocabulary.setdefault("_", len(vocabulary))])
+    return documents, vocabulary
+
+
+def bm25_okapi(documents: list[list[int]], queries: list[list[int]], terms: int,
+               k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25) -> np.ndarray:
+    """``(len(queries), len(documents))`` Okapi BM25 scores of documents and queries given as
+    term ids below ``terms``; the same as rank-bm25's ``BM25Okapi(documents).get_scores(query)``
+    (negative idf floored at ``epsilon`` times the mean idf), computed on arrays."""
     lengths = np.array([len(doc) for doc in documents])
-    n, size = len(documents), len(vocabulary)
+    n = len(documents)
     rows = np.repeat(np.arange(n), lengths)
-    tf = np.bincount(rows * size + np.asarray(ids, dtype=np.int64),
-                     minlength=n * size).reshape(n, size).astype(np.float64)
-    df = (tf > 0).sum(axis=0)
-    idf = np.log(n - df + 0.5) - np.log(df + 0.5)
-    idf[idf < 0] = epsilon * idf.mean()
+    ids = np.fromiter((t for doc in documents for t in doc), dtype=np.int64, count=len(rows))
+    tf = np.bincount(rows * terms + ids, minlength=n * terms).reshape(n, terms)
+    present = tf.any(axis=0)  # every term of the vocabulary that a document holds
+    df = (tf[:, present] > 0).sum(axis=0)
+    idf = np.zeros(terms)
+    idf[present] = np.log(n - df + 0.5) - np.log(df + 0.5)
+    negative = present & (idf < 0)
+    idf[negative] = epsilon * idf[present].mean()
     norm = k1 * (1 - b + b * lengths / lengths.mean())
     out = np.zeros((len(queries), n))
     for qi, query in enumerate(queries):
-        terms = [vocabulary[t] for t in query if t in vocabulary]  # repeats count, as there
-        if terms:
-            freq = tf[:, terms]
-            out[qi] = (idf[terms] * freq * (k1 + 1) / (freq + norm[:, None])).sum(axis=1)
+        if query:  # repeated terms count again, as in rank-bm25
+            freq = tf[:, query].astype(np.float64)
+            out[qi] = (idf[query] * freq * (k1 + 1) / (freq + norm[:, None])).sum(axis=1)
     return out
 
 
@@ -76,8 +93,10 @@ class OfflineReranker:
         if not candidates:
             return np.zeros((len(queries), 0), dtype=np.float32)
         w_max, w_mean, w_bm25 = self.weights
-        lexical = bm25_okapi([tokenize(c.text) or ["_"] for c in candidates],
-                             [tokenize(q.text) for q in queries]).astype(np.float32)
+        documents, vocabulary = term_ids([c.text for c in candidates])
+        lexical = bm25_okapi(
+            documents, [[vocabulary[t] for t in tokenize(q.text) if t in vocabulary]
+                        for q in queries], len(vocabulary)).astype(np.float32)
         # All candidates' sentences against all queries in one product, then per candidate.
         sizes = np.array([len(c.sentence_embeddings) for c in candidates])
         present = sizes > 0
