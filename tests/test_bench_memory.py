@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import numpy as np
 
@@ -60,3 +61,13 @@ async def test_search_figures_show_stages_and_one_round_trip_for_the_read(memory
         assert stages["read_ms"] > 0
     for split in figures["statement_ms_p50"].values():
         assert split["probe_ms"] > 0 and split["server_total_ms"] >= split["probe_ms"]
+
+
+def test_search_ab_imports_a_commits_memory_beside_this_one(tmp_path) -> None:
+    """The A/B's base: the commit's own package, under another name, not this tree's."""
+    from benchmarks import search_ab
+    from memroute.memory import Memory
+
+    base = search_ab.import_base("HEAD", tmp_path)
+    assert base.__name__ == "memroute_base.memory" and base.Memory is not Memory
+    assert Path(base.__file__).is_relative_to(tmp_path)

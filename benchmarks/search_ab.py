@@ -1,0 +1,109 @@
+"""A/B of `Memory.search_scored`: a git commit's code against the working tree's, in one
+process, on the same bench store, query by query (the order of the two flips every query),
+so a change in the machine's load hits both alike.
+
+The commit's ``memroute`` package is extracted with ``git archive`` and imported under another
+name (``memroute_base``). The store must exist (built by ``benchmarks.memory`` in the same
+``MEMROUTE_HOME``)::
+
+    MEMROUTE_HOME=/tmp/mr-bench OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.search_ab \\
+        --base 2cc7340 --size 100000 --queries 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from io import BytesIO
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.memory import SEARCHES, RoundTrips, load_average, questions
+from memroute.memory import Memory, Scope
+from memroute.memory.embedders.minilm_onnx import MiniLMOnnxEmbedder
+from memroute.settings import MemrouteSettings
+
+_IMPORT = re.compile(r"\bmemroute(?=[.\s])")
+
+
+def import_base(commit: str, into: Path):
+    """The ``memroute.memory`` module of ``commit``, imported as ``memroute_base.memory``."""
+    archive = subprocess.run(["git", "archive", commit, "memroute"], check=True,
+                             capture_output=True).stdout
+    with tarfile.open(fileobj=BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    (into / "memroute").rename(into / "memroute_base")
+    for path in (into / "memroute_base").rglob("*.py"):
+        path.write_text(_IMPORT.sub("memroute_base", path.read_text()))
+    sys.path.insert(0, str(into))
+    return importlib.import_module("memroute_base.memory")
+
+
+async def run(args: argparse.Namespace) -> None:
+    settings = MemrouteSettings().model_copy(update={
+        "embed_threads": args.threads, "db_schema": "bench", "query_cache_size": 0})
+    embedder = MiniLMOnnxEmbedder(threads=args.threads)
+    schema = f"bench_v2_{args.size}"
+    scope = Scope(org_id="bench", project_id=str(args.size))
+    with tempfile.TemporaryDirectory() as tmp:
+        base_memory = import_base(args.base, Path(tmp))
+        memories = {"base": await base_memory.Memory.open(settings=settings, schema=schema,
+                                                          embedder=embedder),
+                    "branch": await Memory.open(settings=settings, schema=schema,
+                                                embedder=embedder)}
+        if (await memories["branch"].count(scope))["sentences"] != args.size:
+            raise SystemExit(f"no {args.size:,}-sentence bench store in this MEMROUTE_HOME: "
+                             "build it with benchmarks.memory first")
+        qs = questions(Path(args.data_dir), args.queries + 20)
+        for q in qs[args.queries:]:  # warm-up
+            for memory in memories.values():
+                await memory.search_scored(scope.model_dump(), q, k=10, context=(1, 2))
+        times: dict[tuple[str, str], list[float]] = {}
+        trips: dict[tuple[str, str], list[int]] = {}
+        stages: dict[tuple[str, str], dict[str, list[float]]] = {}
+        start_load = load_average()
+        with RoundTrips() as counter:
+            for n, q in enumerate(qs[:args.queries]):
+                for label, (rerank, context) in SEARCHES.items():
+                    for name in ("base", "branch") if n % 2 == 0 else ("branch", "base"):
+                        before, start = counter.count, time.perf_counter()
+                        hits = await memories[name].search_scored(
+                            scope.model_dump(), q, k=10, rerank=rerank, context=context)
+                        times.setdefault((label, name), []).append(
+                            (time.perf_counter() - start) * 1000)
+                        trips.setdefault((label, name), []).append(counter.count - before)
+                        for stage, ms in hits.timings.items():
+                            stages.setdefault((label, name), {}).setdefault(stage, []).append(ms)
+        print(f"base {args.base} vs working tree, {args.size:,} sentences, {args.queries} "
+              f"queries, load average {start_load} -> {load_average()}")
+        for (label, name), values in times.items():
+            split = "  ".join(f"{s.removesuffix('_ms')} {np.median(v):.1f}"
+                              for s, v in stages[(label, name)].items())
+            print(f"{label:<22} {name:<6} p50 {np.median(values):6.1f} ms  "
+                  f"p95 {np.percentile(values, 95):6.1f} ms  round trips "
+                  f"{np.mean(trips[(label, name)]):.1f}  stages p50: {split}")
+        for memory in memories.values():
+            await memory.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", required=True, help="the git commit to compare against")
+    parser.add_argument("--size", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--data-dir", default=os.environ.get("MEMROUTE_DATA_DIR", "../shared/data"))
+    asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
