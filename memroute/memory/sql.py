@@ -36,6 +36,18 @@ class Nucleus:
     fused: float = 0.0
 
 
+def _probe_cte(schema: str, where: str) -> str:
+    """``hits``: the HNSW probe (parameters: query vector, scope key, the filter's, query
+    vector, limit)."""
+    return f"""hits AS MATERIALIZED (
+            SELECT s.episode_uid, s.text, s.embedding <=> %s AS distance
+            FROM {schema}.sentences s
+            WHERE s.scope_key = %s AND {where}
+            ORDER BY s.embedding <=> %s
+            LIMIT %s
+        )"""
+
+
 async def vector_lane(conn: AsyncConnection, schema: str, scope_key: str, embedding: np.ndarray,
                       filters: dict | None, limit: int, *,
                       max_scan_tuples: int = MAX_SCAN_TUPLES) -> list[SentenceHit]:
@@ -47,16 +59,8 @@ async def vector_lane(conn: AsyncConnection, schema: str, scope_key: str, embedd
     where, params = compile_filter(filters, "s")
     await conn.execute(*hnsw_settings(limit, max_scan_tuples))
     cur = await conn.execute(
-        f"""
-        WITH hits AS MATERIALIZED (
-            SELECT s.episode_uid, s.text, s.embedding <=> %s AS distance
-            FROM {schema}.sentences s
-            WHERE s.scope_key = %s AND {where}
-            ORDER BY s.embedding <=> %s
-            LIMIT %s
-        )
-        SELECT episode_uid, text, distance FROM hits ORDER BY distance
-        """,
+        f"WITH {_probe_cte(schema, where)} SELECT episode_uid, text, distance FROM hits "
+        "ORDER BY distance",
         [embedding, scope_key, *params, embedding, limit],
     )
     return [SentenceHit(uid, text, 1.0 - float(dist)) for uid, text, dist in await cur.fetchall()]
@@ -273,13 +277,7 @@ def search_statement(schema: str, scope_key: str, embedding: np.ndarray,
                f"{schema}.episodes x ON x.scope_key = %s AND x.uid = n.uid"
                if no_context else _window_sql(schema))
     statement = f"""
-        WITH hits AS MATERIALIZED (
-            SELECT s.episode_uid, s.text, s.embedding <=> %s AS distance
-            FROM {schema}.sentences s
-            WHERE s.scope_key = %s AND {where}
-            ORDER BY s.embedding <=> %s
-            LIMIT %s
-        ), nuclei AS MATERIALIZED (
+        WITH {_probe_cte(schema, where)}, nuclei AS MATERIALIZED (
             SELECT DISTINCT ON (episode_uid) episode_uid AS uid, text, distance, rank
             FROM (SELECT *, row_number() OVER (ORDER BY distance) - 1 AS rank FROM hits) r
             ORDER BY episode_uid, distance
