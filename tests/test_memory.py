@@ -297,3 +297,22 @@ async def test_add_batches_stores_each_batch_in_order_and_stops_at_a_bad_one(
             seen.append(uids)
     assert len(seen) == 1 and (await memory.count(other))["episodes"] == 1
     assert [uids async for uids in memory.add_batches(other, [])] == []
+
+
+async def test_a_failed_search_read_leaves_its_connection_as_it_found_it(memory: Memory) -> None:
+    """The one-round-trip read runs BEGIN ... COMMIT in autocommit mode; when its statement
+    fails, the connection goes back to the pool idle and not in autocommit."""
+    from psycopg.pq import TransactionStatus
+
+    from memroute.memory import sql
+
+    vector = np.zeros(memory.embedder.dim, dtype=np.float32)
+    vector[0] = 1.0
+    async with memory._pool.connection() as conn:
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            await sql.read_search(conn, "no_such_schema", "s", vector, None, limit=5,
+                                  before=1, after=1)
+        assert conn.info.transaction_status == TransactionStatus.IDLE
+        assert conn.autocommit is False
+        cur = await conn.execute("SELECT current_setting('hnsw.ef_search', true)")
+        assert (await cur.fetchone())[0] in (None, "", "40")  # the failed read's setting rolled back

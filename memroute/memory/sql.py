@@ -3,13 +3,16 @@ embeddings."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
 
 import numpy as np
+import psycopg
 from psycopg import AsyncConnection
+from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
 from memroute.memory.filters import compile_filter
@@ -301,12 +304,12 @@ def search_statement(schema: str, scope_key: str, embedding: np.ndarray,
 
 
 def hnsw_settings(limit: int, max_scan_tuples: int = MAX_SCAN_TUPLES) -> tuple[str, tuple]:
-    """The session's HNSW settings for a probe of ``limit`` rows: ``hnsw.ef_search`` clamped to
-    pgvector's range, the iterative scan on, bounded by ``max_scan_tuples``."""
+    """The transaction's HNSW settings for a probe of ``limit`` rows: ``hnsw.ef_search``
+    clamped to pgvector's range, the iterative scan on, bounded by ``max_scan_tuples``."""
     ef_search = min(max(limit, EF_SEARCH_RANGE[0]), EF_SEARCH_RANGE[1])
-    return ("SELECT set_config('hnsw.ef_search', %s, false), "
-            "set_config('hnsw.iterative_scan', 'relaxed_order', false), "
-            "set_config('hnsw.max_scan_tuples', %s, false)",
+    return ("SELECT set_config('hnsw.ef_search', %s, true), "
+            "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+            "set_config('hnsw.max_scan_tuples', %s, true)",
             (str(ef_search), str(max(max_scan_tuples, MAX_SCAN_TUPLES))))
 
 
@@ -321,17 +324,23 @@ async def read_search(conn: AsyncConnection, schema: str, scope_key: str,
     statement, params = search_statement(schema, scope_key, embedding, filters, limit=limit,
                                          before=before, after=after)
     cur = conn.cursor(binary=True)
-    # Autocommit, no transaction: one statement reads one snapshot, and a BEGIN (psycopg's
-    # implicit one or `conn.transaction()`) would wait for the server once more. So the HNSW
-    # settings are the session's, which every HNSW probe sets before it runs.
+    # BEGIN, the transaction's HNSW settings, the statement and COMMIT in one pipeline, sent
+    # by hand in autocommit mode: psycopg's own BEGIN (implicit or `conn.transaction()`)
+    # would wait for the server once more.
     autocommit = conn.autocommit
     await conn.set_autocommit(True)
     try:
         async with conn.pipeline():
+            await conn.execute("BEGIN")
             await conn.execute(*hnsw_settings(limit))
             await cur.execute(statement, params)
+            await conn.execute("COMMIT")
     finally:
-        await conn.set_autocommit(autocommit)
+        if conn.info.transaction_status != TransactionStatus.IDLE:  # the pipeline failed
+            with contextlib.suppress(psycopg.Error):
+                await conn.execute("ROLLBACK")
+        if conn.info.transaction_status == TransactionStatus.IDLE:
+            await conn.set_autocommit(autocommit)
     nuclei: dict[str, Nucleus] = {}
     windows: dict[str, list[str]] = {}
     episodes: dict[str, EpisodeRow] = {}
