@@ -290,11 +290,36 @@ SEARCHES = {  # label: (rerank, context)
 }
 
 
+def plan_stages(plan: dict) -> dict[str, float]:
+    """Exclusive time (ms) per part of an ``EXPLAIN (ANALYZE, FORMAT JSON)`` plan of the
+    search statement: the nodes under each materialized CTE (``hits`` = the HNSW probe,
+    ``nuclei``, ``members`` = the neighbours) and the rest (``main``: the vectors and the
+    final join). A CTE's evaluation is counted once, under its own subplan: the CTE scans that
+    pull from it count nothing, and a parent does not subtract a CTE subplan."""
+    stages: dict[str, float] = {}
+
+    def total(node: dict) -> float:
+        return node["Actual Total Time"] * node["Actual Loops"]
+
+    def walk(node: dict, stage: str) -> None:
+        name = node.get("Subplan Name", "")
+        stage = name[4:] if name.startswith("CTE ") else stage
+        children = node.get("Plans", [])
+        own = 0.0 if node["Node Type"] == "CTE Scan" else total(node) - sum(
+            total(c) for c in children if not c.get("Subplan Name", "").startswith("CTE "))
+        stages[stage] = stages.get(stage, 0.0) + max(own, 0.0)
+        for child in children:
+            walk(child, stage)
+
+    walk(plan["Plan"], "main")
+    return stages
+
+
 async def statement_stages(memory: Memory, scope: Scope, queries: list[str],
                            context: tuple[int, int], k: int = 10) -> dict[str, float]:
     """Server-side split of the one search statement (`sql.search_statement`), p50 over
-    ``queries`` from EXPLAIN ANALYZE (whose own timing overhead inflates it): the HNSW probe,
-    the nuclei, the neighbours (context windows), the vectors with the final join."""
+    ``queries``, from EXPLAIN ANALYZE (whose own timing overhead inflates it; see
+    `plan_stages`)."""
     from memroute.memory import sql
 
     limit = max(memory.settings.candidates, 3 * k)
@@ -309,18 +334,10 @@ async def statement_stages(memory: Memory, scope: Scope, queries: list[str],
             cur = await conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + statement, params)
             plan = (await cur.fetchone())[0][0]
             await conn.rollback()
-        ctes: dict[str, float] = {}
-
-        def walk(node: dict) -> None:
-            if node.get("Subplan Name", "").startswith("CTE "):
-                ctes[node["Subplan Name"][4:]] = node["Actual Total Time"] * node["Actual Loops"]
-            for child in node.get("Plans", []):
-                walk(child)
-
-        walk(plan["Plan"])
-        split = {"probe": ctes["hits"], "nuclei": ctes["nuclei"] - ctes["hits"],
-                 "neighbours": ctes["members"] - ctes["nuclei"],
-                 "vectors_and_join": plan["Execution Time"] - ctes["members"],
+        parts = plan_stages(plan)
+        split = {"probe": parts.get("hits", 0.0), "nuclei": parts.get("nuclei", 0.0),
+                 "neighbours": parts.get("members", 0.0),
+                 "vectors_and_join": parts.get("main", 0.0),
                  "server_total": plan["Execution Time"], "planning": plan["Planning Time"]}
         for stage, ms in split.items():
             stages.setdefault(stage, []).append(ms)

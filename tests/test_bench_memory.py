@@ -71,3 +71,15 @@ def test_search_ab_imports_a_commits_memory_beside_this_one(tmp_path) -> None:
     base = search_ab.import_base("HEAD", tmp_path)
     assert base.__name__ == "memroute_base.memory" and base.Memory is not Memory
     assert Path(base.__file__).is_relative_to(tmp_path)
+
+
+def test_plan_stages_count_a_cte_once_under_its_own_subplan() -> None:
+    """A CTE scan that drives a CTE includes the CTE's time; it goes to the CTE alone."""
+    def node(kind, ms, children=(), name=None):
+        return {"Node Type": kind, "Actual Total Time": ms, "Actual Loops": 1,
+                "Plans": list(children), **({"Subplan Name": name} if name else {})}
+
+    probe = node("Limit", 4.0, [node("Index Scan", 3.5)], name="CTE hits")
+    join = node("Hash Join", 10.0, [node("CTE Scan", 4.5), node("Seq Scan", 2.0)])
+    parts = bench.plan_stages({"Plan": node("Sort", 11.0, [probe, join])})
+    assert parts == {"hits": 4.0, "main": 11.0 - 10.0 + (10.0 - 4.5 - 2.0) + 2.0}
