@@ -45,11 +45,15 @@ def pooled_episodes(dataset: Dataset, seed: int) -> list[Episode]:
         for paragraph in question.paragraphs:
             for content in paragraph.contents():
                 contents.setdefault(content, paragraph.title)
-    order = list(contents)
+    return _shuffled(list(contents), contents, seed)
+
+
+def _shuffled(order: list[str], titles: dict[str, str], seed: int) -> list[Episode]:
+    """One pooled session of ``order``'s contents, shuffled with ``seed``, timestamps rising."""
     random.Random(seed).shuffle(order)
     return [
         Episode(uid=content_uid(c), content=c, producer="system", session_id=POOLED_SESSION,
-                produced_at=START + timedelta(seconds=i), metadata={"title": contents[c]})
+                produced_at=START + timedelta(seconds=i), metadata={"title": titles[c]})
         for i, c in enumerate(order)
     ]
 
@@ -66,13 +70,7 @@ def passage_episodes(datasets: list[Dataset], seed: int) -> list[Episode]:
             for paragraph in question.paragraphs:
                 if any(s.strip() for s in paragraph.sentences):
                     contents.setdefault(paragraph.passage(), paragraph.title)
-    order = sorted(contents)
-    random.Random(seed).shuffle(order)
-    return [
-        Episode(uid=content_uid(c), content=c, producer="system", session_id=POOLED_SESSION,
-                produced_at=START + timedelta(seconds=i), metadata={"title": contents[c]})
-        for i, c in enumerate(order)
-    ]
+    return _shuffled(sorted(contents), contents, seed)
 
 
 def conversation_episodes(dataset: Dataset, conversation: str) -> list[Episode]:
