@@ -204,3 +204,66 @@ async def test_llm_planner_tokens_are_counted_per_node(settings: MemrouteSetting
     assert auto["input_tokens"] == router["input"]
     assert "tool_select" in summary["config"]["prompts"]
     assert summary["config"]["planner"] != "offline"
+
+
+def test_passage_unit_pools_sets_and_scores_passages(cli, tmp_path: Path) -> None:
+    out = tmp_path / "passages"
+    result = cli(eval_app, "2wiki", "--data", FIX / "2wiki_4.json", "--unit", "passage",
+                 "--pool", f"hotpotqa={FIX / 'hotpotqa_5.jsonl'}",
+                 "--pool", f"musique={FIX / 'musique_3.jsonl'}",
+                 "--strategy", "direct,auto", "--out", out, "--concurrency", "2")
+    assert result.exit_code == 0, result.output
+    summary = _last_json(result.stdout)
+    assert summary["unit"] == "passage" and summary["ks"] == [2, 5, 10]
+    assert summary["headline_metric"] == "passage_recall@5"
+    sets = [load_dataset(name, FIX / file) for name, file in (
+        ("2wiki", "2wiki_4.json"), ("hotpotqa", "hotpotqa_5.jsonl"),
+        ("musique", "musique_3.jsonl"))]
+    corpus = {p.passage() for d in sets for q in d.questions for p in q.paragraphs}
+    assert summary["store"]["episodes"] == len(corpus)
+    assert [p.split(" (")[0] for p in summary["store"]["pool"]] == ["2wiki", "hotpotqa",
+                                                                    "musique"]
+    gold = {q.id: q for q in sets[0].questions}
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 * 2 and {r["k"] for r in rows} == {10}  # one ranked list per question
+    for row in rows:
+        ranked = [r["content"] for r in row["returned"]]
+        assert len(ranked) == 10 and set(ranked) <= corpus  # whole passages come back
+        for k in (2, 5, 10):
+            assert row["metrics"][f"passage_recall@{k}"] == metrics.passage_recall(
+                gold[row["id"]].gold_passages, ranked, k)
+        assert row["metrics"]["passage_recall@2"] <= row["metrics"]["passage_recall@5"]
+    for name, figures in summary["strategies"].items():
+        assert figures["n"] == 4
+        assert figures["passage_recall@5"] == pytest.approx(
+            sum(r["metrics"]["passage_recall@5"] for r in rows if r["strategy"] == name) / 4,
+            abs=1e-4)
+        assert "all_passages@5" in figures and "sf_recall@10" not in figures
+    assert "passage_recall@5" in (out / "summary.md").read_text()
+
+    # the same pool evaluated from another of its sets reuses the store
+    again = cli(eval_app, "musique", "--data", FIX / "musique_3.jsonl", "--unit", "passage",
+                "--pool", f"2wiki={FIX / '2wiki_4.json'}",
+                "--pool", f"hotpotqa={FIX / 'hotpotqa_5.jsonl'}",
+                "--strategy", "direct", "--k", "5", "--out", tmp_path / "again")
+    assert again.exit_code == 0, again.output
+    reused = _last_json(again.stdout)
+    assert reused["store"]["reused"] is True
+    assert reused["store"]["schema"] == summary["store"]["schema"]
+    assert set(reused["strategies"]["direct"]) >= {"passage_recall@5", "all_passages@5"}
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--pool", "2wiki=x.json"), "with --unit passage"),
+    (("--unit", "passage", "--pool", "locomo=x.json"), "NAME=FILE"),
+    (("--unit", "paragraph"), "--unit must be"),
+])
+def test_passage_options_are_checked_before_anything_runs(cli, tmp_path: Path, args: tuple,
+                                                          message: str) -> None:
+    result = cli(eval_app, "hotpotqa", "--data", FIX / "hotpotqa_5.jsonl", *args,
+                 "--out", tmp_path / "never")
+    assert result.exit_code == 2 and message in result.stderr
+    assert not (tmp_path / "never").exists()
+    locomo = cli(eval_app, "locomo", "--data", FIX / "locomo_conv26_s1-2.json", "--unit",
+                 "passage", "--out", tmp_path / "never")
+    assert locomo.exit_code == 2 and "Wikipedia set" in locomo.stderr

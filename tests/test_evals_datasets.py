@@ -7,8 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from memroute.evals.datasets import load_dataset
-from memroute.evals.store import planned_episodes, pooled_episodes, schema_name
+from memroute.evals.datasets import load_dataset, parse_pool_entry
+from memroute.evals.store import (
+    passage_episodes,
+    passage_schema_name,
+    planned_episodes,
+    pooled_episodes,
+    schema_name,
+)
 from memroute.errors import InvalidInputError
 
 FIX = Path(__file__).parent / "fixtures" / "evals"
@@ -113,3 +119,70 @@ def test_unknown_dataset_and_missing_file() -> None:
         load_dataset("squad", FIX / "hotpotqa_5.jsonl")
     with pytest.raises(InvalidInputError, match="not found"):
         load_dataset("hotpotqa", FIX / "nope.jsonl")
+
+
+def _hotpot_record(qid: str, context: list, facts: list) -> dict:
+    return {"id": qid, "question": f"question {qid}?", "answer": "a", "type": "bridge",
+            "context": context, "supporting_facts": facts}
+
+
+def test_passage_gold_is_one_passage_per_supporting_paragraph(tmp_path: Path) -> None:
+    shared = ["Shirley Temple", [" Shirley Temple was an actress.", " She was an ambassador."]]
+    records = [
+        # two supporting sentences in one paragraph make one gold passage
+        _hotpot_record("q1", [["Kiss and Tell", ["Kiss and Tell is a film.", " It stars her."]],
+                              shared, ["Ghana", ["Ghana is a country."]]],
+                       [["Kiss and Tell", 0], ["Kiss and Tell", 1], ["Shirley Temple", 1]]),
+        # q2's supporting passage is also in q1's context: the pool holds it once
+        _hotpot_record("q2", [shared, ["Accra", ["Accra is a city."]]],
+                       [["Shirley Temple", 0]]),
+    ]
+    path = tmp_path / "h.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records))
+    ds = load_dataset("hotpotqa", path)
+    temple = "Shirley Temple: Shirley Temple was an actress. She was an ambassador."
+    assert ds.questions[0].gold_passages == [
+        "Kiss and Tell: Kiss and Tell is a film. It stars her.", temple]
+    assert ds.questions[1].gold_passages == [temple]
+    episodes = passage_episodes([ds], seed=0)
+    contents = [e.content for e in episodes]
+    assert sorted(contents) == sorted({temple, "Kiss and Tell: Kiss and Tell is a film. It "
+                                       "stars her.", "Ghana: Ghana is a country.",
+                                       "Accra: Accra is a city."})
+    assert {e.metadata["title"] for e in episodes} == {"Shirley Temple", "Kiss and Tell",
+                                                      "Ghana", "Accra"}
+    assert all(q.gold_passages and set(q.gold_passages) <= set(contents) for q in ds.questions)
+
+
+def test_musique_gold_passages_follow_is_supporting_not_the_title() -> None:
+    ds = load_dataset("musique", FIX / "musique_3.jsonl")
+    records = [json.loads(line) for line in (FIX / "musique_3.jsonl").read_text().splitlines()]
+    for q, r in zip(ds.questions, records):
+        supporting = [p for p in r["paragraphs"] if p["is_supporting"]]
+        assert len(q.gold_passages) == len({(p["title"], p["paragraph_text"])
+                                            for p in supporting})
+        assert all(g.startswith(f"{p['title']}: ") for g, p in zip(q.gold_passages, supporting))
+
+
+def test_the_passage_pool_is_the_same_store_whichever_set_is_evaluated() -> None:
+    hotpot = load_dataset("hotpotqa", FIX / "hotpotqa_5.jsonl")
+    wiki = load_dataset("2wiki", FIX / "2wiki_4.json")
+    musique = load_dataset("musique", FIX / "musique_3.jsonl")
+    one = passage_episodes([hotpot, wiki, musique], seed=0)
+    other = passage_episodes([musique, hotpot, wiki, hotpot], seed=0)
+    assert [e.content for e in one] == [e.content for e in other]
+    assert (passage_schema_name([hotpot, wiki, musique], 0, "m")
+            == passage_schema_name([musique, wiki, hotpot], 0, "m"))
+    assert passage_schema_name([hotpot, wiki], 0, "m") != passage_schema_name([hotpot], 0, "m")
+    assert passage_schema_name([hotpot], 0, "m") != passage_schema_name([hotpot], 0, "e5")
+    every = {p.passage() for d in (hotpot, wiki, musique) for q in d.questions
+             for p in q.paragraphs}
+    assert {e.content for e in one} == every and len(one) == len(every)
+    assert [e.content for e in one] != [e.content for e in passage_episodes([hotpot], 1)]
+
+
+def test_pool_entries_name_a_wikipedia_set() -> None:
+    assert parse_pool_entry("2wiki=/x/y.json") == ("2wiki", Path("/x/y.json"))
+    for bad in ("2wiki", "locomo=/x", "squad=/x", "musique="):
+        with pytest.raises(InvalidInputError, match="NAME=FILE"):
+            parse_pool_entry(bad)

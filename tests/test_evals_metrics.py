@@ -88,3 +88,39 @@ def test_squad_normalization_em_and_f1() -> None:
     assert metrics.token_f1("no", ["yes"]) == 0.0
     assert metrics.token_f1("yes it is", ["yes"]) == 0.0  # yes/no is all or nothing
     assert metrics.token_f1("x", ["", "x"]) == 1.0  # best over the aliases
+
+
+# -- passage protocol ---------------------------------------------------------------------
+
+PA = "Kiss and Tell (1945 film): Kiss and Tell is a 1945 American comedy film. It stars Shirley."
+PB = "Shirley Temple: Shirley Temple was an American actress. She was an ambassador to Ghana."
+PC = "Ghana: Ghana is a country in West Africa."
+PD = "Accra: Accra is the capital of Ghana."
+
+
+def test_passage_recall_is_the_share_of_supporting_passages_in_the_top_k() -> None:
+    ranked = [PC, PA, PD, PB]
+    assert metrics.passage_recall([PA, PB], ranked, 1) == 0.0
+    assert metrics.passage_recall([PA, PB], ranked, 2) == 0.5
+    assert metrics.passage_recall([PA, PB], ranked, 3) == 0.5
+    assert metrics.passage_recall([PA, PB], ranked, 4) == 1.0
+    assert metrics.all_passages([PA, PB], ranked, 3) == 0.0
+    assert metrics.all_passages([PA, PB], ranked, 4) == 1.0
+    # exact match on the passage: its title alone, or one of its sentences, is no hit
+    assert metrics.passage_recall([PA], ["Kiss and Tell (1945 film): It stars Shirley."], 5) == 0
+    assert metrics.passage_recall([], ranked, 5) == 0.0
+    assert metrics.all_passages([], ranked, 5) == 0.0
+
+
+def test_k_counts_distinct_passages_so_a_duplicate_takes_no_slot() -> None:
+    ranked = [PC, PC, PA, PC, PB]
+    assert metrics.top_passages(ranked, 3) == [PC, PA, PB]
+    assert metrics.passage_recall([PA, PB], ranked, 2) == 0.5
+    assert metrics.passage_recall([PA, PB], ranked, 3) == 1.0
+
+
+def test_a_gold_passage_listed_twice_counts_once() -> None:
+    # the same supporting passage twice in a question's gold (e.g. two supporting facts of
+    # one paragraph, or one paragraph listed twice): still one passage of two
+    assert metrics.passage_recall([PA, PA, PB], [PA, PC], 2) == 0.5
+    assert metrics.all_passages([PA, PA], [PA], 1) == 1.0

@@ -79,7 +79,9 @@ def eval_command(
     seed: Annotated[int, typer.Option(help="Shuffle seed of the pooled store.")] = 0,
     strategy: Annotated[str, typer.Option(
         help="Comma-separated: auto,direct,split,chain.")] = "direct,auto",
-    k: Annotated[str, typer.Option("--k", help="Comma-separated result counts.")] = "10,20",
+    k: Annotated[str | None, typer.Option("--k", help=(
+        "Comma-separated result counts (default 10,20; passage unit: the recall cuts, "
+        "default 2,5,10, from one ranked list)."))] = None,
     out: Annotated[Path | None, typer.Option(help="Output folder.")] = None,
     concurrency: Annotated[int, typer.Option(min=1, max=64,
                                              help="Questions in flight.")] = 4,
@@ -101,6 +103,12 @@ def eval_command(
     context: Annotated[bool | None, typer.Option(
         "--context/--no-context",
         help="Neighbour episodes (default: off for Wikipedia sets, on for LoCoMo).")] = None,
+    unit: Annotated[str, typer.Option(
+        help="sentence (one episode per sentence) | passage (one per paragraph, the "
+             "published multi-hop protocol: passage_recall@k).")] = "sentence",
+    pool: Annotated[list[str] | None, typer.Option(
+        help="Passage unit: NAME=FILE, another set whose passages join the store as "
+             "distractors (repeatable).")] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Debug logs and tracebacks.")] = False,
 ) -> None:
     """Run the evaluation protocol on one data set; write results.jsonl, summary.json,
@@ -111,10 +119,13 @@ def eval_command(
     _configure_logging(debug)
     try:
         cfg = EvalConfig(dataset=dataset, data=data, limit=limit, seed=seed,
-                         strategies=_csv(strategy), ks=_ints(k), out=out,
+                         strategies=_csv(strategy),
+                         ks=_ints(k) if k else ([2, 5, 10] if unit == "passage" else [10, 20]),
+                         out=out,
                          concurrency=concurrency, embedder=embedder, reranker=reranker,
                          planner=planner, answer=answer or judge, judge=judge, lexical=lexical,
-                         rerank_mode=rerank_mode, context=context)
+                         rerank_mode=rerank_mode, context=context, unit=unit,
+                         pool=list(pool or []))
         with RichReporter() as reporter:
             summary = asyncio.run(run_eval(cfg, reporter=reporter))
     except MemrouteError as exc:

@@ -35,6 +35,10 @@ class Paragraph:
         """The episode contents the protocol stores: ``"{title}: {sentence}"``, stripped."""
         return [fact_content(self.title, s) for s in self.sentences if s.strip()]
 
+    def passage(self) -> str:
+        """The passage protocol's episode: ``"{title}: {text}"``, sentences joined by a space."""
+        return fact_content(self.title, " ".join(s.strip() for s in self.sentences if s.strip()))
+
 
 @dataclass(frozen=True)
 class Turn:
@@ -53,7 +57,8 @@ class Question:
     """One evaluation question and its gold evidence.
 
     Wikipedia sets: ``gold_facts`` are episode contents (``"{title}: {sentence}"``) and
-    ``gold_titles`` the supporting paragraphs. LoCoMo: ``gold_ids`` are the resolved
+    ``gold_titles`` the supporting paragraphs, ``gold_passages`` their passage contents
+    (`Paragraph.passage`). LoCoMo: ``gold_ids`` are the resolved
     ``dia_id`` values, ``unresolved`` the evidence entries that name no turn.
     """
 
@@ -63,6 +68,7 @@ class Question:
     type: str
     gold_facts: list[str] = field(default_factory=list)
     gold_titles: list[str] = field(default_factory=list)
+    gold_passages: list[str] = field(default_factory=list)
     gold_ids: list[str] = field(default_factory=list)
     unresolved: list[str] = field(default_factory=list)
     answer_aliases: list[str] = field(default_factory=list)
@@ -149,10 +155,12 @@ def _wiki_question(record: dict[str, Any], qid: str, qtype: str, *, context_key:
     paragraphs = [Paragraph(str(t), tuple(str(s) for s in sents))
                   for t, sents in _pairs(record[context_key], f"{qid}.{context_key}")]
     facts = [(str(t), int(s)) for t, s in _pairs(record[facts_key], f"{qid}.{facts_key}")]
+    titles = list(dict.fromkeys(t for t, _ in facts))
     return Question(
         id=qid, question=str(record["question"]).strip(), answer=str(record.get("answer", "")),
-        type=qtype, gold_facts=_resolve_facts(qid, paragraphs, facts),
-        gold_titles=list(dict.fromkeys(t for t, _ in facts)), paragraphs=paragraphs,
+        type=qtype, gold_facts=_resolve_facts(qid, paragraphs, facts), gold_titles=titles,
+        gold_passages=list(dict.fromkeys(p.passage() for p in paragraphs if p.title in titles)),
+        paragraphs=paragraphs,
     )
 
 
@@ -191,18 +199,19 @@ def load_musique(records: list[dict[str, Any]]) -> list[Question]:
         qid = str(r.get("id") or "")
         if not qid or "paragraphs" not in r:
             raise InvalidInputError("a MuSiQue record needs id and paragraphs")
-        paragraphs, gold, titles = [], [], []
+        paragraphs, gold, titles, passages = [], [], [], []
         for p in r["paragraphs"]:
             para = Paragraph(str(p["title"]), tuple(split_sentences(str(p["paragraph_text"]))))
             paragraphs.append(para)
             if p.get("is_supporting"):
                 gold.extend(para.contents())
                 titles.append(para.title)
+                passages.append(para.passage())
         out.append(Question(
             id=qid, question=str(r["question"]).strip(), answer=str(r.get("answer", "")),
             type=musique_hops(qid), gold_facts=list(dict.fromkeys(gold)),
-            gold_titles=list(dict.fromkeys(titles)), paragraphs=paragraphs,
-            answer_aliases=[str(a) for a in r.get("answer_aliases", [])],
+            gold_titles=list(dict.fromkeys(titles)), gold_passages=list(dict.fromkeys(passages)),
+            paragraphs=paragraphs, answer_aliases=[str(a) for a in r.get("answer_aliases", [])],
         ))
     return out
 
@@ -305,3 +314,16 @@ def load_dataset(name: str, path: str | Path, limit: int | None = None) -> Datas
     records = records[:limit] if limit is not None else records
     loader = {"hotpotqa": load_hotpotqa, "2wiki": load_2wiki, "musique": load_musique}[name]
     return Dataset(name, loader(records), _slice_hash(name, records), file_sha)
+
+
+WIKI_DATASETS: tuple[str, ...] = ("hotpotqa", "2wiki", "musique")
+
+
+def parse_pool_entry(entry: str) -> tuple[str, Path]:
+    """``"NAME=PATH"`` (a ``--pool`` value) -> ``(name, path)`` of a Wikipedia data set."""
+    name, sep, path = entry.partition("=")
+    name = name.strip()
+    if not sep or name not in WIKI_DATASETS or not path.strip():
+        raise InvalidInputError(
+            f"--pool takes NAME=FILE with NAME one of {', '.join(WIKI_DATASETS)}, not {entry!r}")
+    return name, Path(path.strip())

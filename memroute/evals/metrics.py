@@ -76,6 +76,25 @@ def para_recall(gold_titles: Sequence[str], returned_titles: Sequence[str]) -> f
     return sum(1 for t in gold_titles if t in present) / len(gold_titles)
 
 
+def top_passages(returned: Sequence[str], k: int) -> list[str]:
+    """The first ``k`` distinct passages of a ranked list (k counts passages, not rows)."""
+    return list(dict.fromkeys(returned))[:k]
+
+
+def passage_recall(gold_passages: Sequence[str], returned: Sequence[str], k: int) -> float:
+    """Share of a question's distinct supporting passages among the top ``k`` returned
+    passages (exact match on the passage content), as in HippoRAG 2's recall@k."""
+    gold = set(gold_passages)
+    if not gold:
+        return 0.0
+    return len(gold & set(top_passages(returned, k))) / len(gold)
+
+
+def all_passages(gold_passages: Sequence[str], returned: Sequence[str], k: int) -> float:
+    """1.0 when every supporting passage is among the top ``k`` returned passages."""
+    return float(passage_recall(gold_passages, returned, k) == 1.0)
+
+
 def evidence_recall(gold_ids: Sequence[str], unresolved: Sequence[str],
                     returned_ids: Sequence[str]) -> float | None:
     """LoCoMo: fraction of evidence dia_ids returned. Unresolved ids count as misses;

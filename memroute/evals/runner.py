@@ -16,10 +16,17 @@ from typing import Any
 from memroute._log import get_logger
 
 from memroute.evals import answering, metrics
-from memroute.evals.datasets import DATASETS, Dataset, Question, load_dataset
+from memroute.evals.datasets import (
+    DATASETS,
+    WIKI_DATASETS,
+    Dataset,
+    Question,
+    load_dataset,
+    parse_pool_entry,
+)
 from memroute.evals.plots import write_plots
 from memroute.evals.retrieval import Retrieval, Retrieved
-from memroute.evals.scoring import headline_metric, score
+from memroute.evals.scoring import UNITS, headline_name, retrieval_ks, score, score_passages
 from memroute.evals.store import EvalStore, open_store
 from memroute.evals.summary import render_markdown, summarize
 from memroute.memory.embedders import make_embedder
@@ -57,6 +64,8 @@ class EvalConfig:
     lexical: bool | None = None
     rerank_mode: str = "fused"
     context: bool | None = None  # None: the protocol's default (off for Wikipedia, on for LoCoMo)
+    unit: str = "sentence"  # sentence | passage (the published multi-hop retrieval protocol)
+    pool: list[str] = field(default_factory=list)  # passage unit: NAME=FILE distractor sets
 
     def validate(self, llm: Any) -> None:
         """Fail fast, before anything is loaded, with a message that says what to do."""
@@ -71,6 +80,15 @@ class EvalConfig:
             raise EvalConfigError(f"--planner must be offline or llm, not {self.planner!r}")
         if self.rerank_mode not in RERANK_MODES:
             raise EvalConfigError("--rerank-mode must be fused or concat")
+        if self.unit not in UNITS:
+            raise EvalConfigError(f"--unit must be sentence or passage, not {self.unit!r}")
+        if self.unit == "passage" and self.dataset not in WIKI_DATASETS:
+            raise EvalConfigError(f"--unit passage needs a Wikipedia set "
+                                  f"({', '.join(WIKI_DATASETS)}), not {self.dataset!r}")
+        if self.pool and self.unit != "passage":
+            raise EvalConfigError("--pool pools passages: use it with --unit passage")
+        for entry in self.pool:
+            parse_pool_entry(entry)
         if self.concurrency < 1:
             raise EvalConfigError("--concurrency must be at least 1")
         needs = [flag for flag, on in (("--answer", self.answer), ("--judge", self.judge),
@@ -110,7 +128,7 @@ class Job:
     k: int
 
 
-def _row(job: Job, got: Retrieved, dataset: Dataset) -> dict[str, Any]:
+def _row(job: Job, got: Retrieved, dataset: Dataset, cfg: EvalConfig) -> dict[str, Any]:
     q = job.question
     returned = [{"uid": r.uid, "content": r.nucleus.content, "score": round(r.rerank_score, 5),
                  **({"dia_ids": [e.metadata.get("dia_id") for e in r.episodes]}
@@ -121,7 +139,8 @@ def _row(job: Job, got: Retrieved, dataset: Dataset) -> dict[str, Any]:
         "question": q.question, "route": got.route, "queries": got.queries,
         "stop_reason": got.stop_reason, "returned": returned, "costs": got.costs,
         "latency_ms": round(got.wall_ms, 2),
-        "metrics": score(q, got.results, job.k, dataset.is_conversational),
+        "metrics": (score_passages(q, got.results[:job.k], cfg.ks) if cfg.unit == "passage"
+                    else score(q, got.results, job.k, dataset.is_conversational)),
     }
 
 
@@ -172,15 +191,18 @@ async def run_eval(cfg: EvalConfig, *, settings: MemrouteSettings | None = None,
         overrides["lexical"] = cfg.lexical
     settings = settings.model_copy(update=overrides) if overrides else settings
     dataset = load_dataset(cfg.dataset, cfg.data, cfg.limit)
+    pool = ([load_dataset(*parse_pool_entry(e)) for e in cfg.pool] if cfg.unit == "passage"
+            else None)
     out = cfg.out or Path("eval-out") / f"{cfg.dataset}-{datetime.now():%Y%m%d-%H%M%S}"
     out.mkdir(parents=True, exist_ok=True)
     embedder = make_embedder(cfg.embedder or settings.embedder, threads=settings.embed_threads,
                              batch_size=settings.embed_batch_size)
     reporter.message(f"store: {dataset.name}, {len(dataset.questions)} questions, "
-                     f"embedder {embedder.name}")
+                     f"unit {cfg.unit}, embedder {embedder.name}"
+                     + (f", pooled with {', '.join(cfg.pool)}" if cfg.pool else ""))
     store: EvalStore = await open_store(dataset, seed=cfg.seed, embedder=embedder,
                                         reranker=cfg.reranker or settings.reranker,
-                                        settings=settings, progress=reporter.ingest)
+                                        settings=settings, progress=reporter.ingest, pool=pool)
     chat = answering.answer_backend(llm, settings) if (cfg.answer or cfg.judge) else None
     if planner is None and cfg.planner == "offline":
         from memroute.planners.offline.planner import OfflinePlanner
@@ -190,7 +212,7 @@ async def run_eval(cfg: EvalConfig, *, settings: MemrouteSettings | None = None,
     retrieval = Retrieval(store.memory, planner=planner,
                           llm=llm if cfg.planner == "llm" else None,
                           rerank_mode=cfg.rerank_mode, context=cfg.context_window())
-    jobs = _jobs(dataset.questions, cfg.strategies, cfg.ks)
+    jobs = _jobs(dataset.questions, cfg.strategies, retrieval_ks(cfg.ks, cfg.unit))
     rows: list[dict[str, Any]] = []
     prompt_versions: dict[str, str] = {}
     partial = False
@@ -198,7 +220,7 @@ async def run_eval(cfg: EvalConfig, *, settings: MemrouteSettings | None = None,
     queue: asyncio.Queue[Job] = asyncio.Queue()
     for job in jobs:
         queue.put_nowait(job)
-    answer_k = cfg.ks[0]
+    answer_k = retrieval_ks(cfg.ks, cfg.unit)[0]
     with (out / "results.jsonl").open("w", encoding="utf-8") as sink:
 
         async def worker() -> None:
@@ -206,7 +228,7 @@ async def run_eval(cfg: EvalConfig, *, settings: MemrouteSettings | None = None,
                 job = queue.get_nowait()
                 got = await retrieval.retrieve(job.question.question,
                                                store.scope_for(job.question), job.strategy, job.k)
-                row = _row(job, got, dataset)
+                row = _row(job, got, dataset, cfg)
                 prompt_versions.update(got.prompt_versions)
                 if chat is not None and job.k == answer_k:
                     await _answer(row, job, got, chat, cfg.judge)
@@ -220,7 +242,8 @@ async def run_eval(cfg: EvalConfig, *, settings: MemrouteSettings | None = None,
         except (asyncio.CancelledError, KeyboardInterrupt):
             partial = True
             log.warning("eval.interrupted", done=len(rows), total=len(jobs))
-    meta = _meta(cfg, dataset, store, retrieval, chat, settings, embedder.name, prompt_versions)
+    meta = _meta(cfg, dataset, store, retrieval, chat, settings, embedder.name, prompt_versions,
+                 pool or [])
     meta["partial"] = partial
     meta["n_rows"] = len(rows)
     meta["timing"] = {"total_s": round(time.perf_counter() - started, 1),
@@ -235,7 +258,7 @@ async def run_eval(cfg: EvalConfig, *, settings: MemrouteSettings | None = None,
 
 def _meta(cfg: EvalConfig, dataset: Dataset, store: EvalStore, retrieval: Retrieval, chat: Any,
           settings: MemrouteSettings, embedder_name: str,
-          prompt_versions: dict[str, str]) -> dict[str, Any]:
+          prompt_versions: dict[str, str], pool: list[Dataset]) -> dict[str, Any]:
     prompts: dict[str, str] = dict(prompt_versions)
     if chat is not None:
         prompts.update(answering.prompt_hashes())
@@ -247,7 +270,8 @@ def _meta(cfg: EvalConfig, dataset: Dataset, store: EvalStore, retrieval: Retrie
         "n_questions": len(dataset.questions),
         "seed": cfg.seed,
         "ks": cfg.ks,
-        "headline_metric": f"{headline_metric(dataset.name)}@{cfg.ks[0]}",
+        "unit": cfg.unit,
+        "headline_metric": headline_name(dataset.name, cfg.ks, cfg.unit),
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "config": {
             "embedder": embedder_name,
@@ -266,7 +290,10 @@ def _meta(cfg: EvalConfig, dataset: Dataset, store: EvalStore, retrieval: Retrie
             "limit": cfg.limit,
         },
         "store": {"schema": store.schema, "episodes": store.episodes,
-                  "reused": store.reused, "store_key": dataset.store_key[:16]},
+                  "reused": store.reused, "store_key": dataset.store_key[:16],
+                  **({"pool": [f"{d.name} ({len(d.questions)} questions, sha256 "
+                               f"{d.file_sha256[:12]})" for d in [dataset, *pool]]}
+                     if cfg.unit == "passage" else {})},
         "evidence": {"skipped_questions": dataset.skipped,
                      "unresolved_ids": sum(len(q.unresolved) for q in dataset.questions),
                      "questions_without_evidence": no_evidence},

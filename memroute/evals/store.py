@@ -45,13 +45,32 @@ def pooled_episodes(dataset: Dataset, seed: int) -> list[Episode]:
         for paragraph in question.paragraphs:
             for content in paragraph.contents():
                 contents.setdefault(content, paragraph.title)
-    order = list(contents)
+    return _shuffled(list(contents), contents, seed)
+
+
+def _shuffled(order: list[str], titles: dict[str, str], seed: int) -> list[Episode]:
+    """One pooled session of ``order``'s contents, shuffled with ``seed``, timestamps rising."""
     random.Random(seed).shuffle(order)
     return [
         Episode(uid=content_uid(c), content=c, producer="system", session_id=POOLED_SESSION,
-                produced_at=START + timedelta(seconds=i), metadata={"title": contents[c]})
+                produced_at=START + timedelta(seconds=i), metadata={"title": titles[c]})
         for i, c in enumerate(order)
     ]
+
+
+def passage_episodes(datasets: list[Dataset], seed: int) -> list[Episode]:
+    """The passage protocol's store: every context paragraph of every question of
+    ``datasets`` as one episode ``"{title}: {text}"`` (exact duplicates once), shuffled.
+
+    The order before shuffling is sorted, so the same data sets give the same store whichever
+    of them is the one evaluated."""
+    contents: dict[str, str] = {}  # passage -> title
+    for dataset in datasets:
+        for question in dataset.questions:
+            for paragraph in question.paragraphs:
+                if any(s.strip() for s in paragraph.sentences):
+                    contents.setdefault(paragraph.passage(), paragraph.title)
+    return _shuffled(sorted(contents), contents, seed)
 
 
 def conversation_episodes(dataset: Dataset, conversation: str) -> list[Episode]:
@@ -65,6 +84,13 @@ def conversation_episodes(dataset: Dataset, conversation: str) -> list[Episode]:
 def schema_name(dataset: Dataset, seed: int, embedder_name: str) -> str:
     key = f"{STORE_FORMAT}|{dataset.name}|{dataset.store_key}|{seed}|{embedder_name}"
     return f"ev_{dataset.name}_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+def passage_schema_name(datasets: list[Dataset], seed: int, embedder_name: str) -> str:
+    """One schema per pool of data slices (in any order), seed and embedder."""
+    parts = sorted({f"{d.name}:{d.store_key}" for d in datasets})
+    key = f"{STORE_FORMAT}|passage|{'|'.join(parts)}|{seed}|{embedder_name}"
+    return f"ev_passages_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
 
 @dataclass
@@ -84,9 +110,11 @@ class EvalStore:
         return self.scopes[question.conversation or ""]
 
 
-def _scope(dataset: Dataset, conversation: str | None) -> Scope:
-    return Scope(org_id="memroute-eval", project_id=dataset.name,
-                 user_id=conversation or "pooled")
+def _scope(project: str, conversation: str | None) -> Scope:
+    return Scope(org_id="memroute-eval", project_id=project, user_id=conversation or "pooled")
+
+
+PASSAGE_PROJECT = "passages"
 
 
 def planned_episodes(dataset: Dataset, seed: int) -> dict[str, list[Episode]]:
@@ -97,11 +125,19 @@ def planned_episodes(dataset: Dataset, seed: int) -> dict[str, list[Episode]]:
 
 
 async def build_store(dataset: Dataset, memory: Memory, seed: int,
-                      progress: Progress | None = None) -> EvalStore:
-    """Ingest what is missing into ``memory`` (opened on `schema_name`) and describe it."""
+                      progress: Progress | None = None, *,
+                      pool: list[Dataset] | None = None) -> EvalStore:
+    """Ingest what is missing into ``memory`` (opened on `schema_name`, or on
+    `passage_schema_name` when ``pool`` is given: the passage protocol's store of ``dataset``
+    and ``pool``) and describe it."""
     start = time.perf_counter()
-    plan = planned_episodes(dataset, seed)
-    scopes = {key: _scope(dataset, key or None) for key in plan}
+    if pool is None:
+        plan = planned_episodes(dataset, seed)
+        project = dataset.name
+    else:
+        plan = {"": passage_episodes([dataset, *pool], seed)}
+        project = PASSAGE_PROJECT
+    scopes = {key: _scope(project, key or None) for key in plan}
     total = sum(len(v) for v in plan.values())
     missing: list[tuple[Scope, list[Episode]]] = []
     done = 0
@@ -129,13 +165,18 @@ async def build_store(dataset: Dataset, memory: Memory, seed: int,
 
 
 async def open_store(dataset: Dataset, *, seed: int, embedder: Embedder,
-                     reranker: str | None, settings, progress: Progress | None = None
-                     ) -> EvalStore:
-    """Open the cached schema for this slice and embedder, ingesting what is missing."""
-    memory = await Memory.open(schema=schema_name(dataset, seed, embedder.name),
-                               embedder=embedder, reranker=reranker, settings=settings)
+                     reranker: str | None, settings, progress: Progress | None = None,
+                     pool: list[Dataset] | None = None) -> EvalStore:
+    """Open the cached schema for this slice and embedder, ingesting what is missing.
+
+    ``pool`` (the passage protocol; may be empty): one episode per paragraph of ``dataset``
+    and of the ``pool`` data sets, in one scope."""
+    schema = (schema_name(dataset, seed, embedder.name) if pool is None
+              else passage_schema_name([dataset, *pool], seed, embedder.name))
+    memory = await Memory.open(schema=schema, embedder=embedder, reranker=reranker,
+                               settings=settings)
     try:
-        return await build_store(dataset, memory, seed, progress)
+        return await build_store(dataset, memory, seed, progress, pool=pool)
     except BaseException:
         await memory.close()
         raise

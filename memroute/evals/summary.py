@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from memroute.evals.scoring import LOCOMO_METRICS, WIKI_METRICS, headline_metric
+from memroute.evals.scoring import headline_name, metric_names, retrieval_ks
 
 COST_FIELDS = ("llm_calls", "input_tokens", "output_tokens")
 
@@ -15,11 +15,6 @@ COST_FIELDS = ("llm_calls", "input_tokens", "output_tokens")
 def _mean(values: list[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return round(float(np.mean(present)), 4) if present else None
-
-
-def _metric_names(dataset: str, ks: list[int]) -> list[str]:
-    base = LOCOMO_METRICS if dataset == "locomo" else WIKI_METRICS
-    return [f"{m}@{k}" for k in ks for m in base]
 
 
 def _costs(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -51,21 +46,26 @@ def _costs(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def summarize_strategy(rows: list[dict[str, Any]], dataset: str, ks: list[int]
-                       ) -> dict[str, Any]:
-    """Every aggregate of one strategy. Costs, latency and routes are taken at the first k."""
-    by_k = {k: [r for r in rows if r["k"] == k] for k in ks}
-    out: dict[str, Any] = {"n": len(by_k[ks[0]])}
-    for name in _metric_names(dataset, ks):
-        k = int(name.rsplit("@", 1)[1])
-        out[name] = _mean([r["metrics"].get(name) for r in by_k[k]])
-    head = by_k[ks[0]]
+def _metric_mean(rows: list[dict[str, Any]], name: str) -> float | None:
+    """The mean of ``name`` over the rows that carry it (``sf_recall@10``: the k=10 rows)."""
+    return _mean([r["metrics"][name] for r in rows if name in r["metrics"]])
+
+
+def summarize_strategy(rows: list[dict[str, Any]], dataset: str, ks: list[int],
+                       unit: str = "sentence") -> dict[str, Any]:
+    """Every aggregate of one strategy. Costs, latency and routes are taken at the first
+    retrieval k (passage unit: the one ranked list, scored at every cut in ``ks``)."""
+    names = metric_names(dataset, ks, unit)
+    head = [r for r in rows if r["k"] == retrieval_ks(ks, unit)[0]]
+    out: dict[str, Any] = {"n": len(head)}
+    for name in names:
+        out[name] = _metric_mean(rows, name)
     out.update(_costs(head))
     latency = [r["latency_ms"] for r in head]
     out["latency_ms_mean"] = round(float(np.mean(latency)), 1) if latency else None
     out["latency_ms_p50"] = round(float(np.percentile(latency, 50)), 1) if latency else None
     out["latency_ms_p95"] = round(float(np.percentile(latency, 95)), 1) if latency else None
-    headline = f"{headline_metric(dataset)}@{ks[0]}"
+    headline = headline_name(dataset, ks, unit)
     routes: dict[str, dict[str, Any]] = {}
     for route in sorted({r["route"] for r in head}):
         taken = [r for r in head if r["route"] == route]
@@ -75,9 +75,8 @@ def summarize_strategy(rows: list[dict[str, Any]], dataset: str, ks: list[int]
     types: dict[str, dict[str, Any]] = {}
     for qtype in sorted({r["type"] for r in head}):
         entry: dict[str, Any] = {"n": sum(1 for r in head if r["type"] == qtype)}
-        for name in _metric_names(dataset, ks):
-            k = int(name.rsplit("@", 1)[1])
-            entry[name] = _mean([r["metrics"].get(name) for r in by_k[k] if r["type"] == qtype])
+        for name in names:
+            entry[name] = _metric_mean([r for r in rows if r["type"] == qtype], name)
         types[qtype] = entry
     out["types"] = types
     stops: dict[str, int] = defaultdict(int)
@@ -99,7 +98,8 @@ def summarize(rows: list[dict[str, Any]], *, dataset: str, strategies: list[str]
               meta: dict[str, Any]) -> dict[str, Any]:
     summary = dict(meta)
     summary["strategies"] = {
-        s: summarize_strategy([r for r in rows if r["strategy"] == s], dataset, ks)
+        s: summarize_strategy([r for r in rows if r["strategy"] == s], dataset, ks,
+                              meta.get("unit", "sentence"))
         for s in strategies if any(r["strategy"] == s for r in rows)
     }
     return summary
@@ -128,7 +128,8 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
 def render_markdown(summary: dict[str, Any]) -> str:
     dataset, ks = summary["dataset"], summary["ks"]
     strategies = summary["strategies"]
-    metric_names = _metric_names(dataset, ks)
+    unit = summary.get("unit", "sentence")
+    names = metric_names(dataset, ks, unit)
     cfg = summary["config"]
     parts = [
         f"# memroute eval: {dataset}",
@@ -141,10 +142,14 @@ def render_markdown(summary: dict[str, Any]) -> str:
         f"`{cfg['planner']}`, lexical {cfg.get('lexical')}, final rerank "
         f"`{cfg.get('rerank_mode')}`, context {cfg.get('context')}",
         "",
+        f"unit {unit}, store of {summary['store']['episodes']:,} episodes"
+        + (f" (passages of {', '.join(summary['store']['pool'])})"
+           if summary["store"].get("pool") else ""),
+        "",
         "## Recall by strategy",
         "",
-        _table(["strategy", "n", *metric_names],
-               [[s, v["n"], *[v.get(m) for m in metric_names]] for s, v in strategies.items()]),
+        _table(["strategy", "n", *names],
+               [[s, v["n"], *[v.get(m) for m in names]] for s, v in strategies.items()]),
         "",
         "## Cost and latency per question (first k)",
         "",
@@ -155,14 +160,14 @@ def render_markdown(summary: dict[str, Any]) -> str:
                  _num(v["latency_ms_p95"])] for s, v in strategies.items()]),
         "",
     ]
-    headline = summary.get("headline_metric") or metric_names[0]
+    headline = summary.get("headline_metric") or names[0]
     parts += ["## By route taken (Table-4 style)", ""]
     parts.append(_table(["strategy", "route", "n", headline],
                         [[s, r, d["n"], d.get(headline)] for s, v in strategies.items()
                          for r, d in v["routes"].items()]))
     parts += ["", "## By question type", ""]
-    type_metrics = [m for m in metric_names if m.split("@")[0] in (
-        "sf_recall", "para_recall", "evidence_recall")]
+    type_metrics = [m for m in names if m.split("@")[0] in (
+        "sf_recall", "para_recall", "evidence_recall", "passage_recall")]
     parts.append(_table(["strategy", "type", "n", *type_metrics],
                         [[s, t, d["n"], *[d.get(m) for m in type_metrics]]
                          for s, v in strategies.items() for t, d in v["types"].items()]))
