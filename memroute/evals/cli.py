@@ -87,7 +87,12 @@ def eval_command(
         help="minilm | e5 | openai[:model] (default MEMROUTE_EMBEDDER).")] = None,
     reranker: Annotated[str | None, typer.Option(
         help="offline | flashrank[:model] | none (default MEMROUTE_RERANKER).")] = None,
-    planner: Annotated[str, typer.Option(help="offline | llm")] = "offline",
+    planner: Annotated[str, typer.Option(
+        help="offline | llm | cascade (the offline decision, the model below "
+             "MEMROUTE_CASCADE_THRESHOLD).")] = "offline",
+    scripted_llm: Annotated[bool, typer.Option(
+        "--scripted-llm", help="The planner's model is a scripted stand-in (cost figures "
+                               "without a model; with --planner llm|cascade).")] = False,
     answer: Annotated[bool, typer.Option("--answer", help="Answer from the results (LLM).")
                       ] = False,
     judge: Annotated[bool, typer.Option("--judge", help="LLM-judge the answers (implies "
@@ -113,7 +118,8 @@ def eval_command(
         cfg = EvalConfig(dataset=dataset, data=data, limit=limit, seed=seed,
                          strategies=_csv(strategy), ks=_ints(k), out=out,
                          concurrency=concurrency, embedder=embedder, reranker=reranker,
-                         planner=planner, answer=answer or judge, judge=judge, lexical=lexical,
+                         planner=planner, scripted_llm=scripted_llm,
+                         answer=answer or judge, judge=judge, lexical=lexical,
                          rerank_mode=rerank_mode, context=context)
         with RichReporter() as reporter:
             summary = asyncio.run(run_eval(cfg, reporter=reporter))
