@@ -89,7 +89,12 @@ class ChainHeuristics:
     ``keep``: evidence items selected per hop; ``fresh_weight``: weight of the latest hop's
     new hits against the runner-up entities of earlier hops; ``pack``: entities searched
     together by the last rewrite; ``first_pack``: by the first one (parse-based judge only);
-    ``first_hop_stop``: whether the parse-based judge may find the first hop sufficient.
+    ``first_hop_stop``: whether the parse-based judge may find the first hop sufficient;
+    ``stop_when_filled``: whether it may stop once a bridge hop filled the slot (else it
+    uses its rewrites); ``attribute_rewrites``: rewrites (parse-based judge) for a question
+    about a named subject's direct attribute (no hidden slot, no nested relation);
+    ``attribute_rewrite``: what that rewrite searches, ``"bridge"`` (an entity of the
+    evidence plus the predicate words) or ``"predicate"`` (the predicate words alone).
     """
 
     bridges: int = 2
@@ -98,6 +103,9 @@ class ChainHeuristics:
     pack: int = 3
     first_pack: int = 1
     first_hop_stop: bool = True
+    stop_when_filled: bool = True
+    attribute_rewrites: int = 2
+    attribute_rewrite: str = "bridge"
 
 
 def judge_evidence(query: str, evidence: list[str], previous_queries: list[str],

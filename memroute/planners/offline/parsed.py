@@ -118,6 +118,14 @@ def _answers(text: str, entities: list[Entity], anchors: list[str], qp: Question
                                        for e in entities)
 
 
+def _subject_unnamed(evidence: list[str], named: list[str], top: int = 5) -> bool:
+    """Whether most of the top items do not name the question's subject: stored facts about
+    it that do not repeat its name (a speaker's own turns), so the predicate alone finds more
+    of them than the name does."""
+    items = evidence[:top]
+    return bool(items) and 2 * sum(any(mentioned(n, t) for n in named) for t in items) < len(items)
+
+
 def judge_with_entities(query: str, evidence: list[str], previous_queries: list[str],
                         heuristics: ChainHeuristics = ChainHeuristics()) -> ChainJudgment:
     """Sufficient when the unresolved slot is filled; else the next grounded bridge."""
@@ -130,6 +138,9 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
     fresh_from = keep if rewrites else None
     entities = _evidence_entities(evidence)
     stems = _stems(qp.predicate or key_terms(query, drop=qp.named))
+    attribute = (bool(qp.named) and not qp.hidden_head
+                 and not has_nested_relation(_without_named_possessives(query, qp)))
+    allowed = h.attribute_rewrites if attribute else h.bridges
     if rewrites == 0:
         # first hop: filled only when no slot is hidden and a top item answers about the
         # question's named things
@@ -140,10 +151,18 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
         anchors = [e.text for ents in entities for e in ents
                    if mentioned(e.text, last) and not mentioned(e.text, query)]
         window = range(len(evidence))
-    if any(_answers(evidence[i], entities[i], anchors, qp, stems) for i in window):
+    if (rewrites == 0 or h.stop_when_filled) and any(
+            _answers(evidence[i], entities[i], anchors, qp, stems) for i in window):
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT)
-    if rewrites >= h.bridges:
+    if rewrites >= allowed:
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9)
+    if attribute and qp.predicate and (
+            h.attribute_rewrite == "predicate"
+            or h.attribute_rewrite == "auto" and _subject_unnamed(evidence, qp.named)):
+        words = " ".join(qp.predicate)
+        if words not in tried:
+            return ChainJudgment(is_sufficient=False, evidence_indices=indices,
+                                 new_query=words, confidence=BRIDGE_SURE)
     known = {e.key: e for ents in entities for e in ents}
     described = _stems(qp.description)
     candidates = []
@@ -164,7 +183,7 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
     # sure of the bridge: it fills the hidden slot's type, or clearly leads the runner-up
     clear = len(candidates) == 1 or candidates[0][0] >= 2 * candidates[1][0]
     confidence = BRIDGE_SURE if candidates[0][2] or clear else BRIDGE_UNSURE
-    last_rewrite = rewrites + 1 == h.bridges
+    last_rewrite = rewrites + 1 == allowed
     bridge = " ".join(c[1] for c in candidates[:h.pack if last_rewrite else h.first_pack])
     words = [w for w in (qp.predicate or key_terms(query, drop=qp.named))
              if not mentioned(w, bridge)]
