@@ -62,8 +62,8 @@ class MemrouteSettings(BaseSettings):
     planner: Literal["auto", "offline", "llm", "cascade"] = "auto"
     cascade_threshold: float = Field(default=0.7, ge=0.0, le=1.0)
     # the offline planner parses questions with spaCy (memroute.planners.offline.parsed);
-    # off by default until it beats the heuristics on the shared sets (docs/evaluation.md)
-    offline_parse: bool = False
+    # on since it beat the surface heuristics on the shared sets (docs/evaluation.md)
+    offline_parse: bool = True
     llm_base_url: str | None = None
     llm_api_key: SecretStr | None = None
     llm_model: str | None = None

@@ -94,18 +94,22 @@ class ChainHeuristics:
     uses its rewrites); ``attribute_rewrites``: rewrites (parse-based judge) for a question
     about a named subject's direct attribute (no hidden slot, no nested relation);
     ``attribute_rewrite``: what that rewrite searches, ``"bridge"`` (an entity of the
-    evidence plus the predicate words) or ``"predicate"`` (the predicate words alone).
+    evidence plus the predicate words), ``"predicate"`` (the predicate words alone) or
+    ``"auto"`` (the predicate alone unless most top items are filed under a title);
+    ``bridge_from`` (parse-based judge): bridge entities vouched for by the NER of the
+    evidence (``"entities"``) or the surface candidates of `judge_evidence` (``"surface"``).
     """
 
-    bridges: int = 2
+    bridges: int = 1
     keep: int = 10
     fresh_weight: float = 0.2
     pack: int = 3
     first_pack: int = 1
-    first_hop_stop: bool = True
-    stop_when_filled: bool = True
-    attribute_rewrites: int = 2
-    attribute_rewrite: str = "bridge"
+    first_hop_stop: bool = False
+    stop_when_filled: bool = False
+    attribute_rewrites: int = 1
+    attribute_rewrite: str = "auto"
+    bridge_from: str = "surface"
 
 
 def judge_evidence(query: str, evidence: list[str], previous_queries: list[str],

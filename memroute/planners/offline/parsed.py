@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
+from dataclasses import replace
 
 from memroute.nlp import Entity, entity_key, extract_entities
-from memroute.planners.offline.bridging import ChainHeuristics, bridge_candidates
+from memroute.planners.offline.bridging import ChainHeuristics, bridge_candidates, judge_evidence
 from memroute.planners.offline.entities import fold, key_terms, mentioned, split_title
 from memroute.planners.offline.question_parse import QuestionParse, read_question
 from memroute.planners.offline.question_syntax import (
@@ -29,7 +30,7 @@ from memroute.planners.offline.question_syntax import (
     route_by_syntax,
     subject_sub_queries,
 )
-from memroute.strategies.base import ChainJudgment
+from memroute.strategies.base import ChainJudgment, query_key
 
 SUFFICIENT = 0.85
 # Confidence in a bridge rewrite (not in sufficiency: the chain goes on either way).
@@ -118,12 +119,10 @@ def _answers(text: str, entities: list[Entity], anchors: list[str], qp: Question
                                        for e in entities)
 
 
-def _subject_unnamed(evidence: list[str], named: list[str], top: int = 5) -> bool:
-    """Whether most of the top items do not name the question's subject: stored facts about
-    it that do not repeat its name (a speaker's own turns), so the predicate alone finds more
-    of them than the name does."""
+def _titled(evidence: list[str], top: int = 5) -> bool:
+    """Whether most of the top items are filed under a title (``"Title: sentence"``)."""
     items = evidence[:top]
-    return bool(items) and 2 * sum(any(mentioned(n, t) for n in named) for t in items) < len(items)
+    return 2 * sum(split_title(t)[0] is not None for t in items) > len(items)
 
 
 def judge_with_entities(query: str, evidence: list[str], previous_queries: list[str],
@@ -136,33 +135,46 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
     tried = [q for q in previous_queries if q.strip()]
     rewrites = max(0, len(tried) - 1)
     fresh_from = keep if rewrites else None
-    entities = _evidence_entities(evidence)
-    stems = _stems(qp.predicate or key_terms(query, drop=qp.named))
     attribute = (bool(qp.named) and not qp.hidden_head
                  and not has_nested_relation(_without_named_possessives(query, qp)))
     allowed = h.attribute_rewrites if attribute else h.bridges
+    if rewrites >= allowed:
+        return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9)
     if rewrites == 0:
         # first hop: filled only when no slot is hidden and a top item answers about the
         # question's named things
         anchors = qp.named if not qp.hidden_head and h.first_hop_stop else []
         window = range(min(3, len(evidence)))
-    else:
-        last = tried[-1]
-        anchors = [e.text for ents in entities for e in ents
-                   if mentioned(e.text, last) and not mentioned(e.text, query)]
+    elif h.stop_when_filled:
+        anchors = [tried[-1]]  # narrowed to the entities it names below
         window = range(len(evidence))
-    if (rewrites == 0 or h.stop_when_filled) and any(
-            _answers(evidence[i], entities[i], anchors, qp, stems) for i in window):
+    else:
+        anchors, window = [], range(0)
+    entities = _evidence_entities(evidence) if anchors or h.bridge_from == "entities" else []
+    if rewrites and anchors:
+        anchors = [e.text for ents in entities for e in ents
+                   if mentioned(e.text, tried[-1]) and not mentioned(e.text, query)]
+    stems = _stems(qp.predicate or key_terms(query, drop=qp.named))
+    if anchors and any(_answers(evidence[i], entities[i], anchors, qp, stems) for i in window):
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT)
-    if rewrites >= allowed:
-        return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9)
     if attribute and qp.predicate and (
             h.attribute_rewrite == "predicate"
-            or h.attribute_rewrite == "auto" and _subject_unnamed(evidence, qp.named)):
+            or h.attribute_rewrite == "auto" and not _titled(evidence)):
+        # a named subject's attribute: its own facts need not repeat its name (a speaker's
+        # turns), so the predicate words are searched alone; facts filed under a title
+        # name their subject there, so those get the bridge
         words = " ".join(qp.predicate)
-        if words not in tried:
+        if query_key(words) not in {query_key(q) for q in tried}:
             return ChainJudgment(is_sufficient=False, evidence_indices=indices,
                                  new_query=words, confidence=BRIDGE_SURE)
+    if h.bridge_from == "surface":
+        judgment = judge_evidence(query, evidence, previous_queries, replace(h, bridges=allowed))
+        if judgment.is_sufficient:
+            return judgment
+        scores = [c.score for c in bridge_candidates(query, evidence, tried, fresh_from=fresh_from,
+                                                     fresh_weight=h.fresh_weight)[:2]]
+        clear = len(scores) == 1 or scores[0] >= 2 * scores[1]
+        return judgment.model_copy(update={"confidence": BRIDGE_SURE if clear else BRIDGE_UNSURE})
     known = {e.key: e for ents in entities for e in ents}
     described = _stems(qp.description)
     candidates = []

@@ -71,7 +71,7 @@ class OfflinePlanner:
     spends_llm_calls = False  # so budgets do not steer its routing
 
     def __init__(self, heuristics: ChainHeuristics | None = None, *,
-                 use_nlp: bool = False, attribute_route: Route = "direct",
+                 use_nlp: bool = True, attribute_route: Route = "chain",
                  **overrides: float) -> None:
         base = heuristics or ChainHeuristics()
         self.heuristics = ChainHeuristics(**{**base.__dict__, **overrides})
