@@ -3,16 +3,20 @@
 - **route**: coordinated clauses with their own subjects, or a comparison/coordination of
   named subjects -> ``split``; a noun the question describes but does not name (a relative
   clause, a role of a named thing) or a nested relation -> ``chain``; one named subject with a
-  direct attribute, or nothing named -> ``direct``. Each with a confidence.
+  direct attribute -> ``attribute_route`` (``chain`` by default); nothing named -> ``direct``.
+  Each with a confidence.
 - **split**: one question per coordinated clause, else one sub-query per named subject with
   the question's relation words.
-- **judge**: the unresolved slot is filled when an evidence item mentions what the last query
-  searched (the question's named things at the first hop, the bridge entity after) together
-  with a predicate word of the question and, when the wh-word expects one, an entity of the
-  answer's type; then the evidence is sufficient. Otherwise the next bridge is an entity the
-  NER (or a stored title) finds in the evidence that the question and earlier queries do not
-  name, the filling type of the hidden slot first, searched with the question's predicate
-  words; a rewrite only holds words of the question and entities of the evidence.
+- **judge** (defaults in `ChainHeuristics`, measured in docs/evaluation.md): a named
+  subject's attribute gets one rewrite, its predicate words alone when most of the top
+  evidence is untitled (conversation turns need not name their speaker), else a bridge; other
+  questions get ``bridges`` rewrites, the surface bridge candidates packed into the last one
+  (``bridge_from="surface"``), or entities the NER of the evidence vouches for
+  (``"entities"``, the hidden slot's type first). With ``first_hop_stop`` /
+  ``stop_when_filled`` the chain also stops once the unresolved slot is filled: an evidence
+  item mentions what the last query searched together with a predicate word of the question
+  and, when the wh-word expects one, an entity of the answer's type. A rewrite only holds
+  words of the question and entities of the evidence.
 """
 
 from __future__ import annotations
