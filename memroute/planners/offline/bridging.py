@@ -100,7 +100,7 @@ class ChainHeuristics:
     evidence (``"entities"``) or the surface candidates of `judge_evidence` (``"surface"``).
     """
 
-    bridges: int = 1
+    bridges: int = 2
     keep: int = 10
     fresh_weight: float = 0.2
     pack: int = 3
