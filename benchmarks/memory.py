@@ -122,41 +122,55 @@ def write_report(report: dict, name: str, print_table) -> None:
     print(json.dumps(report))
 
 
-async def measure_ingestion(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder,
-                            texts: list[str], vectors: np.ndarray) -> dict:
-    """Sentences/s: the embedder alone; ingestion with embedding (and entity extraction),
-    pipelined (`Memory.add_batches`), the same without entity extraction, one `Memory.add`
-    after another; ingestion without embedding."""
+async def _ingest_rate(settings: MemrouteSettings, embedder, texts: list[str],
+                       pipelined: bool = True) -> float:
+    """Sentences/s of ingesting ``texts`` into a fresh schema (500 episodes per batch)."""
     scope = Scope(org_id="bench", project_id="ingest")
+    memory = await Memory.open(settings=settings, schema="bench_ingest", embedder=embedder)
+    await drop_schema(memory)
+    await memory.close()
+    memory = await Memory.open(settings=settings, schema="bench_ingest", embedder=embedder)
+    batches = [episodes_for(texts[i:i + 500], i) for i in range(0, len(texts), 500)]
+    start = time.perf_counter()
+    if pipelined:
+        async for _ in memory.add_batches(scope, batches):
+            pass
+    else:
+        for batch in batches:
+            await memory.add(scope, batch)
+    rate = len(texts) / (time.perf_counter() - start)
+    await memory.close()
+    return rate
+
+
+async def measure_ingestion(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder,
+                            texts: list[str], vectors: np.ndarray, rounds: int = 3) -> dict:
+    """Sentences/s: the embedder alone; ingestion with embedding and entity extraction,
+    pipelined (`Memory.add_batches`), and the same without entity extraction, in ``rounds``
+    alternating rounds (which goes first alternates too; medians reported, each round's
+    ratio listed); one `Memory.add` after another; ingestion without embedding."""
     start = time.perf_counter()
     await embedder.embed_documents(texts)
     embed_only = len(texts) / (time.perf_counter() - start)
-    figures = {"sentences": len(texts), "embedder_sentences_per_s": embed_only}
-    precomputed = PrecomputedEmbedder(embedder, texts, vectors)
+    figures: dict = {"sentences": len(texts), "embedder_sentences_per_s": embed_only}
+    with_entities = settings.model_copy(update={"extract_entities": True})
     no_entities = settings.model_copy(update={"extract_entities": False})
-    for label, emb, pipelined, run_settings in (
-            ("with_embedding", embedder, True, settings),
-            ("without_entities", embedder, True, no_entities),
-            ("one_add_at_a_time", embedder, False, settings),
-            ("without_embedding", precomputed, True, settings)):
-        memory = await Memory.open(settings=run_settings, schema="bench_ingest", embedder=emb)
-        await drop_schema(memory)
-        await memory.close()
-        memory = await Memory.open(settings=run_settings, schema="bench_ingest", embedder=emb)
-        batches = [episodes_for(texts[i:i + 500], i) for i in range(0, len(texts), 500)]
-        start = time.perf_counter()
-        if pipelined:
-            async for _ in memory.add_batches(scope, batches):
-                pass
-        else:
-            for batch in batches:
-                await memory.add(scope, batch)
-        figures[f"{label}_sentences_per_s"] = len(texts) / (time.perf_counter() - start)
-        await memory.close()
+    rates: dict[str, list[float]] = {"with_embedding": [], "without_entities": []}
+    for r in range(rounds):
+        order = [("with_embedding", with_entities), ("without_entities", no_entities)]
+        for label, run_settings in (order if r % 2 == 0 else order[::-1]):
+            rates[label].append(await _ingest_rate(run_settings, embedder, texts))
+    for label, values in rates.items():
+        figures[f"{label}_sentences_per_s"] = float(np.median(values))
+    # entity extraction (spaCy NER) against the same pipeline without it, per round
+    figures["entities_ratio_rounds"] = [round(a / b, 3) for a, b in
+                                        zip(rates["with_embedding"], rates["without_entities"])]
+    figures["entities_ratio"] = float(np.median(figures["entities_ratio_rounds"]))
+    figures["one_add_at_a_time_sentences_per_s"] = await _ingest_rate(
+        with_entities, embedder, texts, pipelined=False)
+    figures["without_embedding_sentences_per_s"] = await _ingest_rate(
+        with_entities, PrecomputedEmbedder(embedder, texts, vectors), texts)
     figures["ratio_to_embedder"] = figures["with_embedding_sentences_per_s"] / embed_only
-    # entity extraction (spaCy NER) against the same pipeline without it
-    figures["entities_ratio"] = (figures["with_embedding_sentences_per_s"]
-                                 / figures["without_entities_sentences_per_s"])
     figures["one_add_at_a_time_ratio"] = figures["one_add_at_a_time_sentences_per_s"] / embed_only
     return figures
 
@@ -396,7 +410,7 @@ async def run(args: argparse.Namespace) -> dict:
     report: dict = {
         "machine": machine_info(args.threads),
         "ingestion": await measure_ingestion(settings, embedder, texts[: args.ingest_n],
-                                            vectors[: args.ingest_n]),
+                                            vectors[: args.ingest_n], args.ingest_rounds),
         "search": {},
     }
     if args.batch_sizes:
@@ -442,6 +456,8 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--max-real", type=int, default=100_000)
     parser.add_argument("--ingest-n", type=int, default=3000)
+    parser.add_argument("--ingest-rounds", type=int, default=3,
+                        help="alternating rounds with and without entity extraction")
     parser.add_argument("--batch-sizes", type=int, nargs="*", default=[],
                         help="also time the embedder at these batch sizes (e.g. 8 16 32 64)")
     parser.add_argument("--queries", type=int, default=200)

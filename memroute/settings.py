@@ -49,10 +49,11 @@ class MemrouteSettings(BaseSettings):
 
     lexical: bool = False
     # The entity index (spaCy NER per sentence at ingestion) and the entity lane of search
-    # (memroute.memory.entity_sql): off by default until measured on the full shared sets
-    # (docs/evaluation.md); the lane needs the index (memroute db backfill-entities).
-    entity_lane: bool = False
-    extract_entities: bool = False
+    # (memroute.memory.entity_sql): on, since the lane raised direct search on conversations
+    # and lost nothing elsewhere (docs/evaluation.md); the lane needs the index (stores
+    # written before it: memroute db backfill-entities).
+    entity_lane: bool = True
+    extract_entities: bool = True
     candidates: int = 60
     rerank_fusion: Literal["max", "mean", "rrf"] = "max"
 
@@ -62,8 +63,8 @@ class MemrouteSettings(BaseSettings):
     planner: Literal["auto", "offline", "llm", "cascade"] = "auto"
     cascade_threshold: float = Field(default=0.7, ge=0.0, le=1.0)
     # the offline planner parses questions with spaCy (memroute.planners.offline.parsed);
-    # off by default until it beats the heuristics on the shared sets (docs/evaluation.md)
-    offline_parse: bool = False
+    # on since it beat the surface heuristics on the shared sets (docs/evaluation.md)
+    offline_parse: bool = True
     llm_base_url: str | None = None
     llm_api_key: SecretStr | None = None
     llm_model: str | None = None

@@ -53,7 +53,7 @@ def test_missing_model_names_what_to_install(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def extracting(memory: Memory) -> Memory:
-    """The session's memory with entity extraction at ingestion turned on (it is opt-in)."""
+    """The session's memory with entity extraction at ingestion on (whatever its settings say)."""
     view = copy.copy(memory)
     view.settings = memory.settings.model_copy(update={"extract_entities": True})
     return view

@@ -267,3 +267,29 @@ def test_passage_options_are_checked_before_anything_runs(cli, tmp_path: Path, a
     locomo = cli(eval_app, "locomo", "--data", FIX / "locomo_conv26_s1-2.json", "--unit",
                  "passage", "--out", tmp_path / "never")
     assert locomo.exit_code == 2 and "Wikipedia set" in locomo.stderr
+
+
+def test_config_accepts_the_scripted_llm_only_for_a_model_planner() -> None:
+    data = FIX / "hotpotqa_5.jsonl"
+    EvalConfig(dataset="hotpotqa", data=data, planner="cascade", scripted_llm=True).validate(None)
+    with pytest.raises(EvalConfigError, match="need"):
+        EvalConfig(dataset="hotpotqa", data=data, planner="cascade").validate(None)
+    with pytest.raises(EvalConfigError, match="scripted"):
+        EvalConfig(dataset="hotpotqa", data=data, scripted_llm=True).validate(None)
+
+
+def test_cascade_planner_with_the_scripted_llm_from_the_command(cli, tmp_path: Path) -> None:
+    """``--planner cascade --scripted-llm``: the offline decisions first, the scripted model
+    below the threshold; its tokens are counted per node and the planner is named."""
+    out = tmp_path / "cascade"
+    result = cli(eval_app, "hotpotqa", "--data", FIX / "hotpotqa_5.jsonl", "--strategy", "auto",
+                 "--k", "3", "--out", out, "--concurrency", "1", "--planner", "cascade",
+                 "--scripted-llm")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["config"]["planner"].startswith("cascade:offline+")
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    calls = sum(r["costs"]["total"]["llm_calls"] for r in rows)
+    tokens = sum(r["costs"]["total"]["input_tokens"] for r in rows)
+    assert summary["strategies"]["auto"]["llm_calls"] == pytest.approx(calls / len(rows), abs=1e-3)
+    assert (calls == 0) == (tokens == 0)  # a consulted model's prompt is counted

@@ -114,7 +114,7 @@ def test_bridge_entity_comes_from_first_hop_sentences_not_titles_alone() -> None
 
 
 async def test_judge_packs_the_next_entities_into_the_last_rewrite() -> None:
-    planner = OfflinePlanner()
+    planner = OfflinePlanner(use_nlp=False, bridges=2)
     question = "Which government position was held by the star of Kiss and Tell?"
     hop1 = ["Kiss and Tell (1945 film): Kiss and Tell is a 1945 comedy film starring Shirley "
             "Temple, Jerome Courtland and Walter Abel."]
@@ -131,7 +131,7 @@ async def test_judge_packs_the_next_entities_into_the_last_rewrite() -> None:
 
 
 async def test_judge_bridges_then_stops_when_nothing_is_new() -> None:
-    planner = OfflinePlanner()
+    planner = OfflinePlanner(use_nlp=False, bridges=2)
     question = "Which government position was held by the star of Kiss and Tell?"
     hop1 = ["Kiss and Tell (1945 film): Kiss and Tell is a 1945 comedy film starring Shirley "
             "Temple as Corliss Archer."]
@@ -186,7 +186,7 @@ async def test_never_raises_and_always_returns_valid_objects(query, evidence, pr
 # -- the parse-based planner (spaCy) ----------------------------------------------------------
 
 @pytest.mark.parametrize(("question", "route"), [
-    ("When is Yasmin's birthday?", "direct"),  # one named subject, a direct attribute
+    ("When is Yasmin's birthday?", "chain"),  # one named subject, a direct attribute
     ("What does the person who moved to Lisbon love to eat?", "chain"),  # unnamed head
     ("Where was the place of burial of Charles Mathew's father?", "chain"),  # a role of X
     ("Where does Karim study and where is Helga Brandt's office?", "split"),  # two questions
@@ -200,8 +200,45 @@ async def test_parsed_routes_carry_a_confidence(question: str, route: str) -> No
     assert "confidence" in decision.reason
 
 
-async def test_parsed_judge_bridges_through_the_person_then_stops() -> None:
+async def test_a_named_subjects_attribute_routes_where_attribute_route_says() -> None:
+    question = "When is Yasmin's birthday?"
+    assert (await OfflinePlanner(use_nlp=True).route(question)).value.route == "chain"
+    direct = OfflinePlanner(use_nlp=True, attribute_route="direct")
+    assert (await direct.route(question)).value.route == "direct"
+
+
+async def test_an_attribute_question_searches_its_predicate_alone_once() -> None:
+    """Untitled memories (conversation turns) need not name their subject: the one rewrite is
+    the predicate alone; after it the evidence is sufficient (two searches in all)."""
     planner = OfflinePlanner(use_nlp=True)
+    question = "When did Melanie paint a sunrise?"
+    hop1 = ["I love camping with my kids.", "Wow, Mel, that sounds great!",
+            "I went to a pottery class yesterday."]
+    first = (await planner.judge(question, hop1, [question], 1)).value
+    assert first is not None and not first.is_sufficient
+    assert first.new_query == "paint sunrise"
+    hop2 = hop1 + ["I painted that lake sunrise last year."]
+    second = (await planner.judge(question, hop2, [question, first.new_query], 2)).value
+    assert second is not None and second.is_sufficient
+
+
+async def test_an_attribute_question_over_titled_facts_bridges() -> None:
+    """Facts filed under a title ("Title: sentence") name their subject there: the rewrite is
+    a bridge through an entity of the evidence, with the predicate words."""
+    planner = OfflinePlanner(use_nlp=True)
+    question = "What does the business Manny Cussins was chairman of make?"
+    hop1 = ["Manny Cussins: Manny Cussins was chairman of Waring & Gillow.",
+            "Manny Cussins: He was also chairman of Leeds United.",
+            "Leeds: Leeds is a city in England."]
+    first = (await planner.judge(question, hop1, [question], 1)).value
+    assert first is not None and not first.is_sufficient
+    assert first.new_query.startswith("Waring & Gillow")
+    assert {"business", "chairman", "make"} <= set(first.new_query.split())
+
+
+async def test_parsed_judge_bridges_through_the_person_then_stops() -> None:
+    planner = OfflinePlanner(use_nlp=True, bridge_from="entities", stop_when_filled=True,
+                             bridges=2)
     question = "What does the person who moved to Lisbon love to eat?"
     hop1 = ["Clara moved to Lisbon in 2023.", "People in Lisbon love to eat custard tarts.",
             "Tom lives in Berlin."]
@@ -215,7 +252,8 @@ async def test_parsed_judge_bridges_through_the_person_then_stops() -> None:
 
 
 async def test_parsed_judge_needs_a_new_entity_of_the_expected_type() -> None:
-    planner = OfflinePlanner(use_nlp=True)
+    planner = OfflinePlanner(use_nlp=True, bridge_from="entities", stop_when_filled=True,
+                             bridges=2)
     question = "Where did the man who leads the Accra office study?"
     hop1 = ["The Accra office is led by Kwame Mensah.", "Ama Owusu joined the Accra office in May."]
     first = (await planner.judge(question, hop1, [question], 1)).value
@@ -242,10 +280,10 @@ async def test_without_the_model_the_heuristics_answer_with_a_warning(monkeypatc
         "When did Caroline go to the LGBTQ support group?")[0]
 
 
-def test_the_heuristics_are_the_default_and_parsing_is_opt_in(settings) -> None:
+def test_parsing_is_the_default_and_the_heuristics_are_opt_in(settings) -> None:
     from memroute.planners import make_planner
 
-    assert OfflinePlanner().use_nlp is False
-    assert make_planner(settings=settings, choice="offline").use_nlp is False
-    parsing = settings.model_copy(update={"offline_parse": True})
-    assert make_planner(settings=parsing, choice="offline").use_nlp is True
+    assert OfflinePlanner().use_nlp is True
+    assert make_planner(settings=settings, choice="offline").use_nlp is True
+    surface = settings.model_copy(update={"offline_parse": False})
+    assert make_planner(settings=surface, choice="offline").use_nlp is False

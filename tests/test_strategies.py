@@ -160,3 +160,13 @@ def test_default_profiles_are_ordered_by_cost():
     assert profiles["split"].llm_calls == 1
     assert profiles["chain"].llm_calls == chain_of_query.MAX_HOPS - 1
     assert profiles["direct"].accuracy_score < profiles["chain"].accuracy_score
+
+
+def test_a_rewrite_fetches_more_results_than_the_question() -> None:
+    from memroute.strategies.base import REWRITE_RESULTS_FACTOR, search_k
+
+    question = "Where did the founder of Acme study?"
+    assert search_k(10, question, question, 1000) == 10
+    assert search_k(10, " where did the founder of ACME study ", question, 1000) == 10
+    assert search_k(10, "Jane Roe study", question, 1000) == 10 * REWRITE_RESULTS_FACTOR
+    assert search_k(10, "Jane Roe study", question, 15) == 15

@@ -89,7 +89,12 @@ def eval_command(
         help="minilm | e5 | openai[:model] (default MEMROUTE_EMBEDDER).")] = None,
     reranker: Annotated[str | None, typer.Option(
         help="offline | flashrank[:model] | none (default MEMROUTE_RERANKER).")] = None,
-    planner: Annotated[str, typer.Option(help="offline | llm")] = "offline",
+    planner: Annotated[str, typer.Option(
+        help="offline | llm | cascade (the offline decision, the model below "
+             "MEMROUTE_CASCADE_THRESHOLD).")] = "offline",
+    scripted_llm: Annotated[bool, typer.Option(
+        "--scripted-llm", help="The planner's model is a scripted stand-in (cost figures "
+                               "without a model; with --planner llm|cascade).")] = False,
     answer: Annotated[bool, typer.Option("--answer", help="Answer from the results (LLM).")
                       ] = False,
     judge: Annotated[bool, typer.Option("--judge", help="LLM-judge the answers (implies "
@@ -123,7 +128,8 @@ def eval_command(
                          ks=_ints(k) if k else ([2, 5, 10] if unit == "passage" else [10, 20]),
                          out=out,
                          concurrency=concurrency, embedder=embedder, reranker=reranker,
-                         planner=planner, answer=answer or judge, judge=judge, lexical=lexical,
+                         planner=planner, scripted_llm=scripted_llm,
+                         answer=answer or judge, judge=judge, lexical=lexical,
                          rerank_mode=rerank_mode, context=context, unit=unit,
                          pool=list(pool or []))
         with RichReporter() as reporter:

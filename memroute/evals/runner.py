@@ -38,7 +38,7 @@ from memroute.strategies.base import STRATEGIES
 
 log = get_logger(__name__)
 
-PLANNERS = ("offline", "llm")
+PLANNERS = ("offline", "llm", "cascade")
 RERANK_MODES = ("fused", "concat")
 
 
@@ -66,6 +66,8 @@ class EvalConfig:
     context: bool | None = None  # None: the protocol's default (off for Wikipedia, on for LoCoMo)
     unit: str = "sentence"  # sentence | passage (the published multi-hop retrieval protocol)
     pool: list[str] = field(default_factory=list)  # passage unit: NAME=FILE distractor sets
+    # the planner's model is `memroute.evals.scripted_llm` (cost figures without a model)
+    scripted_llm: bool = False
 
     def validate(self, llm: Any) -> None:
         """Fail fast, before anything is loaded, with a message that says what to do."""
@@ -77,7 +79,11 @@ class EvalConfig:
         if not self.ks or any(k < 1 or k > MAX_K for k in self.ks):
             raise EvalConfigError(f"--k takes positive integers up to {MAX_K}, e.g. 10,20")
         if self.planner not in PLANNERS:
-            raise EvalConfigError(f"--planner must be offline or llm, not {self.planner!r}")
+            raise EvalConfigError(f"--planner must be one of {', '.join(PLANNERS)}, "
+                                  f"not {self.planner!r}")
+        if self.scripted_llm and self.planner == "offline":
+            raise EvalConfigError("--scripted-llm stands in for the planner's model: use it "
+                                  "with --planner llm or --planner cascade")
         if self.rerank_mode not in RERANK_MODES:
             raise EvalConfigError("--rerank-mode must be fused or concat")
         if self.unit not in UNITS:
@@ -91,8 +97,10 @@ class EvalConfig:
             parse_pool_entry(entry)
         if self.concurrency < 1:
             raise EvalConfigError("--concurrency must be at least 1")
-        needs = [flag for flag, on in (("--answer", self.answer), ("--judge", self.judge),
-                                       ("--planner llm", self.planner == "llm")) if on]
+        needs = [flag for flag, on in (
+            ("--answer", self.answer), ("--judge", self.judge),
+            (f"--planner {self.planner}", self.planner != "offline" and not self.scripted_llm))
+            if on]
         if needs and llm is None:
             raise EvalConfigError(
                 f"{', '.join(needs)} need(s) an LLM, and none is configured: set "
@@ -209,8 +217,16 @@ async def run_eval(cfg: EvalConfig, *, settings: MemrouteSettings | None = None,
 
         # explicitly: a configured LLM would otherwise plan
         planner = OfflinePlanner(use_nlp=settings.offline_parse)
-    retrieval = Retrieval(store.memory, planner=planner,
-                          llm=llm if cfg.planner == "llm" else None,
+    planner_llm = None
+    if planner is None:  # llm or cascade, by the agent's own `make_planner`
+        planner = cfg.planner
+        if cfg.scripted_llm:
+            from memroute.evals.scripted_llm import ScriptedPlannerChat
+
+            planner_llm = ScriptedPlannerChat()
+        else:
+            planner_llm = llm
+    retrieval = Retrieval(store.memory, planner=planner, llm=planner_llm,
                           rerank_mode=cfg.rerank_mode, context=cfg.context_window())
     jobs = _jobs(dataset.questions, cfg.strategies, retrieval_ks(cfg.ks, cfg.unit))
     rows: list[dict[str, Any]] = []
@@ -276,8 +292,8 @@ def _meta(cfg: EvalConfig, dataset: Dataset, store: EvalStore, retrieval: Retrie
         "config": {
             "embedder": embedder_name,
             "reranker": store.memory.reranker_name,
-            "planner": retrieval.planner_name if cfg.planner == "offline" else (
-                settings.llm_model or retrieval.planner_name),
+            "planner": retrieval.planner_name if cfg.planner == "offline" or cfg.scripted_llm
+            else f"{cfg.planner}:{settings.llm_model or retrieval.planner_name}",
             "answer_model": chat.model if chat is not None else None,
             "judge_model": chat.model if chat is not None and cfg.judge else None,
             "prompts": prompts,

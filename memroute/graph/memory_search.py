@@ -12,7 +12,8 @@ from typing_extensions import TypedDict
 from memroute.graph.context import ContextResolver
 from memroute.graph.events import SearchDone, as_payload
 from memroute.graph.state import RetrievalState, as_record, node_cost
-from memroute.strategies.base import Route
+from memroute.memory.limits import MAX_K
+from memroute.strategies.base import Route, search_k
 
 NODE = "memory_search"
 
@@ -29,8 +30,10 @@ class SearchTask(TypedDict):
 
 
 def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0) -> Send:
+    """One search of ``query`` (a rewrite fetches more results: `search_k`)."""
     return Send(NODE, SearchTask(query=query, role=role, hop=hop, scope=state["scope"],
-                                 k=state["k"], filters=state.get("filters")))
+                                 k=search_k(state["k"], query, state["query"], MAX_K),
+                                 filters=state.get("filters")))
 
 
 def make_memory_search(resolve: ContextResolver):

@@ -20,6 +20,16 @@ Strategy = Literal["auto", "direct", "split", "chain"]
 """What a caller asks for: ``auto`` lets ToolSelect choose the route."""
 STRATEGIES: tuple[Strategy, ...] = ("auto", "direct", "split", "chain")
 MAX_REASON_CHARS = 500  # of a route decision's reason
+# A search for a rewritten query (a sub-query, a bridge that may pack several entities)
+# fetches this many times the k asked for: the final multi-query rerank cuts the pooled
+# evidence to k anyway (docs/evaluation.md, "Fewer searches").
+REWRITE_RESULTS_FACTOR = 2
+
+
+def search_k(k: int, query: str, question: str, limit: int) -> int:
+    """Results to fetch for ``query``: ``k`` for the question itself, else
+    `REWRITE_RESULTS_FACTOR` times ``k``, at most ``limit``."""
+    return k if query_key(query) == query_key(question) else min(limit, REWRITE_RESULTS_FACTOR * k)
 
 
 def query_key(text: str) -> str:

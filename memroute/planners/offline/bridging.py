@@ -89,7 +89,15 @@ class ChainHeuristics:
     ``keep``: evidence items selected per hop; ``fresh_weight``: weight of the latest hop's
     new hits against the runner-up entities of earlier hops; ``pack``: entities searched
     together by the last rewrite; ``first_pack``: by the first one (parse-based judge only);
-    ``first_hop_stop``: whether the parse-based judge may find the first hop sufficient.
+    ``first_hop_stop``: whether the parse-based judge may find the first hop sufficient;
+    ``stop_when_filled``: whether it may stop once a bridge hop filled the slot (else it
+    uses its rewrites); ``attribute_rewrites``: rewrites (parse-based judge) for a question
+    about a named subject's direct attribute (no hidden slot, no nested relation);
+    ``attribute_rewrite``: what that rewrite searches, ``"bridge"`` (an entity of the
+    evidence plus the predicate words), ``"predicate"`` (the predicate words alone) or
+    ``"auto"`` (the predicate alone unless most top items are filed under a title);
+    ``bridge_from`` (parse-based judge): bridge entities vouched for by the NER of the
+    evidence (``"entities"``) or the surface candidates of `judge_evidence` (``"surface"``).
     """
 
     bridges: int = 2
@@ -97,7 +105,11 @@ class ChainHeuristics:
     fresh_weight: float = 0.2
     pack: int = 3
     first_pack: int = 1
-    first_hop_stop: bool = True
+    first_hop_stop: bool = False
+    stop_when_filled: bool = False
+    attribute_rewrites: int = 1
+    attribute_rewrite: str = "auto"
+    bridge_from: str = "surface"
 
 
 def judge_evidence(query: str, evidence: list[str], previous_queries: list[str],

@@ -3,25 +3,30 @@
 - **route**: coordinated clauses with their own subjects, or a comparison/coordination of
   named subjects -> ``split``; a noun the question describes but does not name (a relative
   clause, a role of a named thing) or a nested relation -> ``chain``; one named subject with a
-  direct attribute, or nothing named -> ``direct``. Each with a confidence.
+  direct attribute -> ``attribute_route`` (``chain`` by default); nothing named -> ``direct``.
+  Each with a confidence.
 - **split**: one question per coordinated clause, else one sub-query per named subject with
   the question's relation words.
-- **judge**: the unresolved slot is filled when an evidence item mentions what the last query
-  searched (the question's named things at the first hop, the bridge entity after) together
-  with a predicate word of the question and, when the wh-word expects one, an entity of the
-  answer's type; then the evidence is sufficient. Otherwise the next bridge is an entity the
-  NER (or a stored title) finds in the evidence that the question and earlier queries do not
-  name, the filling type of the hidden slot first, searched with the question's predicate
-  words; a rewrite only holds words of the question and entities of the evidence.
+- **judge** (defaults in `ChainHeuristics`, measured in docs/evaluation.md): a named
+  subject's attribute gets one rewrite, its predicate words alone when most of the top
+  evidence is untitled (conversation turns need not name their speaker), else a bridge; other
+  questions get ``bridges`` rewrites, the surface bridge candidates packed into the last one
+  (``bridge_from="surface"``), or entities the NER of the evidence vouches for
+  (``"entities"``, the hidden slot's type first). With ``first_hop_stop`` /
+  ``stop_when_filled`` the chain also stops once the unresolved slot is filled: an evidence
+  item mentions what the last query searched together with a predicate word of the question
+  and, when the wh-word expects one, an entity of the answer's type. A rewrite only holds
+  words of the question and entities of the evidence.
 """
 
 from __future__ import annotations
 
 import re
 from collections import OrderedDict
+from dataclasses import replace
 
 from memroute.nlp import Entity, entity_key, extract_entities
-from memroute.planners.offline.bridging import ChainHeuristics, bridge_candidates
+from memroute.planners.offline.bridging import ChainHeuristics, bridge_candidates, judge_evidence
 from memroute.planners.offline.entities import fold, key_terms, mentioned, split_title
 from memroute.planners.offline.question_parse import QuestionParse, read_question
 from memroute.planners.offline.question_syntax import (
@@ -29,7 +34,7 @@ from memroute.planners.offline.question_syntax import (
     route_by_syntax,
     subject_sub_queries,
 )
-from memroute.strategies.base import ChainJudgment
+from memroute.strategies.base import ChainJudgment, query_key
 
 SUFFICIENT = 0.85
 # Confidence in a bridge rewrite (not in sufficiency: the chain goes on either way).
@@ -118,6 +123,12 @@ def _answers(text: str, entities: list[Entity], anchors: list[str], qp: Question
                                        for e in entities)
 
 
+def _titled(evidence: list[str], top: int = 5) -> bool:
+    """Whether most of the top items are filed under a title (``"Title: sentence"``)."""
+    items = evidence[:top]
+    return 2 * sum(split_title(t)[0] is not None for t in items) > len(items)
+
+
 def judge_with_entities(query: str, evidence: list[str], previous_queries: list[str],
                         heuristics: ChainHeuristics = ChainHeuristics()) -> ChainJudgment:
     """Sufficient when the unresolved slot is filled; else the next grounded bridge."""
@@ -128,22 +139,46 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
     tried = [q for q in previous_queries if q.strip()]
     rewrites = max(0, len(tried) - 1)
     fresh_from = keep if rewrites else None
-    entities = _evidence_entities(evidence)
-    stems = _stems(qp.predicate or key_terms(query, drop=qp.named))
+    attribute = (bool(qp.named) and not qp.hidden_head
+                 and not has_nested_relation(_without_named_possessives(query, qp)))
+    allowed = h.attribute_rewrites if attribute else h.bridges
+    if rewrites >= allowed:
+        return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9)
     if rewrites == 0:
         # first hop: filled only when no slot is hidden and a top item answers about the
         # question's named things
         anchors = qp.named if not qp.hidden_head and h.first_hop_stop else []
         window = range(min(3, len(evidence)))
-    else:
-        last = tried[-1]
-        anchors = [e.text for ents in entities for e in ents
-                   if mentioned(e.text, last) and not mentioned(e.text, query)]
+    elif h.stop_when_filled:
+        anchors = [tried[-1]]  # narrowed to the entities it names below
         window = range(len(evidence))
-    if any(_answers(evidence[i], entities[i], anchors, qp, stems) for i in window):
+    else:
+        anchors, window = [], range(0)
+    entities = _evidence_entities(evidence) if anchors or h.bridge_from == "entities" else []
+    if rewrites and anchors:
+        anchors = [e.text for ents in entities for e in ents
+                   if mentioned(e.text, tried[-1]) and not mentioned(e.text, query)]
+    stems = _stems(qp.predicate or key_terms(query, drop=qp.named))
+    if anchors and any(_answers(evidence[i], entities[i], anchors, qp, stems) for i in window):
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT)
-    if rewrites >= h.bridges:
-        return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9)
+    if attribute and qp.predicate and (
+            h.attribute_rewrite == "predicate"
+            or h.attribute_rewrite == "auto" and not _titled(evidence)):
+        # a named subject's attribute: its own facts need not repeat its name (a speaker's
+        # turns), so the predicate words are searched alone; facts filed under a title
+        # name their subject there, so those get the bridge
+        words = " ".join(qp.predicate)
+        if query_key(words) not in {query_key(q) for q in tried}:
+            return ChainJudgment(is_sufficient=False, evidence_indices=indices,
+                                 new_query=words, confidence=BRIDGE_SURE)
+    if h.bridge_from == "surface":
+        judgment = judge_evidence(query, evidence, previous_queries, replace(h, bridges=allowed))
+        if judgment.is_sufficient:
+            return judgment
+        scores = [c.score for c in bridge_candidates(query, evidence, tried, fresh_from=fresh_from,
+                                                     fresh_weight=h.fresh_weight)[:2]]
+        clear = len(scores) == 1 or scores[0] >= 2 * scores[1]
+        return judgment.model_copy(update={"confidence": BRIDGE_SURE if clear else BRIDGE_UNSURE})
     known = {e.key: e for ents in entities for e in ents}
     described = _stems(qp.description)
     candidates = []
@@ -164,7 +199,7 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
     # sure of the bridge: it fills the hidden slot's type, or clearly leads the runner-up
     clear = len(candidates) == 1 or candidates[0][0] >= 2 * candidates[1][0]
     confidence = BRIDGE_SURE if candidates[0][2] or clear else BRIDGE_UNSURE
-    last_rewrite = rewrites + 1 == h.bridges
+    last_rewrite = rewrites + 1 == allowed
     bridge = " ".join(c[1] for c in candidates[:h.pack if last_rewrite else h.first_pack])
     words = [w for w in (qp.predicate or key_terms(query, drop=qp.named))
              if not mentioned(w, bridge)]
