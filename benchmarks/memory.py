@@ -20,6 +20,7 @@ import sys
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -122,28 +123,24 @@ def write_report(report: dict, name: str, print_table) -> None:
     print(json.dumps(report))
 
 
-async def measure_ingestion(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder,
-                            texts: list[str], vectors: np.ndarray) -> dict:
-    """Sentences/s: the embedder alone; ingestion with embedding (and entity extraction),
-    pipelined (`Memory.add_batches`), the same without entity extraction, one `Memory.add`
-    after another; ingestion without embedding."""
+INGEST_BATCH = 500  # episodes per `add` / per batch of `add_batches`
+
+
+async def _fresh_ingest_memory(settings: MemrouteSettings, embedder: Any) -> Memory:
+    memory = await Memory.open(settings=settings, schema="bench_ingest", embedder=embedder)
+    await drop_schema(memory)
+    await memory.close()
+    return await Memory.open(settings=settings, schema="bench_ingest", embedder=embedder)
+
+
+async def _ingest_rate(settings: MemrouteSettings, embedder: Any, texts: list[str],
+                       pipelined: bool) -> float:
+    """Sentences/s of storing ``texts`` in batches into an empty schema."""
     scope = Scope(org_id="bench", project_id="ingest")
-    start = time.perf_counter()
-    await embedder.embed_documents(texts)
-    embed_only = len(texts) / (time.perf_counter() - start)
-    figures = {"sentences": len(texts), "embedder_sentences_per_s": embed_only}
-    precomputed = PrecomputedEmbedder(embedder, texts, vectors)
-    no_entities = settings.model_copy(update={"extract_entities": False})
-    for label, emb, pipelined, run_settings in (
-            ("with_embedding", embedder, True, settings),
-            ("without_entities", embedder, True, no_entities),
-            ("one_add_at_a_time", embedder, False, settings),
-            ("without_embedding", precomputed, True, settings)):
-        memory = await Memory.open(settings=run_settings, schema="bench_ingest", embedder=emb)
-        await drop_schema(memory)
-        await memory.close()
-        memory = await Memory.open(settings=run_settings, schema="bench_ingest", embedder=emb)
-        batches = [episodes_for(texts[i:i + 500], i) for i in range(0, len(texts), 500)]
+    memory = await _fresh_ingest_memory(settings, embedder)
+    batches = [episodes_for(texts[i:i + INGEST_BATCH], i)
+               for i in range(0, len(texts), INGEST_BATCH)]
+    try:
         start = time.perf_counter()
         if pipelined:
             async for _ in memory.add_batches(scope, batches):
@@ -151,13 +148,51 @@ async def measure_ingestion(settings: MemrouteSettings, embedder: MiniLMOnnxEmbe
         else:
             for batch in batches:
                 await memory.add(scope, batch)
-        figures[f"{label}_sentences_per_s"] = len(texts) / (time.perf_counter() - start)
+        return len(texts) / (time.perf_counter() - start)
+    finally:
         await memory.close()
-    figures["ratio_to_embedder"] = figures["with_embedding_sentences_per_s"] / embed_only
-    # entity extraction (spaCy NER) against the same pipeline without it
-    figures["entities_ratio"] = (figures["with_embedding_sentences_per_s"]
-                                 / figures["without_entities_sentences_per_s"])
-    figures["one_add_at_a_time_ratio"] = figures["one_add_at_a_time_sentences_per_s"] / embed_only
+
+
+async def _embedder_rate(embedder: MiniLMOnnxEmbedder, texts: list[str]) -> float:
+    """Sentences/s of the embedder alone on the batches ingestion embeds."""
+    start = time.perf_counter()
+    for i in range(0, len(texts), INGEST_BATCH):
+        await embedder.embed_documents(texts[i:i + INGEST_BATCH])
+    return len(texts) / (time.perf_counter() - start)
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    return {"median": float(np.median(values)), "min": float(min(values)),
+            "max": float(max(values))}
+
+
+async def measure_ingestion(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder,
+                            texts: list[str], vectors: np.ndarray, rounds: int = 3) -> dict:
+    """Sentences/s in ``rounds`` alternating rounds, each timing the embedder alone on the
+    batches ingestion embeds, pipelined ingestion (`Memory.add_batches`) and one `Memory.add`
+    after another (the order reversed every other round, so a change in the machine's speed
+    hits them alike). The ratios are taken within each round; medians and spread over the
+    rounds. Then once: ingestion with entity extraction, and without embedding."""
+    kinds = {"embedder": lambda: _embedder_rate(embedder, texts),
+             "pipelined": lambda: _ingest_rate(settings, embedder, texts, True),
+             "one_add_at_a_time": lambda: _ingest_rate(settings, embedder, texts, False)}
+    per_round: list[dict[str, float]] = []
+    for n in range(rounds):
+        order = list(kinds) if n % 2 == 0 else list(kinds)[::-1]
+        per_round.append({kind: await kinds[kind]() for kind in order})
+    ratios = {kind: [r[kind] / r["embedder"] for r in per_round]
+              for kind in ("pipelined", "one_add_at_a_time")}
+    figures: dict[str, Any] = {
+        "sentences": len(texts), "batch": INGEST_BATCH, "rounds": per_round,
+        "sentences_per_s": {kind: _spread([r[kind] for r in per_round]) for kind in kinds},
+        "ratio_to_embedder": {kind: _spread(v) for kind, v in ratios.items()},
+        "load_average": load_average(),
+    }
+    with_entities = settings.model_copy(update={"extract_entities": True})
+    figures["with_entities_sentences_per_s"] = await _ingest_rate(with_entities, embedder,
+                                                                  texts, True)
+    figures["without_embedding_sentences_per_s"] = await _ingest_rate(
+        settings, PrecomputedEmbedder(embedder, texts, vectors), texts, True)
     return figures
 
 
@@ -287,7 +322,7 @@ async def run(args: argparse.Namespace) -> dict:
     report: dict = {
         "machine": machine_info(args.threads),
         "ingestion": await measure_ingestion(settings, embedder, texts[: args.ingest_n],
-                                            vectors[: args.ingest_n]),
+                                            vectors[: args.ingest_n], args.ingest_rounds),
         "search": {},
     }
     if args.batch_sizes:
@@ -306,12 +341,23 @@ async def run(args: argparse.Namespace) -> dict:
 def print_report(report: dict) -> None:
     ing = report["ingestion"]
     print(f"threads: {report['machine']['threads']}")
-    print(f"embedder alone:             {ing['embedder_sentences_per_s']:8.1f} sentences/s")
-    print(f"ingestion with embedding:   {ing['with_embedding_sentences_per_s']:8.1f} sentences/s "
-          f"({ing['ratio_to_embedder']:.0%} of the embedder)")
-    print(f"  one add at a time:        {ing['one_add_at_a_time_sentences_per_s']:8.1f} sentences/s "
-          f"({ing['one_add_at_a_time_ratio']:.0%})")
-    print(f"ingestion without embedding:{ing['without_embedding_sentences_per_s']:8.1f} sentences/s")
+    print(f"ingestion of {ing['sentences']:,} sentences in batches of {ing['batch']}, "
+          f"{len(ing['rounds'])} alternating rounds (load {ing['load_average']}):")
+    labels = {"embedder": "embedder alone", "pipelined": "ingestion, pipelined",
+              "one_add_at_a_time": "ingestion, one add at a time"}
+    for kind, label in labels.items():
+        rate = ing["sentences_per_s"][kind]
+        line = (f"  {label:<30} median {rate['median']:7.1f} sentences/s "
+                f"(rounds {rate['min']:.1f}-{rate['max']:.1f})")
+        if kind in ing["ratio_to_embedder"]:
+            ratio = ing["ratio_to_embedder"][kind]
+            line += (f"  {ratio['median']:.0%} of the embedder "
+                     f"(rounds {ratio['min']:.0%}-{ratio['max']:.0%})")
+        print(line)
+    print(f"  with entity extraction:        {ing['with_entities_sentences_per_s']:7.1f} "
+          "sentences/s (once)")
+    print(f"  without embedding:             {ing['without_embedding_sentences_per_s']:7.1f} "
+          "sentences/s (once)")
     for size, rate in report.get("embedder_sentences_per_s_by_batch_size", {}).items():
         print(f"embedder, batch size {size:>3}:  {rate:8.1f} sentences/s")
     for size, fig in report["search"].items():
@@ -327,6 +373,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--max-real", type=int, default=100_000)
     parser.add_argument("--ingest-n", type=int, default=3000)
+    parser.add_argument("--ingest-rounds", type=int, default=3)
     parser.add_argument("--batch-sizes", type=int, nargs="*", default=[],
                         help="also time the embedder at these batch sizes (e.g. 8 16 32 64)")
     parser.add_argument("--queries", type=int, default=200)

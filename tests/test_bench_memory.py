@@ -43,3 +43,34 @@ async def test_bulk_load_rebuilds_the_same_indexes_and_the_store_searches(memory
     assert (await memory.count(scope))["sentences"] == 40
     hits = await memory.search_scored(scope, "Sentence number 12", k=3, context=(0, 0))
     assert "Sentence number 12 is about topic 5." in [r.nucleus.content for r in hits]
+
+
+async def test_ingestion_rounds_alternate_and_report_median_and_spread(settings, embedder,
+                                                                      monkeypatch) -> None:
+    texts = [f"Ingestion sentence {i} talks about item {i % 5}." for i in range(12)]
+    vectors = await embedder.embed_documents(texts)
+    monkeypatch.setattr(bench, "INGEST_BATCH", 5)  # 3 batches of the 12 texts
+    order: list[str] = []
+    rate = bench._ingest_rate
+
+    async def recorded(run_settings, emb, run_texts, pipelined):
+        order.append("pipelined" if pipelined else "one_add_at_a_time")
+        return await rate(run_settings, emb, run_texts, pipelined)
+
+    monkeypatch.setattr(bench, "_ingest_rate", recorded)
+    figures = await bench.measure_ingestion(settings, embedder, texts, vectors, rounds=3)
+    assert len(figures["rounds"]) == 3
+    # the second round runs the kinds in reverse; then entities and precomputed vectors once
+    assert order == ["pipelined", "one_add_at_a_time", "one_add_at_a_time", "pipelined",
+                     "pipelined", "one_add_at_a_time", "pipelined", "pipelined"]
+    for kind in ("pipelined", "one_add_at_a_time"):
+        per_round = [r[kind] / r["embedder"] for r in figures["rounds"]]
+        spread = figures["ratio_to_embedder"][kind]
+        assert spread["median"] == sorted(per_round)[1]
+        assert spread["min"] == min(per_round) and spread["max"] == max(per_round)
+    assert figures["sentences_per_s"]["embedder"]["median"] > 0
+    memory = await bench._fresh_ingest_memory(settings, embedder)
+    try:
+        assert (await memory.count(Scope(org_id="bench", project_id="ingest")))["episodes"] == 0
+    finally:
+        await memory.close()
