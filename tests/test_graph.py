@@ -179,7 +179,8 @@ async def test_final_rerank_scores_the_pool_against_all_queries(memory, corpus, 
         for r in await memory.search_scored(corpus, q, k=4):
             if r.uid not in pool or r.rerank_score > pool[r.uid].rerank_score:
                 pool[r.uid] = r
-    expected = await memory.rerank(list(pool.values()), result.queries, 4, mode=mode)
+    expected = await memory.rerank(list(pool.values()), result.queries, 4, mode=mode,
+                                   credit="window")
     assert [r.uid for r in result.results] == [r.uid for r in expected]
     assert mode in by_node(result, "final_rerank")[0]["detail"]
 
