@@ -7,10 +7,12 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memroute import MemrouteRetriever
+from memroute.errors import InvalidInputError
 from memroute.memory import Episode, Memory, Scope, SyncMemory, flatten
 from memroute.memory.models import disjoint_windows
 from memroute.tools import MemorySearch
@@ -264,3 +266,26 @@ async def test_a_neighbour_of_a_ranked_match_does_not_take_its_credit(memory: Me
     assert [h.uid for h in hits[:2]] == [f"{scope.org_id}-a-1", f"{scope.org_id}-b-0"]
     reranked = await memory.rerank(list(reversed(hits)), ["adopted a parrot named Kiwi"], 2)
     assert [r.uid for r in reranked] == [f"{scope.org_id}-a-1", f"{scope.org_id}-b-0"]
+
+
+async def test_window_credit_keeps_the_match_first_and_its_neighbours_next(
+        memory: Memory) -> None:
+    """``credit="window"`` (the agent's final rerank): a result scores on its whole window,
+    so the neighbour whose window holds the Kiwi turn ranks above the weak bird-sanctuary
+    match, yet never above the Kiwi turn itself, whatever order the pool comes in."""
+    scope = new_scope()
+    await memory.add(scope, conversation(scope.org_id, [
+        "Hello there, how was your weekend?", "I adopted a parrot named Kiwi on Saturday.",
+        "Nice, the weather was great too."], session="a"))
+    await memory.add(scope, conversation(scope.org_id, [
+        "We visited a bird sanctuary last spring.", "Okay, noted."], session="b"))
+    queries = ["adopted a parrot named Kiwi", "what pet did I get"]
+    hits = await memory.search_scored(scope, queries[0], k=5, context=(1, 1))
+    match, neighbour, weak = (f"{scope.org_id}-{u}" for u in ("a-1", "a-0", "b-0"))
+    for pool in (hits, list(reversed(hits))):
+        ranked = [r.uid for r in await memory.rerank(pool, queries, 5, credit="window")]
+        assert ranked[0] == match and ranked.index(neighbour) < ranked.index(weak)
+        by_nucleus = [r.uid for r in await memory.rerank(pool, queries, 5)]
+        assert by_nucleus[0] == match and by_nucleus.index(weak) < by_nucleus.index(neighbour)
+    with pytest.raises(InvalidInputError):
+        await memory.rerank(hits, queries, 2, credit="sentence")
