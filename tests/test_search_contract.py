@@ -254,14 +254,20 @@ def test_search_contract_holds_on_random_stores(sync_memory: SyncMemory, episode
         assert {a["uid"] for a in artifacts} <= {e.uid for e in matching}
 
 
-async def test_a_neighbour_of_a_ranked_match_does_not_take_its_credit(memory: Memory) -> None:
-    """A turn whose window holds a better result's match scores on its own text only."""
+async def parrot_and_sanctuary(memory: Memory) -> Scope:
+    """A strong match (a-1) between two weak turns, and a weak match (b-0) elsewhere."""
     scope = new_scope()
     await memory.add(scope, conversation(scope.org_id, [
         "Hello there, how was your weekend?", "I adopted a parrot named Kiwi on Saturday.",
         "Nice, the weather was great too."], session="a"))
     await memory.add(scope, conversation(scope.org_id, [
         "We visited a bird sanctuary last spring.", "Okay, noted."], session="b"))
+    return scope
+
+
+async def test_a_neighbour_of_a_ranked_match_does_not_take_its_credit(memory: Memory) -> None:
+    """A turn whose window holds a better result's match scores on its own text only."""
+    scope = await parrot_and_sanctuary(memory)
     hits = await memory.search_scored(scope, "adopted a parrot named Kiwi", k=3, context=(1, 1))
     assert [h.uid for h in hits[:2]] == [f"{scope.org_id}-a-1", f"{scope.org_id}-b-0"]
     reranked = await memory.rerank(list(reversed(hits)), ["adopted a parrot named Kiwi"], 2)
@@ -273,12 +279,7 @@ async def test_window_credit_keeps_the_match_first_and_its_neighbours_next(
     """``credit="window"`` (the agent's final rerank): a result scores on its whole window,
     so the neighbour whose window holds the Kiwi turn ranks above the weak bird-sanctuary
     match, yet never above the Kiwi turn itself, whatever order the pool comes in."""
-    scope = new_scope()
-    await memory.add(scope, conversation(scope.org_id, [
-        "Hello there, how was your weekend?", "I adopted a parrot named Kiwi on Saturday.",
-        "Nice, the weather was great too."], session="a"))
-    await memory.add(scope, conversation(scope.org_id, [
-        "We visited a bird sanctuary last spring.", "Okay, noted."], session="b"))
+    scope = await parrot_and_sanctuary(memory)
     queries = ["adopted a parrot named Kiwi", "what pet did I get"]
     hits = await memory.search_scored(scope, queries[0], k=5, context=(1, 1))
     match, neighbour, weak = (f"{scope.org_id}-{u}" for u in ("a-1", "a-0", "b-0"))
