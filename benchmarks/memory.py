@@ -20,6 +20,7 @@ import sys
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -122,56 +123,78 @@ def write_report(report: dict, name: str, print_table) -> None:
     print(json.dumps(report))
 
 
-async def _ingest_rate(settings: MemrouteSettings, embedder, texts: list[str],
-                       pipelined: bool = True) -> float:
-    """Sentences/s of ingesting ``texts`` into a fresh schema (500 episodes per batch)."""
-    scope = Scope(org_id="bench", project_id="ingest")
+INGEST_BATCH = 500  # episodes per `add` / per batch of `add_batches`
+
+
+async def _fresh_ingest_memory(settings: MemrouteSettings, embedder: Any) -> Memory:
     memory = await Memory.open(settings=settings, schema="bench_ingest", embedder=embedder)
     await drop_schema(memory)
     await memory.close()
-    memory = await Memory.open(settings=settings, schema="bench_ingest", embedder=embedder)
-    batches = [episodes_for(texts[i:i + 500], i) for i in range(0, len(texts), 500)]
+    return await Memory.open(settings=settings, schema="bench_ingest", embedder=embedder)
+
+
+async def _ingest_rate(settings: MemrouteSettings, embedder: Any, texts: list[str],
+                       pipelined: bool) -> float:
+    """Sentences/s of storing ``texts`` in batches into an empty schema."""
+    scope = Scope(org_id="bench", project_id="ingest")
+    memory = await _fresh_ingest_memory(settings, embedder)
+    batches = [episodes_for(texts[i:i + INGEST_BATCH], i)
+               for i in range(0, len(texts), INGEST_BATCH)]
+    try:
+        start = time.perf_counter()
+        if pipelined:
+            async for _ in memory.add_batches(scope, batches):
+                pass
+        else:
+            for batch in batches:
+                await memory.add(scope, batch)
+        return len(texts) / (time.perf_counter() - start)
+    finally:
+        await memory.close()
+
+
+async def _embedder_rate(embedder: MiniLMOnnxEmbedder, texts: list[str]) -> float:
+    """Sentences/s of the embedder alone on the batches ingestion embeds."""
     start = time.perf_counter()
-    if pipelined:
-        async for _ in memory.add_batches(scope, batches):
-            pass
-    else:
-        for batch in batches:
-            await memory.add(scope, batch)
-    rate = len(texts) / (time.perf_counter() - start)
-    await memory.close()
-    return rate
+    for i in range(0, len(texts), INGEST_BATCH):
+        await embedder.embed_documents(texts[i:i + INGEST_BATCH])
+    return len(texts) / (time.perf_counter() - start)
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    return {"median": float(np.median(values)), "min": float(min(values)),
+            "max": float(max(values))}
 
 
 async def measure_ingestion(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder,
                             texts: list[str], vectors: np.ndarray, rounds: int = 3) -> dict:
-    """Sentences/s: the embedder alone; ingestion with embedding and entity extraction,
-    pipelined (`Memory.add_batches`), and the same without entity extraction, in ``rounds``
-    alternating rounds (which goes first alternates too; medians reported, each round's
-    ratio listed); one `Memory.add` after another; ingestion without embedding."""
-    start = time.perf_counter()
-    await embedder.embed_documents(texts)
-    embed_only = len(texts) / (time.perf_counter() - start)
-    figures: dict = {"sentences": len(texts), "embedder_sentences_per_s": embed_only}
+    """Sentences/s in ``rounds`` alternating rounds, each timing the embedder alone on the
+    batches ingestion embeds, pipelined ingestion (`Memory.add_batches`) without and with
+    entity extraction, and one `Memory.add` after another (the order reversed every other
+    round, so a change in the machine's speed hits them alike). The ratios to the embedder
+    are taken within each round; medians and spread over the rounds. Then once: ingestion
+    without embedding."""
+    plain = settings.model_copy(update={"extract_entities": False})
     with_entities = settings.model_copy(update={"extract_entities": True})
-    no_entities = settings.model_copy(update={"extract_entities": False})
-    rates: dict[str, list[float]] = {"with_embedding": [], "without_entities": []}
-    for r in range(rounds):
-        order = [("with_embedding", with_entities), ("without_entities", no_entities)]
-        for label, run_settings in (order if r % 2 == 0 else order[::-1]):
-            rates[label].append(await _ingest_rate(run_settings, embedder, texts))
-    for label, values in rates.items():
-        figures[f"{label}_sentences_per_s"] = float(np.median(values))
-    # entity extraction (spaCy NER) against the same pipeline without it, per round
-    figures["entities_ratio_rounds"] = [round(a / b, 3) for a, b in
-                                        zip(rates["with_embedding"], rates["without_entities"])]
-    figures["entities_ratio"] = float(np.median(figures["entities_ratio_rounds"]))
-    figures["one_add_at_a_time_sentences_per_s"] = await _ingest_rate(
-        with_entities, embedder, texts, pipelined=False)
+    kinds = {"embedder": lambda: _embedder_rate(embedder, texts),
+             "pipelined": lambda: _ingest_rate(plain, embedder, texts, True),
+             "one_add_at_a_time": lambda: _ingest_rate(plain, embedder, texts, False),
+             "pipelined_with_entities": lambda: _ingest_rate(with_entities, embedder, texts,
+                                                             True)}
+    per_round: list[dict[str, float]] = []
+    for n in range(rounds):
+        order = list(kinds) if n % 2 == 0 else list(kinds)[::-1]
+        per_round.append({kind: await kinds[kind]() for kind in order})
+    ratios = {kind: [r[kind] / r["embedder"] for r in per_round]
+              for kind in kinds if kind != "embedder"}
+    figures: dict[str, Any] = {
+        "sentences": len(texts), "batch": INGEST_BATCH, "rounds": per_round,
+        "sentences_per_s": {kind: _spread([r[kind] for r in per_round]) for kind in kinds},
+        "ratio_to_embedder": {kind: _spread(v) for kind, v in ratios.items()},
+        "load_average": load_average(),
+    }
     figures["without_embedding_sentences_per_s"] = await _ingest_rate(
-        with_entities, PrecomputedEmbedder(embedder, texts, vectors), texts)
-    figures["ratio_to_embedder"] = figures["with_embedding_sentences_per_s"] / embed_only
-    figures["one_add_at_a_time_ratio"] = figures["one_add_at_a_time_sentences_per_s"] / embed_only
+        plain, PrecomputedEmbedder(embedder, texts, vectors), texts, True)
     return figures
 
 
@@ -429,12 +452,22 @@ async def run(args: argparse.Namespace) -> dict:
 def print_report(report: dict) -> None:
     ing = report["ingestion"]
     print(f"threads: {report['machine']['threads']}")
-    print(f"embedder alone:             {ing['embedder_sentences_per_s']:8.1f} sentences/s")
-    print(f"ingestion with embedding:   {ing['with_embedding_sentences_per_s']:8.1f} sentences/s "
-          f"({ing['ratio_to_embedder']:.0%} of the embedder)")
-    print(f"  one add at a time:        {ing['one_add_at_a_time_sentences_per_s']:8.1f} sentences/s "
-          f"({ing['one_add_at_a_time_ratio']:.0%})")
-    print(f"ingestion without embedding:{ing['without_embedding_sentences_per_s']:8.1f} sentences/s")
+    print(f"ingestion of {ing['sentences']:,} sentences in batches of {ing['batch']}, "
+          f"{len(ing['rounds'])} alternating rounds (load {ing['load_average']}):")
+    labels = {"embedder": "embedder alone", "pipelined": "ingestion, pipelined",
+              "one_add_at_a_time": "ingestion, one add at a time",
+              "pipelined_with_entities": "ingestion + entities, pipelined"}
+    for kind, label in labels.items():
+        rate = ing["sentences_per_s"][kind]
+        line = (f"  {label:<30} median {rate['median']:7.1f} sentences/s "
+                f"(rounds {rate['min']:.1f}-{rate['max']:.1f})")
+        if kind in ing["ratio_to_embedder"]:
+            ratio = ing["ratio_to_embedder"][kind]
+            line += (f"  {ratio['median']:.0%} of the embedder "
+                     f"(rounds {ratio['min']:.0%}-{ratio['max']:.0%})")
+        print(line)
+    print(f"  without embedding:             {ing['without_embedding_sentences_per_s']:7.1f} "
+          "sentences/s (once)")
     for size, rate in report.get("embedder_sentences_per_s_by_batch_size", {}).items():
         print(f"embedder, batch size {size:>3}:  {rate:8.1f} sentences/s")
     for size, fig in report["search"].items():
@@ -457,7 +490,7 @@ def main() -> None:
     parser.add_argument("--max-real", type=int, default=100_000)
     parser.add_argument("--ingest-n", type=int, default=3000)
     parser.add_argument("--ingest-rounds", type=int, default=3,
-                        help="alternating rounds with and without entity extraction")
+                        help="alternating rounds of the embedder alone and the ingestion kinds")
     parser.add_argument("--batch-sizes", type=int, nargs="*", default=[],
                         help="also time the embedder at these batch sizes (e.g. 8 16 32 64)")
     parser.add_argument("--queries", type=int, default=200)

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from memroute.memory.models import Episode, Scope, ScoredResult
+    from memroute.memory.models import Episode, Scope, ScoredResult, ShownWindow
 
 
 def stdout_console() -> Console:
@@ -51,8 +51,21 @@ def episode_dict(episode: Episode) -> dict[str, Any]:
     }
 
 
-def result_dict(rank: int, result: ScoredResult) -> dict[str, Any]:
-    """A search hit as plain JSON: the matched episode, its scores and its context cluster."""
+def shown_windows(results: list[ScoredResult]) -> list[ShownWindow]:
+    """What each result of one response shows: `disjoint_windows`, the rule the retriever and
+    the agent tool follow (no episode in two results)."""
+    from memroute.memory.models import disjoint_windows
+
+    return disjoint_windows(results)
+
+
+def result_dict(rank: int, result: ScoredResult, window: ShownWindow | None = None
+                ) -> dict[str, Any]:
+    """A search hit as plain JSON: the matched episode, its scores and the neighbours of its
+    context window that ``window`` shows (by default all of them); ``context_uids`` names the
+    whole window, ``shown_elsewhere`` the neighbours another result of the response shows."""
+    neighbours = [e for e in (window.episodes if window else result.episodes)
+                  if e.uid != result.uid]
     return {
         "rank": rank,
         **episode_dict(result.nucleus),
@@ -62,7 +75,9 @@ def result_dict(rank: int, result: ScoredResult) -> dict[str, Any]:
         "reranker": result.reranker,
         "query": result.query,
         "matched_sentence": result.matched_sentence,
-        "context": [episode_dict(e) for e in result.episodes if e.uid != result.uid],
+        "context": [episode_dict(e) for e in neighbours],
+        "context_uids": [e.uid for e in result.episodes if e.uid != result.uid],
+        "shown_elsewhere": window.shown_elsewhere if window else [],
     }
 
 
@@ -72,21 +87,30 @@ def _short(text: str, limit: int = 160) -> str:
 
 
 def results_table(results: list[ScoredResult], title: str | None = None) -> Table:
-    """Ranked results: both scores, the session and time, and who said what."""
+    """Ranked results: both scores, the session and time, who said what, and the context
+    turns no better result shows already (`shown_windows`)."""
     table = Table(title=title, expand=False)
     table.add_column("#", justify="right", style="dim")
     table.add_column("score", justify="right")
     table.add_column("vector", justify="right", style="dim")
     table.add_column("session", no_wrap=True)
     table.add_column("content", overflow="fold", min_width=36)
-    for rank, result in enumerate(results, start=1):
+    for rank, (result, window) in enumerate(zip(results, shown_windows(results)), start=1):
         episode = result.nucleus
         session = Text(episode.session_id)
         session.append("\n" + episode.produced_at.strftime("%Y-%m-%d %H:%M"), style="dim")
-        content = Text(f"{episode.producer}: ", style="bold")
-        content.append(_short(episode.content))
-        if len(result.episodes) > 1:
-            content.append(f"  (+{len(result.episodes) - 1} context)", style="dim")
+        content = Text()
+        for turn in window.episodes:
+            if turn.uid == result.uid:
+                content.append(f"{turn.producer}: ", style="bold")
+                content.append(_short(turn.content))
+            else:
+                content.append(f"{turn.producer}: {_short(turn.content, 80)}", style="dim")
+            content.append("\n")
+        if window.shown_elsewhere:
+            content.append(f"(+{len(window.shown_elsewhere)} context shown in other results)",
+                           style="dim")
+        content.rstrip()
         table.add_row(str(rank), f"{result.rerank_score:.3f}", f"{result.vector_score:.3f}",
                       session, content)
     return table
@@ -179,8 +203,9 @@ def answer_dict(query: str, scope: Scope, result: Any) -> dict[str, Any]:
     trace = result.trace()
     trace.pop("result_uids", None)
     results = []
-    for rank, item in enumerate(result.results, start=1):
-        row = result_dict(rank, item)
+    for rank, (item, window) in enumerate(zip(result.results, shown_windows(result.results)),
+                                          start=1):
+        row = result_dict(rank, item, window)
         row["hop"] = item.extra.get("hop", 0)
         row["role"] = item.extra.get("role")
         results.append(row)

@@ -133,7 +133,13 @@ async def test_bench_measures_run_end_to_end_on_a_tiny_pooled_store(memory, scop
     assert {"embed_one", "search_set_concurrently", "search_sub_queries_only"} \
         <= set(ratio["breakdown"]["p50_ms"])
 
+    delayed = await bench_agent.measure_split_ratio(memory, scope, questions, 4, warmup=1,
+                                                    breakdown_sets=0, planner_latency_s=0.05)
+    assert delayed["planner_latency_ms"] == 50 and delayed["breakdown"] is None
+    assert 0 < delayed["split_wall_ms"]["p50"]  # the planner's 50 ms are taken off
+
     bench_agent.print_report({"store": {"episodes": 1, "questions": 4, "reused": True},
-                              "tokens": tokens, "overhead": overhead, "split_ratio": ratio})
+                              "tokens": tokens, "overhead": overhead, "split_ratio": ratio,
+                              "split_ratio_planner_latency": delayed})
     printed = capsys.readouterr().out
     assert "vs MemMachine" in printed and "ratio p50" in printed

@@ -83,3 +83,35 @@ def test_plan_stages_count_a_cte_once_under_its_own_subplan() -> None:
     join = node("Hash Join", 10.0, [node("CTE Scan", 4.5), node("Seq Scan", 2.0)])
     parts = bench.plan_stages({"Plan": node("Sort", 11.0, [probe, join])})
     assert parts == {"hits": 4.0, "main": 11.0 - 10.0 + (10.0 - 4.5 - 2.0) + 2.0}
+
+
+async def test_ingestion_rounds_alternate_and_report_median_and_spread(settings, embedder,
+                                                                      monkeypatch) -> None:
+    texts = [f"Ingestion sentence {i} talks about item {i % 5}." for i in range(12)]
+    vectors = await embedder.embed_documents(texts)
+    monkeypatch.setattr(bench, "INGEST_BATCH", 5)  # 3 batches of the 12 texts
+    order: list[str] = []
+    rate = bench._ingest_rate
+
+    async def recorded(run_settings, emb, run_texts, pipelined):
+        kind = "pipelined" if pipelined else "one_add_at_a_time"
+        order.append(kind + ("_with_entities" if run_settings.extract_entities else ""))
+        return await rate(run_settings, emb, run_texts, pipelined)
+
+    monkeypatch.setattr(bench, "_ingest_rate", recorded)
+    figures = await bench.measure_ingestion(settings, embedder, texts, vectors, rounds=3)
+    assert len(figures["rounds"]) == 3
+    # the second round runs the kinds in reverse; then entities and precomputed vectors once
+    kinds = ["pipelined", "one_add_at_a_time", "pipelined_with_entities"]
+    assert order == kinds + kinds[::-1] + kinds + ["pipelined"]
+    for kind in kinds:
+        per_round = [r[kind] / r["embedder"] for r in figures["rounds"]]
+        spread = figures["ratio_to_embedder"][kind]
+        assert spread["median"] == sorted(per_round)[1]
+        assert spread["min"] == min(per_round) and spread["max"] == max(per_round)
+    assert figures["sentences_per_s"]["embedder"]["median"] > 0
+    memory = await bench._fresh_ingest_memory(settings, embedder)
+    try:
+        assert (await memory.count(Scope(org_id="bench", project_id="ingest")))["episodes"] == 0
+    finally:
+        await memory.close()

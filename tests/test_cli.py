@@ -89,6 +89,39 @@ def test_ingest_then_search(cli, scope_arg: str) -> None:
     assert "Biscuit" in table.stdout and "total" in table.stdout
 
 
+def test_search_shows_each_turn_once(cli, scope_arg: str, tmp_path: Path) -> None:
+    """Consecutive matching turns: their context windows (1 before, 2 after) overlap, yet the
+    JSON and the table show each turn in one result only; the JSON still names every
+    neighbour (``context_uids``) and those another result shows (``shown_elsewhere``)."""
+    turns = [f"turn {i}: we talked about the sailing trip to Bergen, part {i}" for i in range(8)]
+    path = write_jsonl(tmp_path / "trip.jsonl", [
+        {"uid": f"t{i}", "content": text, "producer": "user", "session_id": "s1",
+         "produced_at": f"2024-05-01T10:00:{i:02d}Z"} for i, text in enumerate(turns)])
+    assert cli("ingest", str(path), "--scope", scope_arg, "--json").exit_code == 0
+
+    found = cli("search", "sailing trip to Bergen", "--scope", scope_arg, "-k", "4", "--json")
+    assert found.exit_code == 0, found.output
+    rows = json.loads(found.stdout)["results"]
+    assert len(rows) == 4
+    shown = [r["uid"] for r in rows] + [c["uid"] for r in rows for c in r["context"]]
+    assert len(shown) == len(set(shown))  # no turn in two results
+    nuclei = {r["uid"] for r in rows}
+    for row in rows:
+        context = {c["uid"] for c in row["context"]}
+        assert context | set(row["shown_elsewhere"]) == set(row["context_uids"])
+        assert not context & set(row["shown_elsewhere"])
+        for uid in row["shown_elsewhere"]:  # really shown by another result
+            assert uid in nuclei or any(uid in {c["uid"] for c in other["context"]}
+                                        for other in rows if other is not row)
+    assert any(row["shown_elsewhere"] for row in rows)  # the windows did overlap
+
+    table = cli("search", "sailing trip to Bergen", "--scope", scope_arg, "-k", "4")
+    assert table.exit_code == 0
+    printed = [f"part {i}" for i in range(8) if f"part {i}" in table.stdout]
+    assert printed and all(table.stdout.count(part) == 1 for part in printed)
+    assert len(printed) == len(shown)
+
+
 def test_search_filters_and_scope_isolation(cli, scope_arg: str) -> None:
     assert cli("ingest", str(sample_data.path()), "--scope", scope_arg).exit_code == 0
     result = cli("search", "laptop order", "--scope", scope_arg, "--filters",

@@ -145,8 +145,28 @@ async def test_split_searches_run_concurrently_up_to_the_cap(memory, corpus, cap
     assert len(searches) == 4
     if cap == 1:  # one at a time: each starts after the previous one ended
         assert all(a["ended_at"] <= b["started_at"] for a, b in zip(searches, searches[1:]))
-    else:  # all four were in flight at once
-        assert max(c["started_at"] for c in searches) < min(c["ended_at"] for c in searches)
+    else:  # the three sub-queries' searches were in flight at once
+        subs = [c for c in searches if c["detail"] != f"split: {SPLIT_Q}"]
+        assert max(c["started_at"] for c in subs) < min(c["ended_at"] for c in subs)
+
+
+async def test_the_original_query_is_searched_while_the_split_planner_decides(memory, corpus):
+    """The planner takes 0.3 s; the original query's search runs meanwhile (the final rerank
+    needs its hits anyway), is charged like any search, and the rerank waits for all."""
+    subs = ["When was Oakridge College founded?", "When was Pinecrest University founded?"]
+    agent, _ = make_agent(memory, [route("split"), Delay(0.3, split(*subs))])
+    result = await agent.aretrieve(SPLIT_Q, scope=corpus, k=4)
+    assert_valid(result, 4)
+    (plan,) = by_node(result, "split_plan")
+    searches = by_node(result, "memory_search")
+    original = next(c for c in searches if c["detail"] == f"split: {SPLIT_Q}")
+    assert original["ended_at"] < plan["ended_at"]  # hidden behind planning
+    assert all(c["started_at"] >= plan["ended_at"] for c in searches if c is not original)
+    (rerank,) = by_node(result, "final_rerank")
+    assert rerank["started_at"] >= max(c["ended_at"] for c in searches)
+    assert rerank["detail"].endswith("3 queries, fused")
+    assert result.queries[0] == SPLIT_Q and sorted(result.queries[1:]) == sorted(subs)
+    assert len(searches) == 3
 
 
 @pytest.mark.parametrize("mode", ["fused", "concat"])
@@ -159,7 +179,8 @@ async def test_final_rerank_scores_the_pool_against_all_queries(memory, corpus, 
         for r in await memory.search_scored(corpus, q, k=4):
             if r.uid not in pool or r.rerank_score > pool[r.uid].rerank_score:
                 pool[r.uid] = r
-    expected = await memory.rerank(list(pool.values()), result.queries, 4, mode=mode)
+    expected = await memory.rerank(list(pool.values()), result.queries, 4, mode=mode,
+                                   credit="window")
     assert [r.uid for r in result.results] == [r.uid for r in expected]
     assert mode in by_node(result, "final_rerank")[0]["detail"]
 
@@ -392,9 +413,12 @@ async def test_split_stream_reports_sub_queries_before_searches(memory, corpus):
     subs = ["When was Oakridge College founded?", "When was Pinecrest University founded?"]
     agent, _ = make_agent(memory, [route("split"), split(*subs)])
     events = [e async for e in agent.astream(SPLIT_Q, scope=corpus, k=4)]
-    assert [type(e) for e in events] == [RouteChosen, SubQueries, SearchDone, SearchDone,
-                                         SearchDone, Final]
-    assert events[1].queries == subs
+    # the original query's search runs beside the planner: its event may come either side
+    # of the sub-queries'
+    plan = [e for e in events if not (isinstance(e, SearchDone) and e.query == SPLIT_Q)]
+    assert [type(e) for e in plan] == [RouteChosen, SubQueries, SearchDone, SearchDone, Final]
+    assert plan[1].queries == subs
+    assert sum(isinstance(e, SearchDone) and e.query == SPLIT_Q for e in events) == 1
 
 
 async def test_evidence_is_delimited_as_data(memory, corpus):

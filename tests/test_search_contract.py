@@ -7,10 +7,12 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memroute import MemrouteRetriever
+from memroute.errors import InvalidInputError
 from memroute.memory import Episode, Memory, Scope, SyncMemory, flatten
 from memroute.memory.models import disjoint_windows
 from memroute.tools import MemorySearch
@@ -82,6 +84,59 @@ async def test_a_short_sentence_probe_is_widened_until_k_episodes(memory: Memory
                                       context=(0, 0))
     assert len(hits) == 5
     assert {h.uid for h in hits} >= {f"{scope.org_id}-s-0", f"{scope.org_id}-s-1"}
+
+
+async def test_a_selective_filter_that_stops_the_index_scan_early_still_gives_k(
+        settings, embedder, monkeypatch) -> None:
+    """600 turns, a filter matching 6 of them and a scan bound of 100 index tuples
+    (pgvector's ``hnsw.max_scan_tuples``, lowered as a big store would reach its default):
+    the index scan stops before 5 rows pass, which is no proof of an exhausted scope. The
+    exact scan of the filtered sentences settles it. Explicit sorts are off for this store's
+    connections, so that the planner probes 600 rows through the HNSW index as it would a
+    big store's."""
+    from memroute.memory import sql
+
+    sep = "&" if "?" in settings.database_url else "?"
+    memory = await Memory.open(settings.database_url + f"{sep}options=-c%20enable_sort%3Doff",
+                               settings=settings, embedder=embedder,
+                               schema=f"scan_{uuid.uuid4().hex[:10]}")
+    try:
+        scope = new_scope()
+        topics = ["parrot Kiwi sings", "sister in Trondheim", "dentist on Monday",
+                  "laptop repair", "garden after rain", "piano lessons"]
+        episodes = [Episode(content=f"Note {i}: {topics[i % 6]}, then {topics[i * 7 % 5]}.",
+                            session_id=f"s{i // 50}", producer="user",
+                            produced_at=T0 + timedelta(minutes=i), uid=f"n{i}",
+                            metadata={"rare": i % 100 == 3}) for i in range(600)]
+        for at in range(0, 600, 200):
+            await memory.add(scope, episodes[at:at + 200])
+        query = "parrot Kiwi sings"
+        async with memory._pool.connection() as conn:
+            await conn.execute(f"ANALYZE {memory.schema}.sentences")
+            cur = await conn.execute(
+                f"EXPLAIN SELECT episode_uid FROM {memory.schema}.sentences s "
+                "WHERE s.scope_key = %s ORDER BY s.embedding <=> %s LIMIT 60",
+                [scope.key, (await memory.embed_queries([query]))[0]])
+            plan = " ".join(r[0] for r in await cur.fetchall())
+        assert "using sentences_embedding " in plan  # else no scan bound to reach
+
+        monkeypatch.setattr(sql, "MAX_SCAN_TUPLES", 100)
+        exact_scans = []
+        exact_lane = sql.exact_lane
+
+        async def counted(*args, **kwargs):
+            exact_scans.append(args)
+            return await exact_lane(*args, **kwargs)
+
+        monkeypatch.setattr(sql, "exact_lane", counted)
+        rare = {"rare": True}
+        hits = await memory.search_scored(scope, query, k=5, filters=rare, context=(0, 0))
+        assert len(hits) == 5 and all(h.nucleus.metadata["rare"] for h in hits)
+        assert exact_scans  # the index scan did stop short
+        every = await memory.search_scored(scope, query, k=10, filters=rare, context=(0, 0))
+        assert sorted(h.uid for h in every) == sorted(f"n{i}" for i in range(3, 600, 100))
+    finally:
+        await memory.close()
 
 
 async def test_k_beyond_the_hnsw_ef_search_range_works(memory: Memory) -> None:
@@ -199,15 +254,39 @@ def test_search_contract_holds_on_random_stores(sync_memory: SyncMemory, episode
         assert {a["uid"] for a in artifacts} <= {e.uid for e in matching}
 
 
-async def test_a_neighbour_of_a_ranked_match_does_not_take_its_credit(memory: Memory) -> None:
-    """A turn whose window holds a better result's match scores on its own text only."""
+async def parrot_and_sanctuary(memory: Memory) -> Scope:
+    """A strong match (a-1) between two weak turns, and a weak match (b-0) elsewhere."""
     scope = new_scope()
     await memory.add(scope, conversation(scope.org_id, [
         "Hello there, how was your weekend?", "I adopted a parrot named Kiwi on Saturday.",
         "Nice, the weather was great too."], session="a"))
     await memory.add(scope, conversation(scope.org_id, [
         "We visited a bird sanctuary last spring.", "Okay, noted."], session="b"))
+    return scope
+
+
+async def test_a_neighbour_of_a_ranked_match_does_not_take_its_credit(memory: Memory) -> None:
+    """A turn whose window holds a better result's match scores on its own text only."""
+    scope = await parrot_and_sanctuary(memory)
     hits = await memory.search_scored(scope, "adopted a parrot named Kiwi", k=3, context=(1, 1))
     assert [h.uid for h in hits[:2]] == [f"{scope.org_id}-a-1", f"{scope.org_id}-b-0"]
     reranked = await memory.rerank(list(reversed(hits)), ["adopted a parrot named Kiwi"], 2)
     assert [r.uid for r in reranked] == [f"{scope.org_id}-a-1", f"{scope.org_id}-b-0"]
+
+
+async def test_window_credit_keeps_the_match_first_and_its_neighbours_next(
+        memory: Memory) -> None:
+    """``credit="window"`` (the agent's final rerank): a result scores on its whole window,
+    so the neighbour whose window holds the Kiwi turn ranks above the weak bird-sanctuary
+    match, yet never above the Kiwi turn itself, whatever order the pool comes in."""
+    scope = await parrot_and_sanctuary(memory)
+    queries = ["adopted a parrot named Kiwi", "what pet did I get"]
+    hits = await memory.search_scored(scope, queries[0], k=5, context=(1, 1))
+    match, neighbour, weak = (f"{scope.org_id}-{u}" for u in ("a-1", "a-0", "b-0"))
+    for pool in (hits, list(reversed(hits))):
+        ranked = [r.uid for r in await memory.rerank(pool, queries, 5, credit="window")]
+        assert ranked[0] == match and ranked.index(neighbour) < ranked.index(weak)
+        by_nucleus = [r.uid for r in await memory.rerank(pool, queries, 5)]
+        assert by_nucleus[0] == match and by_nucleus.index(weak) < by_nucleus.index(neighbour)
+    with pytest.raises(InvalidInputError):
+        await memory.rerank(hits, queries, 2, credit="sentence")

@@ -51,7 +51,8 @@ def search(
         out.emit_json({
             "query": query, "scope": out.scope_label(target), "k": k, "filters": where,
             "reranker": results.reranker, "timings_ms": results.timings,
-            "results": [out.result_dict(i, r) for i, r in enumerate(results, start=1)],
+            "results": [out.result_dict(i, r, w) for i, (r, w)
+                        in enumerate(zip(results, out.shown_windows(results)), start=1)],
         })
         return
     console = out.stdout_console()

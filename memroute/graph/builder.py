@@ -69,7 +69,7 @@ def build_retrieval_graph(context: ContextSource = None,
                    destinations=("memory_search", "split_plan"))
     graph.add_node("split_plan", split_plan.make_split_plan(resolve), retry_policy=llm_retry,
                    timeout=timeout, error_handler=fallback(split_plan),
-                   destinations=("memory_search",))
+                   destinations=("memory_search", "final_rerank"))
     graph.add_node("memory_search", make_memory_search(resolve), input_schema=RetrievalState,
                    retry_policy=RetryPolicy(max_attempts=policies.search_max_attempts,
                                             initial_interval=0.2,

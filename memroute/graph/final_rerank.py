@@ -13,13 +13,18 @@ from memroute.graph.state import RetrievalState, as_record, from_record, node_co
 from memroute.graph.trace import record_decision
 
 NODE = "final_rerank"
+# Each pooled result scores on its whole context window (a neighbour still never outranks
+# its match): the windows around the searches' strong matches fill the top k, which on
+# LoCoMo holds more evidence than crediting each matched turn (docs/evaluation.md).
+FINAL_CREDIT = "window"
 
 
 def make_final_rerank(resolve: ContextResolver):
     async def final_rerank(state: RetrievalState, runtime: Runtime) -> dict:
         """One query: its search's order stands. Several: `Memory.rerank` against all of them
-        (fused per candidate, or MemMachine's concatenated query), on the pooled hits' stored
-        vectors (re-read in one statement: state carries no vectors)."""
+        (fused per candidate, or MemMachine's concatenated query; ``credit="window"``), on
+        the pooled hits' stored vectors (re-read in one statement: state carries no
+        vectors)."""
         ctx = await resolve(runtime.context)
         started = time.time()
         pool = list((state.get("pool") or {}).values())
@@ -30,7 +35,8 @@ def make_final_rerank(resolve: ContextResolver):
         else:
             pooled = await ctx.memory.with_stored_embeddings(
                 state["scope"], [from_record(r) for r in pool])
-            ranked = await ctx.memory.rerank(pooled, queries, k, mode=ctx.rerank_mode)
+            ranked = await ctx.memory.rerank(pooled, queries, k, mode=ctx.rerank_mode,
+                                             credit=FINAL_CREDIT)
             results = [as_record(r) for r in ranked]
         stop_reason = state.get("stop_reason") or "done"
         await record_decision(state, stop_reason)

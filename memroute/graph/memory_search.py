@@ -7,7 +7,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
-from typing_extensions import TypedDict
+from typing_extensions import NotRequired, TypedDict
 
 from memroute.graph.context import ContextResolver
 from memroute.graph.events import SearchDone, as_payload
@@ -27,13 +27,20 @@ class SearchTask(TypedDict):
     scope: dict[str, Any]
     k: int
     filters: dict[str, Any] | None
+    # Sent beside the split planner: its hits wait in the pool, and the planner's step goes
+    # on to the final rerank (with or after the sub-queries' searches).
+    beside_planner: NotRequired[bool]
 
 
-def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0) -> Send:
+def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0, *,
+                beside_planner: bool = False) -> Send:
     """One search of ``query`` (a rewrite fetches more results: `search_k`)."""
-    return Send(NODE, SearchTask(query=query, role=role, hop=hop, scope=state["scope"],
-                                 k=search_k(state["k"], query, state["query"], MAX_K),
-                                 filters=state.get("filters")))
+    task = SearchTask(query=query, role=role, hop=hop, scope=state["scope"],
+                      k=search_k(state["k"], query, state["query"], MAX_K),
+                      filters=state.get("filters"))
+    if beside_planner:
+        task["beside_planner"] = True
+    return Send(NODE, task)
 
 
 def make_memory_search(resolve: ContextResolver):
@@ -57,6 +64,8 @@ def make_memory_search(resolve: ContextResolver):
             update["last_hits"] = [r.uid for r in results]
         runtime.stream_writer(as_payload(SearchDone(task["query"], task["role"], task["hop"],
                                                     len(results))))
+        if task.get("beside_planner"):
+            return Command(update=update)
         goto = "chain_judge" if task["role"] == "chain" else "final_rerank"
         return Command(update=update, goto=goto)
 

@@ -1,4 +1,5 @@
-"""``split_plan``: SplitQuery's planning step, then one concurrent search per sub-query."""
+"""``split_plan``: SplitQuery's planning step, then one concurrent search per sub-query (the
+original query's search runs meanwhile, sent by ``tool_select``)."""
 
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ STEP = "split"
 
 def _fan_out(state: RetrievalState, sub_queries: list[str], update: dict,
              runtime: Runtime) -> Command:
-    """Search the original query and every sub-query, concurrently (`Send`)."""
+    """Search every sub-query, concurrently (`Send`); with none, go on to the final rerank.
+    The original query's search was sent beside this node (`tool_select`), so it ran while
+    the planner decided, and its hits are in the pool."""
     runtime.stream_writer(as_payload(SubQueries(sub_queries)))
-    queries = [state["query"], *sub_queries]
-    return Command(update={**update, "sub_queries": sub_queries},
-                   goto=[send_search(state, q, "split") for q in queries])
+    goto = [send_search(state, q, "split") for q in sub_queries] or "final_rerank"
+    return Command(update={**update, "sub_queries": sub_queries}, goto=goto)
 
 
 def make_split_plan(resolve: ContextResolver):

@@ -61,7 +61,10 @@ def _take_route(request: dict[str, Any], route: Route, reason: str, source: str,
     update = {**request, "route": route, "route_reason": reason, "costs": Overwrite([cost]),
               **extra}
     if route == "split":
-        goto: Any = "split_plan"
+        # The original query is searched while the planner splits it: the final rerank
+        # needs its hits anyway, and this way one search hides behind planning.
+        goto: Any = ["split_plan", send_search(update, request["query"], "split",
+                                               beside_planner=True)]
     else:
         goto = send_search(update, request["query"], route, hop=1 if route == "chain" else 0)
     return Command(update=update, goto=goto)

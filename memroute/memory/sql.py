@@ -130,6 +130,29 @@ def fuse_lane(nuclei: dict[str, Nucleus], hits: list[SentenceHit],
     return reached
 
 
+async def exact_lane(conn: AsyncConnection, schema: str, scope_key: str,
+                     embedding: np.ndarray, filters: dict | None,
+                     limit: int) -> list[SentenceHit]:
+    """The ``limit`` nearest sentences in the scope that pass the filters, by an exact scan of
+    the filtered sentences (no HNSW index: ``OFFSET 0`` keeps the planner from ordering by it).
+    Its cost grows with the filtered rows, so it serves only what the index cannot settle."""
+    where, params = compile_filter(filters, "s")
+    cur = await conn.execute(
+        f"""
+        SELECT episode_uid, text, distance FROM (
+            SELECT s.episode_uid, s.text, s.embedding <=> %s AS distance
+            FROM {schema}.sentences s
+            WHERE s.scope_key = %s AND {where}
+            OFFSET 0
+        ) filtered
+        ORDER BY distance
+        LIMIT %s
+        """,
+        [embedding, scope_key, *params, limit],
+    )
+    return [SentenceHit(uid, text, 1.0 - float(dist)) for uid, text, dist in await cur.fetchall()]
+
+
 async def probe_nuclei(conn: AsyncConnection, schema: str, scope_key: str,
                        embedding: np.ndarray, query: str, filters: dict | None, *, k: int,
                        limit: int, lexical: bool) -> list[Nucleus]:
@@ -137,18 +160,29 @@ async def probe_nuclei(conn: AsyncConnection, schema: str, scope_key: str,
     scope (after filters) holds that many.
 
     The probe is sentence-level, so ``limit`` hits may name fewer than ``k`` episodes; then it
-    probes again with four times the limit (and a longer iterative scan) until ``k`` episodes
-    are found or the probe comes back short, i.e. the scope is exhausted.
+    probes again with four times the limit (and a longer iterative scan). A probe that comes
+    back short proves nothing by itself: the index scan also stops after
+    ``hnsw.max_scan_tuples`` visited tuples, which a selective filter can reach before
+    ``limit`` rows pass. So a short probe is settled by `exact_lane` over the filtered
+    sentences: only when that too comes back short is the scope exhausted.
     """
     lexical_hits = (await lexical_lane(conn, schema, scope_key, query, filters, limit)
                     if lexical else None)
-    scan = MAX_SCAN_TUPLES
+    scan, exact = MAX_SCAN_TUPLES, False
     while True:
-        hits = await vector_lane(conn, schema, scope_key, embedding, filters, limit,
-                                 max_scan_tuples=scan)
+        if exact:
+            hits = await exact_lane(conn, schema, scope_key, embedding, filters, limit)
+        else:
+            hits = await vector_lane(conn, schema, scope_key, embedding, filters, limit,
+                                     max_scan_tuples=scan)
         nuclei = nuclei_from_hits(hits, lexical_hits)
-        if len(nuclei) >= k or len(hits) < limit:
+        if len(nuclei) >= k:
             return nuclei
+        if len(hits) < limit:
+            if exact:
+                return nuclei  # the exact scan found every filtered sentence: exhausted
+            exact = True
+            continue
         limit, scan = limit * 4, scan * 4
 
 
@@ -303,10 +337,12 @@ def search_statement(schema: str, scope_key: str, embedding: np.ndarray,
     return statement, [embedding, scope_key, *params, embedding, limit, *window_args, scope_key]
 
 
-def hnsw_settings(limit: int, max_scan_tuples: int = MAX_SCAN_TUPLES) -> tuple[str, tuple]:
+def hnsw_settings(limit: int, max_scan_tuples: int | None = None) -> tuple[str, tuple]:
     """The transaction's HNSW settings for a probe of ``limit`` rows: ``hnsw.ef_search``
-    clamped to pgvector's range, the iterative scan on, bounded by ``max_scan_tuples``."""
+    clamped to pgvector's range, the iterative scan on, bounded by ``max_scan_tuples``
+    (at least `MAX_SCAN_TUPLES`)."""
     ef_search = min(max(limit, EF_SEARCH_RANGE[0]), EF_SEARCH_RANGE[1])
+    max_scan_tuples = MAX_SCAN_TUPLES if max_scan_tuples is None else max_scan_tuples
     return ("SELECT set_config('hnsw.ef_search', %s, true), "
             "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
             "set_config('hnsw.max_scan_tuples', %s, true)",
@@ -320,7 +356,7 @@ async def read_search(conn: AsyncConnection, schema: str, scope_key: str,
     one statement, sent with its HNSW settings in one round trip (pipeline mode).
 
     ``hits`` is how many sentence hits the probe found (fewer than ``limit``: the scope,
-    after filters, is exhausted)."""
+    after filters, is exhausted, or the scan reached ``hnsw.max_scan_tuples``)."""
     statement, params = search_statement(schema, scope_key, embedding, filters, limit=limit,
                                          before=before, after=after)
     cur = conn.cursor(binary=True)

@@ -37,7 +37,7 @@ from memroute.memory.models import (
     text_problem,
 )
 from memroute.memory.rerankers import RerankCandidate, Reranker, RerankQuery
-from memroute.memory.rerankers.base import ContextCandidate, rank_in_context
+from memroute.memory.rerankers.base import CREDITS, ContextCandidate, rank_in_context
 from memroute.memory.retry import with_retry
 from memroute.memory.schema import check_identifier
 from memroute.memory.writes import EpisodeWriter
@@ -361,7 +361,9 @@ class Memory:
                 timings["read_ms"] = (time.perf_counter() - t0) * 1000
                 nuclei, windows = found.nuclei, found.windows
                 episodes, stored = found.episodes, found.vectors
-                short = len(nuclei) < k and found.hits == limit
+                # fewer than k episodes: a full probe names too few, and a short one may have
+                # stopped at the scan bound; `probe_nuclei` widens or settles it exactly
+                short = len(nuclei) < k
                 if not (short or lexical or entity_keys):
                     return nuclei, windows, episodes, stored
                 # The widened probe and the optional lanes: statements of their own, and
@@ -481,13 +483,19 @@ class Memory:
         return np.vstack(present) if present else np.zeros((0, self.embedder.dim), np.float32)
 
     async def rerank(self, results: list[ScoredResult], queries: list[str], k: int,
-                     *, mode: str = "fused", fusion: str | None = None) -> list[ScoredResult]:
+                     *, mode: str = "fused", fusion: str | None = None,
+                     credit: str = "nucleus") -> list[ScoredResult]:
         """Rerank pooled results against every query, without reading the store.
 
         ``mode="fused"`` scores each candidate against each query and fuses the scores
         (``fusion``, ``max`` by default); ``mode="concat"`` is MemMachine's variant: one
-        query string made of all queries joined.
+        query string made of all queries joined. ``credit``: ``"nucleus"`` ranks as
+        `search_scored` does; ``"window"`` scores each result on its whole context window
+        (`rank_by_window`: the windows around strong matches fill the top k, and a
+        neighbour still never outranks its match).
         """
+        if credit not in CREDITS:
+            raise InvalidInputError(f"unknown credit {credit!r}: use {' or '.join(CREDITS)}")
         k = _check_int(k, "k", 1, MAX_K)
         texts = list(dict.fromkeys(_check_query(q, "queries[]") for q in queries))
         if not results or not texts:
@@ -512,5 +520,5 @@ class Memory:
                                 if r.sentence_embeddings is not None else empty)
                 if len(r.episodes) > 1 else None)
              for r in results],
-            k, fusion or self.settings.rerank_fusion)
+            k, fusion or self.settings.rerank_fusion, credit)
         return [replace(results[i], rerank_score=score) for i, score in order]

@@ -63,17 +63,25 @@ class ContextCandidate:
     nucleus: RerankCandidate | None = None
 
 
+CREDITS = ("nucleus", "window")
+
+
 async def rank_in_context(reranker: Reranker, queries: list[RerankQuery],
                           candidates: list[ContextCandidate], k: int,
-                          fusion: str = "max") -> list[tuple[int, float]]:
+                          fusion: str = "max", credit: str = "nucleus") -> list[tuple[int, float]]:
     """The best ``k`` candidates as ``(index, score)``, best first.
 
-    A candidate scores the mean of its window's score and its nucleus's own. Once its window
+    ``credit="window"``: see `rank_by_window`. ``credit="nucleus"`` (the default):
+    a candidate scores the mean of its window's score and its nucleus's own. Once its window
     overlaps a better candidate's match (holds that nucleus, or its own nucleus lies in that
     window), only its nucleus's own score counts (at most the mean): its window's strength is
     that match, already ranked. Otherwise every neighbour of a strong turn would tie with it,
     and k results would show one passage k times.
     """
+    if credit == "window":
+        return await rank_by_window(reranker, queries, candidates, k, fusion)
+    if credit != "nucleus":
+        raise ValueError(f"unknown credit {credit!r}: use {' or '.join(CREDITS)}")
     alone = [i for i, c in enumerate(candidates) if c.nucleus is not None]
     matrix = await reranker.score(queries, [*(c.window for c in candidates),
                                             *(candidates[i].nucleus for i in alone)])
@@ -102,3 +110,36 @@ async def rank_in_context(reranker: Reranker, queries: list[RerankQuery],
         chosen.add(candidates[i].uid)
         shown.update(candidates[i].members)
     return ranked
+
+
+async def rank_by_window(reranker: Reranker, queries: list[RerankQuery],
+                         candidates: list[ContextCandidate], k: int,
+                         fusion: str = "max") -> list[tuple[int, float]]:
+    """The best ``k`` candidates as ``(index, score)``, best first, each scored on its whole
+    window, so that the windows around strong matches fill the top k.
+
+    The match still comes first: where two windows overlap (one holds the other's nucleus),
+    the candidate whose own text scores better (its nucleus scored alone, in a second call)
+    takes the other's window score if that is higher, and ranks before it on a tie. A
+    neighbour thus never outranks the match it stands beside.
+    """
+    windows = np.asarray(fuse_scores(await reranker.score(queries, [c.window for c in candidates]),
+                                     fusion), dtype=np.float64)
+    own = windows.copy()
+    alone = [i for i, c in enumerate(candidates) if c.nucleus is not None]
+    if alone:
+        matrix = await reranker.score(queries, [candidates[i].nucleus for i in alone])
+        own[alone] = fuse_scores(matrix, fusion)
+    at = {c.uid: i for i, c in enumerate(candidates)}
+    overlapping: list[set[int]] = [set() for _ in candidates]
+    for i, candidate in enumerate(candidates):  # one's window holds the other's nucleus
+        for j in (at[u] for u in candidate.members if u in at and at[u] != i):
+            overlapping[i].add(j)
+            overlapping[j].add(i)
+    score = windows.copy()
+    for i in sorted(range(len(candidates)), key=lambda i: own[i]):  # lift upwards
+        for j in overlapping[i]:
+            if own[j] > own[i]:
+                score[j] = max(score[j], score[i])
+    order = sorted(range(len(candidates)), key=lambda i: (-score[i], -own[i]))[:k]
+    return [(i, float(score[i])) for i in order]
