@@ -319,11 +319,13 @@ class RoundTrips:
         waiting.wait_async = self._original
 
 
-SEARCHES = {  # label: (rerank, context)
-    "no_rerank": (False, (0, 0)),
-    "rerank": (True, (0, 0)),
-    "no_rerank_context_1_2": (False, (1, 2)),
-    "rerank_context_1_2": (True, (1, 2)),
+SEARCHES = {  # label: (rerank, context, entity lane)
+    "no_rerank": (False, (0, 0), False),
+    "rerank": (True, (0, 0), False),
+    "no_rerank_context_1_2": (False, (1, 2), False),
+    "rerank_context_1_2": (True, (1, 2), False),
+    # the default settings: the query's entities parsed (spaCy) and matched in their lane
+    "rerank_entity_lane": (True, (0, 0), True),
 }
 
 
@@ -395,9 +397,10 @@ async def measure_search(memory: Memory, scope: Scope, queries: list[str],
     with RoundTrips() as counter:
         for n, q in enumerate(queries):
             for label in labels[n % len(labels):] + labels[:n % len(labels)]:
-                rerank, context = SEARCHES[label]
+                rerank, context, entities = SEARCHES[label]
                 before, start = counter.count, time.perf_counter()
-                hits = await memory.search_scored(scope, q, k=10, rerank=rerank, context=context)
+                hits = await memory.search_scored(scope, q, k=10, rerank=rerank, context=context,
+                                                  entities=entities)
                 total = (time.perf_counter() - start) * 1000
                 times[label].append(total)
                 trips[label].append(counter.count - before)

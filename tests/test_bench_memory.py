@@ -54,8 +54,9 @@ async def test_search_figures_show_stages_and_one_round_trip_for_the_read(memory
     await memory.add(scope, bench.episodes_for(texts))
     figures = await bench.measure_search(memory, scope, ["topic 3 weather", "turn 7"],
                                          ["warm up topic"])
-    for label in bench.SEARCHES:
-        assert figures[label]["round_trips"] == 2
+    for label, (_, _, entities) in bench.SEARCHES.items():
+        # the entity lane adds its own statement when the query names an entity
+        assert figures[label]["round_trips"] == 2 or entities and figures[label]["round_trips"] <= 3
         stages = figures[label]["stages_ms_p50"]
         assert {"embed_ms", "read_ms", "rerank_ms", "other_ms"} <= set(stages)
         assert stages["read_ms"] > 0
