@@ -20,6 +20,7 @@ from memroute.cli._app import (
     setup_command,
     state,
 )
+from memroute.memory.limits import MAX_EPISODES_PER_CALL
 
 
 @app.command()
@@ -28,7 +29,7 @@ def ingest(
     fmt: Annotated[str, typer.Option(
         "--format", "-f", help="jsonl | hotpotqa | 2wiki | musique | locomo")] = "jsonl",
     scope: ScopeOpt = "default",
-    batch_size: Annotated[int, typer.Option(min=1, max=10_000,
+    batch_size: Annotated[int, typer.Option(min=1, max=MAX_EPISODES_PER_CALL,
                                             help="Episodes per atomic write.")] = 256,
     skip_invalid: Annotated[bool, typer.Option(
         "--skip-invalid", help="Store the valid lines even when some lines are bad.")] = False,

@@ -8,14 +8,19 @@ from dataclasses import dataclass
 
 import numpy as np
 from psycopg import AsyncConnection
+from psycopg.errors import QueryCanceled
 from psycopg.rows import dict_row
 
+from memroute._log import get_logger
 from memroute.memory.filters import compile_filter
+from memroute.memory.limits import LEXICAL_CANDIDATES, MAX_LEXICAL_TERMS
 from memroute.memory.models import Episode
 
 RRF_K = 60
 EF_SEARCH_RANGE = (40, 1000)  # pgvector accepts hnsw.ef_search in 1..1000
 MAX_SCAN_TUPLES = 20_000  # pgvector's default bound of one iterative scan
+
+log = get_logger(__name__)
 
 
 @dataclass
@@ -67,23 +72,51 @@ async def vector_lane(conn: AsyncConnection, schema: str, scope_key: str, embedd
 
 
 async def lexical_lane(conn: AsyncConnection, schema: str, scope_key: str, query: str,
-                       filters: dict | None, limit: int) -> list[SentenceHit]:
-    """Full-text matches of any query term (OR), ranked by ``ts_rank_cd``."""
+                       filters: dict | None, limit: int) -> list[SentenceHit] | None:
+    """Full-text matches of any query term (OR), ranked by ``ts_rank_cd``; ``None`` when the
+    statement ran past its ``statement_timeout`` (the search goes on without this lane).
+
+    Bounded whatever the query: only its first ``MAX_LEXICAL_TERMS`` distinct terms count,
+    and only a candidate set of at most ``LEXICAL_CANDIDATES`` matching sentences is ranked,
+    shared out between the terms, so a rare term's matches are all ranked and a common term
+    contributes an arbitrary share of its own.
+    """
     where, params = compile_filter(filters, "s")
-    cur = await conn.execute(
-        f"""
-        WITH q AS (
-            SELECT nullif(replace(plainto_tsquery('english', %s)::text, '&', '|'), '')::tsquery AS q
-        )
-        SELECT s.episode_uid, s.text, ts_rank_cd(s.tsv, q.q) AS rank
-        FROM {schema}.sentences s, q
-        WHERE q.q IS NOT NULL AND s.scope_key = %s AND s.tsv @@ q.q AND {where}
-        ORDER BY rank DESC
-        LIMIT %s
-        """,
-        [query, scope_key, *params, limit],
-    )
-    return [SentenceHit(uid, text, float(rank)) for uid, text, rank in await cur.fetchall()]
+    try:
+        async with conn.transaction():  # a savepoint: a timeout leaves the search usable
+            cur = await conn.execute(
+                f"""
+                WITH terms AS MATERIALIZED (
+                    SELECT term, min(ord) AS ord
+                    FROM unnest(string_to_array(plainto_tsquery('english', %s)::text, ' & '))
+                         WITH ORDINALITY AS u(term, ord)
+                    WHERE term <> ''
+                    GROUP BY term ORDER BY min(ord) LIMIT %s
+                ), q AS (
+                    SELECT string_agg(term, ' | ' ORDER BY ord)::tsquery AS q,
+                           greatest(%s / nullif(count(*), 0), 1) AS per_term
+                    FROM terms
+                ), candidates AS (
+                    SELECT DISTINCT ON (c.episode_uid, c.idx) c.episode_uid, c.text, c.tsv
+                    FROM terms t CROSS JOIN LATERAL (
+                        SELECT s.episode_uid, s.idx, s.text, s.tsv FROM {schema}.sentences s
+                        WHERE s.scope_key = %s AND s.tsv @@ t.term::tsquery AND {where}
+                        LIMIT (SELECT per_term FROM q)
+                    ) c
+                )
+                SELECT c.episode_uid, c.text, ts_rank_cd(c.tsv, q.q) AS rank
+                FROM candidates c, q
+                ORDER BY rank DESC
+                LIMIT %s
+                """,
+                [query, MAX_LEXICAL_TERMS, LEXICAL_CANDIDATES, scope_key, *params, limit],
+            )
+            rows = await cur.fetchall()
+    except QueryCanceled as exc:
+        log.warning("memory.lexical_lane_timeout", scope=scope_key, query_chars=len(query),
+                    error=str(exc).splitlines()[0])
+        return None
+    return [SentenceHit(uid, text, float(rank)) for uid, text, rank in rows]
 
 
 def nuclei_from_hits(vector_hits: list[SentenceHit],

@@ -355,6 +355,8 @@ class Memory:
 
         async def read():
             async with self._pool.connection() as conn, conn.transaction():
+                await conn.execute("SELECT set_config('statement_timeout', %s, true)",
+                                   [str(self.settings.search_statement_timeout_ms)])
                 t0 = time.perf_counter()
                 nuclei = await sql.probe_nuclei(conn, self.schema, scope.key, embeddings[0],
                                                 query, filters, k=k, limit=limit,

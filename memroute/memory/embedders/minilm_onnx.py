@@ -8,11 +8,14 @@ from pathlib import Path
 
 import numpy as np
 
-from memroute.memory.embedders.base import l2_normalize
+from memroute.memory.embedders.base import l2_normalize, windows_from_offsets
 from memroute.errors import ModelUnavailableError
 
 TOKENIZER_PATH = Path(__file__).with_name("minilm_tokenizer.json")
 MAX_TOKENS = 256
+# padded tokens of one inference batch: 4 texts of 256 tokens, or 16 short sentences; bigger
+# batches of long texts cost ~40 MB more per text at their peak and were no faster
+MAX_BATCH_TOKENS = 1024
 
 
 def _default_model_path() -> tuple[Path, str | None]:
@@ -57,6 +60,9 @@ class MiniLMOnnxEmbedder:
                 )
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
+        # Without the arena, memory goes back after each batch: with it, one 1 MB episode
+        # left the process 600 MB bigger for good.
+        options.enable_cpu_mem_arena = False
         options.inter_op_num_threads = 1
         # Idle worker threads spin by default; on a shared machine that burns the cores other
         # processes need (one cause of the 10-35x slowdowns under contention).
@@ -69,23 +75,47 @@ class MiniLMOnnxEmbedder:
         except Exception as exc:  # onnxruntime raises its own exception types
             raise ModelUnavailableError(f"cannot load embedder model {path}: {exc}") from exc
         self._tokenizer.enable_truncation(MAX_TOKENS)
-        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        self._tokenizer.no_padding()
+        self._window_tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))  # never truncates
+        self._window_tokenizer.no_truncation()
+        self._window_tokenizer.no_padding()
         self._input_names = {i.name for i in self._session.get_inputs()}
         self.batch_size = batch_size
         self.threads = threads
 
+    def token_windows(self, text: str) -> list[str]:
+        """``text`` cut into overlapping windows that each fit the model (see
+        `windows_from_offsets`); ``[text]`` when it fits whole."""
+        encoding = self._window_tokenizer.encode(text)
+        offsets = [o for o, special in zip(encoding.offsets, encoding.special_tokens_mask)
+                   if not special]
+        return windows_from_offsets(text, offsets, MAX_TOKENS - 2)  # [CLS] and [SEP]
+
     def encode(self, texts: list[str]) -> np.ndarray:
-        """Synchronous batch encoding (runs in a worker thread from the async methods)."""
+        """Synchronous batch encoding (runs in a worker thread from the async methods).
+
+        Batches hold at most ``batch_size`` texts and ``MAX_BATCH_TOKENS`` padded tokens,
+        which bounds the memory one batch of long texts takes."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        encodings = self._tokenizer.encode_batch(texts)
         # Sorting by length keeps padding small within each batch.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start : start + self.batch_size]
-            encodings = self._tokenizer.encode_batch([texts[i] for i in idx])
-            ids = np.array([e.ids for e in encodings], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        start = 0
+        while start < len(order):
+            end = start + 1
+            while (end < len(order) and end - start < self.batch_size
+                   and (end - start + 1) * len(encodings[order[end]].ids) <= MAX_BATCH_TOKENS):
+                end += 1
+            idx = order[start:end]
+            start = end
+            width = max(len(encodings[i].ids) for i in idx)
+            ids = np.zeros((len(idx), width), dtype=np.int64)
+            mask = np.zeros((len(idx), width), dtype=np.int64)
+            for row, i in enumerate(idx):
+                ids[row, :len(encodings[i].ids)] = encodings[i].ids
+                mask[row, :len(encodings[i].ids)] = 1
             feeds = {"input_ids": ids, "attention_mask": mask}
             if "token_type_ids" in self._input_names:
                 feeds["token_type_ids"] = np.zeros_like(ids)
