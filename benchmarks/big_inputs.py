@@ -87,7 +87,8 @@ async def ingestion_case(case: str) -> dict:
         start = time.perf_counter()
         if case == "one_mb_episode":
             # sentences of 15 words, as prose has; 1,000,000 characters in all
-            text = ". ".join(random_words(words, 100, i) for i in range(12_000))[:1_000_000]
+            text = ". ".join(random_words(words, 100, i).capitalize()
+                             for i in range(12_000))[:1_000_000]
             await memory.add(scope, [Episode(uid="big", content=text)])
             figures = {"characters": len(text)}
         else:

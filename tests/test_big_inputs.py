@@ -4,6 +4,12 @@ windows, so a word at its very end is found; results still show each episode onc
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -80,3 +86,20 @@ async def test_windows_cover_every_character_and_fit_the_model(memory: Memory,
         scope, await memory.search_scored(scope, ENDING, k=1, context=(0, 0)))
     assert stored[0].sentence_embeddings.shape == (len(windows), memory.embedder.dim)
     assert np.allclose(np.linalg.norm(stored[0].sentence_embeddings, axis=1), 1, atol=1e-3)
+
+
+@pytest.mark.stress
+def test_stress_big_inputs_stay_within_their_bounds(pg_url: str) -> None:
+    """`benchmarks.big_inputs` on the test server: the longest lexical query at 100k
+    sentences, one 1 MB episode, 40,000 tiny episodes in bounded transactions."""
+    env = {**os.environ, "MEMROUTE_DATABASE_URL": pg_url}
+    out = subprocess.run([sys.executable, "-m", "benchmarks.big_inputs"], env=env, check=True,
+                         capture_output=True, text=True, cwd=Path(__file__).parents[1]).stdout
+    print(out)
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["lexical"]["long_query_ms"]["p50"] <= 1000  # the issue's target at 100k
+    one_mb, tiny = report["one_mb_episode"], report["tiny_episodes"]
+    assert one_mb["stored"]["episodes"] == 2 and tiny["stored"]["episodes"] == 40_001
+    for figures in (one_mb, tiny):  # the embedder's working memory goes back after each batch
+        assert figures["rss_mb_peak"] - figures["rss_mb_models_loaded"] < 400
+        assert figures["rss_mb_end"] - figures["rss_mb_models_loaded"] < 150
