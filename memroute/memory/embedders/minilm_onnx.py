@@ -13,9 +13,10 @@ from memroute.errors import ModelUnavailableError
 
 TOKENIZER_PATH = Path(__file__).with_name("minilm_tokenizer.json")
 MAX_TOKENS = 256
-# padded tokens of one inference batch: 4 texts of 256 tokens, or 16 short sentences; bigger
-# batches of long texts cost ~40 MB more per text at their peak and were no faster
-MAX_BATCH_TOKENS = 1024
+# One inference batch holds at most this many (texts x padded length^2): its attention
+# memory. Two texts of 256 tokens, or 16 sentences of up to 90 tokens (the usual ones, at
+# full speed); 16 texts of 256 tokens took ~600 MB at their peak.
+MAX_BATCH_ATTENTION = 2 * MAX_TOKENS**2
 
 
 def _default_model_path() -> tuple[Path, str | None]:
@@ -78,8 +79,8 @@ class MiniLMOnnxEmbedder:
                 )
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
-        # Without the arena, memory goes back after each batch: with it, one 1 MB episode
-        # left the process 600 MB bigger for good.
+        # Without the arena, memory goes back after each batch: with it, 64 texts of 256
+        # tokens left the process ~600 MB bigger for good (no slower without it).
         options.enable_cpu_mem_arena = False
         options.inter_op_num_threads = 1
         # Idle worker threads spin by default; on a shared machine that burns the cores other
@@ -102,8 +103,8 @@ class MiniLMOnnxEmbedder:
     def encode(self, texts: list[str]) -> np.ndarray:
         """Synchronous batch encoding (runs in a worker thread from the async methods).
 
-        Batches hold at most ``batch_size`` texts and ``MAX_BATCH_TOKENS`` padded tokens,
-        which bounds the memory one batch of long texts takes."""
+        Batches hold at most ``batch_size`` texts and ``MAX_BATCH_ATTENTION``, which bounds
+        the memory one batch of long texts takes."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         encodings = self._tokenizer.encode_batch(texts)
@@ -114,7 +115,8 @@ class MiniLMOnnxEmbedder:
         while start < len(order):
             end = start + 1
             while (end < len(order) and end - start < self.batch_size
-                   and (end - start + 1) * len(encodings[order[end]].ids) <= MAX_BATCH_TOKENS):
+                   and (end - start + 1) * len(encodings[order[end]].ids) ** 2
+                   <= MAX_BATCH_ATTENTION):
                 end += 1
             idx = order[start:end]
             start = end
