@@ -5,7 +5,9 @@
   (default 100k), written straight into the tables;
 - ``one_mb_episode``: one `Memory.add` of a 1 MB episode;
 - ``tiny_episodes``: 40,000 tiny episodes through `Memory.add_batches` (bounded transactions
-  of ``MAX_EPISODES_PER_CALL``).
+  of ``MAX_EPISODES_PER_CALL``);
+- ``long_texts``: the embedder alone on 64 texts of 2,000 characters (each over its 256
+  tokens), the worst case of its batches' memory.
 
 Each ingestion case reports its wall time and the process's resident memory (RSS) after
 loading the models, at its peak and at the end. Prints a table and one JSON line, and writes
@@ -31,7 +33,7 @@ from memroute.memory import Episode, Memory, Scope, sql
 from memroute.memory.limits import MAX_EPISODES_PER_CALL, MAX_QUERY_CHARS
 from memroute.settings import MemrouteSettings
 
-CASES = ("lexical", "one_mb_episode", "tiny_episodes")
+CASES = ("lexical", "one_mb_episode", "tiny_episodes", "long_texts")
 
 
 def rss_mb() -> float:
@@ -110,7 +112,23 @@ async def ingestion_case(case: str) -> dict:
         await memory.close()
 
 
+def long_texts_case() -> dict:
+    from memroute.memory.embedders.minilm_onnx import MiniLMOnnxEmbedder
+
+    embedder = MiniLMOnnxEmbedder(threads=1)
+    loaded = rss_mb()
+    words = vocabulary(2000)
+    texts = [random_words(words, 2000, i) for i in range(64)]
+    start = time.perf_counter()
+    embedder.encode(texts)
+    return {"texts": len(texts), "wall_s": round(time.perf_counter() - start, 1),
+            "stored": None, "rss_mb_models_loaded": round(loaded),
+            "rss_mb_peak": round(peak_rss_mb()), "rss_mb_end": round(rss_mb())}
+
+
 def run_case(args: argparse.Namespace) -> dict:
+    if args.case == "long_texts":
+        return long_texts_case()
     if args.case == "lexical":
         return asyncio.run(lexical_case(args.sentences, args.queries))
     return asyncio.run(ingestion_case(args.case))
@@ -126,7 +144,8 @@ def print_report(report: dict) -> None:
         fig = report.get(case)
         if fig:
             print(f"{case:<15} {fig['wall_s']:7.1f} s  RSS: models {fig['rss_mb_models_loaded']} MB,"
-                  f" peak {fig['rss_mb_peak']} MB, end {fig['rss_mb_end']} MB  stored {fig['stored']}")
+                  f" peak {fig['rss_mb_peak']} MB, end {fig['rss_mb_end']} MB"
+                  + (f"  stored {fig['stored']}" if fig["stored"] else ""))
     print(f"load average: start {report['machine']['load_average_start']}, "
           f"end {report['load_average_end']}")
 
