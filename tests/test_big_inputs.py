@@ -89,6 +89,7 @@ async def test_windows_cover_every_character_and_fit_the_model(memory: Memory,
 
 
 @pytest.mark.stress
+@pytest.mark.timeout(3600)  # ~20 min on the shared machine
 def test_stress_big_inputs_stay_within_their_bounds(pg_url: str) -> None:
     """`benchmarks.big_inputs` on the test server: the longest lexical query at 100k
     sentences, one 1 MB episode, 40,000 tiny episodes in bounded transactions, 64 texts
