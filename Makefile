@@ -32,6 +32,9 @@ bench: install
 	$(THREADS) $(BIN)/python -m benchmarks.agent $(BENCH_AGENT_ARGS)
 	$(THREADS) $(BIN)/python -m benchmarks.service $(BENCH_SERVICE_ARGS)
 
+# Fault and load runs: kill loops, 2 and 4 processes starting a fresh home x10, load, and the
+# big inputs (benchmarks/big_inputs.py: the 8,192-character lexical query at 100k sentences,
+# a 1 MB episode, 40,000 tiny episodes; figures printed and in bench-out/big_inputs.json).
 stress: install
 	$(THREADS) $(BIN)/python -m pytest -m stress $(PYTEST_ARGS)
 

@@ -33,6 +33,14 @@ class StoreUnavailableError(MemrouteError):
     http_status = 503
 
 
+class StatementTimeoutError(MemrouteError):
+    """A search statement ran past ``MEMROUTE_SEARCH_STATEMENT_TIMEOUT_MS`` and was cancelled
+    by the database."""
+
+    exit_code = 8
+    http_status = 504
+
+
 class ModelUnavailableError(MemrouteError):
     """A model's files are missing, corrupt or cannot be loaded."""
 
@@ -72,4 +80,4 @@ def http_status_for(exc: BaseException) -> int:
 
 __all__ = ["EmbedderMismatchError", "FilterError", "InvalidInputError", "MemrouteError",
            "ModelUnavailableError", "NotAuthenticatedError", "ScopeForbiddenError",
-           "StoreUnavailableError", "exit_code_for", "http_status_for"]
+           "StatementTimeoutError", "StoreUnavailableError", "exit_code_for", "http_status_for"]

@@ -55,6 +55,9 @@ class MemrouteSettings(BaseSettings):
     entity_lane: bool = True
     extract_entities: bool = True
     candidates: int = 60
+    # every statement of a search transaction; a lexical lane past it is dropped from that
+    # search (a warning), any other statement raises StatementTimeoutError
+    search_statement_timeout_ms: int = Field(default=2000, ge=1, le=600_000)
     rerank_fusion: Literal["max", "mean", "rrf"] = "max"
 
     # offline: never a model; llm: the MEMROUTE_LLM_* model (an error without one); cascade:

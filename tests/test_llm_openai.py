@@ -275,3 +275,18 @@ async def test_cancelled_in_flight_requests_are_charged(server, memory, corpus):
                                      budget={"max_latency_s": 0.5})
     assert len(server.requests) == 3 and deadline.costs.llm_calls == 1
     assert "latency" in deadline.stop_reason
+
+
+@pytest.mark.parametrize("first", [error(400, "response_format json_schema unsupported"),
+                                   reply("not a route at all")],
+                         ids=["format-downgrade", "repair"])
+async def test_requests_of_an_attempt_the_node_timeout_cancelled_are_all_charged(
+        server, memory, corpus, first):
+    """An attempt that sent a downgrade or repair request before the graph's node timeout
+    cancelled it is charged every request it sent, not one call."""
+    server.script = [first, hang(), hang()]
+    agent = RetrievalAgent(memory, llm=server.client(), model="m", policies=SHORT_TIMEOUT)
+    result = await agent.aretrieve(QUESTION, scope=corpus, k=5)
+    assert result.stop_reason == "router_failed: timeout after 0.3s" and result.results
+    assert len(server.requests) == 3 == result.costs.llm_calls
+    assert result.costs.by_node["tool_select"]["llm_calls"] == 3

@@ -311,7 +311,7 @@ async def test_a_failed_search_read_leaves_its_connection_as_it_found_it(memory:
     async with memory._pool.connection() as conn:
         with pytest.raises(psycopg.errors.UndefinedTable):
             await sql.read_search(conn, "no_such_schema", "s", vector, None, limit=5,
-                                  before=1, after=1)
+                                  before=1, after=1, timeout_ms=2000)
         assert conn.info.transaction_status == TransactionStatus.IDLE
         assert conn.autocommit is False
         cur = await conn.execute("SELECT current_setting('hnsw.ef_search', true)")

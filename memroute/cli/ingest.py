@@ -28,8 +28,8 @@ def ingest(
     fmt: Annotated[str, typer.Option(
         "--format", "-f", help="jsonl | hotpotqa | 2wiki | musique | locomo")] = "jsonl",
     scope: ScopeOpt = "default",
-    batch_size: Annotated[int, typer.Option(min=1, max=10_000,
-                                            help="Episodes per atomic write.")] = 256,
+    batch_size: Annotated[int, typer.Option(
+        min=1, help="Episodes per atomic write (at most MAX_EPISODES_PER_CALL, 5000).")] = 256,
     skip_invalid: Annotated[bool, typer.Option(
         "--skip-invalid", help="Store the valid lines even when some lines are bad.")] = False,
     limit: Annotated[int | None, typer.Option(
@@ -40,8 +40,13 @@ def ingest(
 ) -> None:
     """Store episodes from a file. Every line is validated before anything is written."""
     setup_command(json_output, debug)
+    from memroute.errors import InvalidInputError
     from memroute.ingest import check_format
+    from memroute.memory.limits import MAX_EPISODES_PER_CALL
 
+    if batch_size > MAX_EPISODES_PER_CALL:
+        raise InvalidInputError(
+            f"--batch-size must be at most {MAX_EPISODES_PER_CALL}, got {batch_size}")
     check_format(fmt)
     target = parse_scope(scope)
     report = run(_ingest(file, fmt, target, batch_size, skip_invalid, limit, seed))

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from langgraph.errors import NodeError, NodeTimeoutError
@@ -23,18 +24,48 @@ from memroute.graph.context import ContextResolver, RetrievalContext
 from memroute.graph.state import NodeCost, RetrievalState, node_cost
 from memroute.planners.base import Planner, PlannerResult
 from memroute.strategies.base import Usage
-from memroute.strategies.budget import Budget, CallLimits
+from memroute.strategies.budget import Budget, CallLimits, RequestTally, tallying
 
 log = get_logger(__name__)
 T = TypeVar("T")
 ATTEMPTS_ATTR = "memroute_attempts"
+# The requests each running planner task has sent, by LangGraph task id (shared by a task's
+# attempts and its error handler); a task's entry goes when it returns or is handled.
+_TALLIES: OrderedDict[str, RequestTally] = OrderedDict()
+_MAX_TALLIES = 4096  # entries of tasks that never finished (their run was cancelled) age out
 
 
-def limits_for(state: RetrievalState, attempt: int = 1) -> CallLimits:
-    """What the next planner step may spend, given the request's budget and its costs so far."""
+def limits_for(state: RetrievalState, attempt: int = 1, prior_requests: int = 0) -> CallLimits:
+    """What the next planner step may spend, given the request's budget and its costs so far
+    (``prior_requests``: what earlier attempts of this step sent, at least one each)."""
     return CallLimits.remaining(Budget.coerce(state.get("budget")),
                                 Usage.total(state.get("costs") or []),
-                                state.get("started_at") or time.time(), attempt - 1)
+                                state.get("started_at") or time.time(),
+                                max(attempt - 1, prior_requests))
+
+
+def _task_id(runtime: Any) -> str | None:
+    return getattr(getattr(runtime, "execution_info", None), "task_id", None)
+
+
+def task_tally(runtime: Any, attempt: int) -> RequestTally:
+    """The request tally of the task ``runtime`` runs, fresh on its first attempt."""
+    task_id = _task_id(runtime)
+    if task_id is None:
+        return RequestTally()
+    if attempt == 1:
+        _TALLIES.pop(task_id, None)
+    tally = _TALLIES.setdefault(task_id, RequestTally())
+    _TALLIES.move_to_end(task_id)
+    while len(_TALLIES) > _MAX_TALLIES:
+        _TALLIES.popitem(last=False)
+    return tally
+
+
+def finish_tally(runtime: Any) -> RequestTally | None:
+    """Remove and return the tally of the task ``runtime`` runs (or handles the error of)."""
+    task_id = _task_id(runtime)
+    return None if task_id is None else _TALLIES.pop(task_id, None)
 
 
 def first_attempt_time(runtime: Any) -> float:
@@ -101,19 +132,25 @@ class PlannerStep:
     limits: CallLimits
     attempt: int
     started: float
+    runtime: Any = None
+    tally: RequestTally = field(default_factory=RequestTally)
 
     @classmethod
     def start(cls, node: str, step: str, ctx: RetrievalContext, state: RetrievalState,
               runtime: Runtime, started: float | None = None) -> PlannerStep:
         attempt = attempt_of(runtime)
-        return cls(node, step, ctx, limits_for(state, attempt), attempt,
-                   time.time() if started is None else started)
+        tally = task_tally(runtime, attempt)
+        return cls(node, step, ctx, limits_for(state, attempt, tally.sent), attempt,
+                   time.time() if started is None else started, runtime, tally)
 
     async def ask_planner(self, decide: Callable[[Planner], Awaitable[PlannerResult[T]]],
                   detail: str | None = None) -> Decided[T]:
         """``decide`` asked of the planner bound to the limits, before the deadline."""
         planner = self.ctx.planner.with_limits(self.limits)
-        result = await run_before_deadline(lambda: decide(planner), self.limits, self.attempt)
+        with tallying(self.tally):
+            result = await run_before_deadline(lambda: decide(planner), self.limits,
+                                               self.attempt)
+        finish_tally(self.runtime)
         cost = node_cost(self.node, self.started, result.usage, detail=detail, raw=result.raw)
         if result.value is None:
             return Decided(None, cost, failure_reason(self.step, result.error))
@@ -129,10 +166,12 @@ def describe(exc: BaseException) -> str:
 
 
 def failed_attempt_cost(node: str, error: BaseException, max_attempts: int, started_at: float,
-                        planner: Planner) -> NodeCost:
+                        planner: Planner, requests_sent: int = 0) -> NodeCost:
     """What a step that ended in an exception is charged: for a planner that spends LLM
-    calls, one call per attempt (a timed-out request may have been billed), tokens unknown."""
-    attempts = getattr(error, ATTEMPTS_ATTR, max_attempts) if planner.spends_llm_calls else 0
+    calls, one call per request its attempts sent and at least one per attempt (a timed-out
+    request may have been billed), tokens unknown."""
+    attempts = (max(getattr(error, ATTEMPTS_ATTR, max_attempts), requests_sent)
+                if planner.spends_llm_calls else 0)
     log.warning("graph.step_failed", node=node, attempts=attempts, error=describe(error))
     return node_cost(node, started_at, Usage(llm_calls=attempts, estimated=attempts > 0),
                      detail=f"failed: {describe(error)}")
@@ -152,7 +191,9 @@ def make_fallback(node: str, step: str, resolve: ContextResolver, max_attempts: 
         if isinstance(error.error, reraise):
             raise error.error
         ctx = await resolve(runtime.context)
-        cost = failed_attempt_cost(node, error.error, max_attempts, time.time(), ctx.planner)
+        tally = finish_tally(runtime)
+        cost = failed_attempt_cost(node, error.error, max_attempts, time.time(), ctx.planner,
+                                   tally.sent if tally else 0)
         return fall_back(state, f"{step}_failed: {describe(error.error)}", cost, ctx, runtime)
 
     on_error.__name__ = f"on_{node}_error"

@@ -1,6 +1,10 @@
 """The documented limits of one memory call, declared once (every face imports them)."""
 
 MAX_QUERY_CHARS = 8192  # of one query
+MAX_LEXICAL_TERMS = 32  # distinct terms (after stemming and stop words) the lexical lane uses
+LEXICAL_CANDIDATES = 2000  # matching sentences the lexical lane ranks, at most
+MAX_EPISODES_PER_CALL = 5000  # episodes of one add or upsert (one transaction)
+MAX_CHARS_PER_CALL = 10_000_000  # content characters of one add or upsert, all episodes
 MAX_K = 1000  # results of one search
 MAX_CONTEXT = 50  # neighbours on either side of a hit
 MAX_EXTRA_QUERIES = 16  # queries of one multi-query rerank besides the first

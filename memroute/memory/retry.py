@@ -6,16 +6,18 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from psycopg import OperationalError
+from psycopg.errors import QueryCanceled
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from memroute.errors import StoreUnavailableError
+from memroute.errors import StatementTimeoutError, StoreUnavailableError
 
 T = TypeVar("T")
 
 
 def _transient(exc: BaseException) -> bool:
-    """Connection-level failures (server restart, killed backend, pool timeout)."""
-    return isinstance(exc, OperationalError)
+    """Connection-level failures (server restart, killed backend, pool timeout); not a
+    statement cancelled by its ``statement_timeout``, which would only time out again."""
+    return isinstance(exc, OperationalError) and not isinstance(exc, QueryCanceled)
 
 
 async def with_retry(operation: Callable[[], Awaitable[T]], what: str) -> T:
@@ -30,6 +32,8 @@ async def with_retry(operation: Callable[[], Awaitable[T]], what: str) -> T:
         ):
             with attempt:
                 return await operation()
+    except QueryCanceled as exc:
+        raise StatementTimeoutError(f"{what} cancelled by the database: {exc}") from exc
     except OperationalError as exc:
         raise StoreUnavailableError(f"{what} failed, database unavailable: {exc}") from exc
     raise AssertionError("unreachable")

@@ -12,15 +12,20 @@ from typing import NamedTuple
 import numpy as np
 import psycopg
 from psycopg import AsyncConnection
+from psycopg.errors import QueryCanceled
 from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
+from memroute._log import get_logger
 from memroute.memory.filters import compile_filter
+from memroute.memory.limits import LEXICAL_CANDIDATES, MAX_LEXICAL_TERMS
 from memroute.memory.models import Episode
 
 RRF_K = 60
 EF_SEARCH_RANGE = (40, 1000)  # pgvector accepts hnsw.ef_search in 1..1000
 MAX_SCAN_TUPLES = 20_000  # pgvector's default bound of one iterative scan
+
+log = get_logger(__name__)
 
 
 @dataclass
@@ -70,23 +75,51 @@ async def vector_lane(conn: AsyncConnection, schema: str, scope_key: str, embedd
 
 
 async def lexical_lane(conn: AsyncConnection, schema: str, scope_key: str, query: str,
-                       filters: dict | None, limit: int) -> list[SentenceHit]:
-    """Full-text matches of any query term (OR), ranked by ``ts_rank_cd``."""
+                       filters: dict | None, limit: int) -> list[SentenceHit] | None:
+    """Full-text matches of any query term (OR), ranked by ``ts_rank_cd``; ``None`` when the
+    statement ran past its ``statement_timeout`` (the search goes on without this lane).
+
+    Bounded whatever the query: only its first ``MAX_LEXICAL_TERMS`` distinct terms count,
+    and only a candidate set of at most ``LEXICAL_CANDIDATES`` matching sentences is ranked,
+    shared out between the terms, so a rare term's matches are all ranked and a common term
+    contributes an arbitrary share of its own.
+    """
     where, params = compile_filter(filters, "s")
-    cur = await conn.execute(
-        f"""
-        WITH q AS (
-            SELECT nullif(replace(plainto_tsquery('english', %s)::text, '&', '|'), '')::tsquery AS q
-        )
-        SELECT s.episode_uid, s.text, ts_rank_cd(s.tsv, q.q) AS rank
-        FROM {schema}.sentences s, q
-        WHERE q.q IS NOT NULL AND s.scope_key = %s AND s.tsv @@ q.q AND {where}
-        ORDER BY rank DESC
-        LIMIT %s
-        """,
-        [query, scope_key, *params, limit],
-    )
-    return [SentenceHit(uid, text, float(rank)) for uid, text, rank in await cur.fetchall()]
+    try:
+        async with conn.transaction():  # a savepoint: a timeout leaves the search usable
+            cur = await conn.execute(
+                f"""
+                WITH terms AS MATERIALIZED (
+                    SELECT term, min(ord) AS ord
+                    FROM unnest(string_to_array(plainto_tsquery('english', %s)::text, ' & '))
+                         WITH ORDINALITY AS u(term, ord)
+                    WHERE term <> ''
+                    GROUP BY term ORDER BY min(ord) LIMIT %s
+                ), q AS (
+                    SELECT string_agg(term, ' | ' ORDER BY ord)::tsquery AS q,
+                           greatest(%s / nullif(count(*), 0), 1) AS per_term
+                    FROM terms
+                ), candidates AS (
+                    SELECT DISTINCT ON (c.episode_uid, c.idx) c.episode_uid, c.text, c.tsv
+                    FROM terms t CROSS JOIN LATERAL (
+                        SELECT s.episode_uid, s.idx, s.text, s.tsv FROM {schema}.sentences s
+                        WHERE s.scope_key = %s AND s.tsv @@ t.term::tsquery AND {where}
+                        LIMIT (SELECT per_term FROM q)
+                    ) c
+                )
+                SELECT c.episode_uid, c.text, ts_rank_cd(c.tsv, q.q) AS rank
+                FROM candidates c, q
+                ORDER BY rank DESC
+                LIMIT %s
+                """,
+                [query, MAX_LEXICAL_TERMS, LEXICAL_CANDIDATES, scope_key, *params, limit],
+            )
+            rows = await cur.fetchall()
+    except QueryCanceled as exc:
+        log.warning("memory.lexical_lane_timeout", scope=scope_key, query_chars=len(query),
+                    error=str(exc).splitlines()[0])
+        return None
+    return [SentenceHit(uid, text, float(rank)) for uid, text, rank in rows]
 
 
 def nuclei_from_hits(vector_hits: list[SentenceHit],
@@ -340,20 +373,26 @@ def search_statement(schema: str, scope_key: str, embedding: np.ndarray,
 def hnsw_settings(limit: int, max_scan_tuples: int | None = None) -> tuple[str, tuple]:
     """The transaction's HNSW settings for a probe of ``limit`` rows: ``hnsw.ef_search``
     clamped to pgvector's range, the iterative scan on, bounded by ``max_scan_tuples``
-    (at least `MAX_SCAN_TUPLES`)."""
+    (`MAX_SCAN_TUPLES` by default)."""
     ef_search = min(max(limit, EF_SEARCH_RANGE[0]), EF_SEARCH_RANGE[1])
     max_scan_tuples = MAX_SCAN_TUPLES if max_scan_tuples is None else max_scan_tuples
     return ("SELECT set_config('hnsw.ef_search', %s, true), "
             "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
             "set_config('hnsw.max_scan_tuples', %s, true)",
-            (str(ef_search), str(max(max_scan_tuples, MAX_SCAN_TUPLES))))
+            (str(ef_search), str(max_scan_tuples)))
+
+
+def statement_timeout(timeout_ms: int) -> tuple[str, tuple]:
+    """The transaction's bound on each search statement's database time."""
+    return "SELECT set_config('statement_timeout', %s, true)", (str(timeout_ms),)
 
 
 async def read_search(conn: AsyncConnection, schema: str, scope_key: str,
                       embedding: np.ndarray, filters: dict | None, *, limit: int,
-                      before: int, after: int) -> SearchRead:
+                      before: int, after: int, timeout_ms: int) -> SearchRead:
     """The vector probe, its nuclei, their context windows and the windows' stored vectors in
-    one statement, sent with its HNSW settings in one round trip (pipeline mode).
+    one statement, sent with its HNSW settings and statement timeout in one round trip
+    (pipeline mode).
 
     ``hits`` is how many sentence hits the probe found (fewer than ``limit``: the scope,
     after filters, is exhausted, or the scan reached ``hnsw.max_scan_tuples``)."""
@@ -368,6 +407,7 @@ async def read_search(conn: AsyncConnection, schema: str, scope_key: str,
     try:
         async with conn.pipeline():
             await conn.execute("BEGIN")
+            await conn.execute(*statement_timeout(timeout_ms))
             await conn.execute(*hnsw_settings(limit))
             await cur.execute(statement, params)
             await conn.execute("COMMIT")

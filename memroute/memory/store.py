@@ -356,8 +356,10 @@ class Memory:
         async def read():
             async with self._pool.connection() as conn:
                 t0 = time.perf_counter()
-                found = await sql.read_search(conn, self.schema, scope.key, embeddings[0],
-                                              filters, limit=limit, before=before, after=after)
+                found = await sql.read_search(
+                    conn, self.schema, scope.key, embeddings[0], filters, limit=limit,
+                    before=before, after=after,
+                    timeout_ms=self.settings.search_statement_timeout_ms)
                 timings["read_ms"] = (time.perf_counter() - t0) * 1000
                 nuclei, windows = found.nuclei, found.windows
                 episodes, stored = found.episodes, found.vectors
@@ -370,6 +372,8 @@ class Memory:
                 # the windows of the nuclei they add.
                 t0 = time.perf_counter()
                 async with conn.transaction():
+                    await conn.execute(*sql.statement_timeout(
+                        self.settings.search_statement_timeout_ms))
                     if short:
                         nuclei = await sql.probe_nuclei(conn, self.schema, scope.key,
                                                         embeddings[0], query, filters, k=k,

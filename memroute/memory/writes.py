@@ -1,5 +1,6 @@
 """The write pipeline behind `Memory.add` and `Memory.upsert`: validate, skip stored uids
-(add) or replace them (upsert), split, embed, then write everything in one transaction."""
+(add) or replace them (upsert), split (a sentence longer than the embedder reads becomes
+overlapping windows, one index row each), embed, then write everything in one transaction."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from memroute._log import get_logger
 from memroute.errors import InvalidInputError, ModelUnavailableError
 from memroute.memory.embedders import Embedder
 from memroute.memory.entity_sql import entity_columns, sentence_entities
+from memroute.memory.limits import MAX_CHARS_PER_CALL, MAX_EPISODES_PER_CALL
 from memroute.memory.models import Episode, Scope, coerce_episode
 from memroute.memory.retry import with_retry
 from memroute.memory.splitter import split_sentences
@@ -104,7 +106,15 @@ class EpisodeWriter:
         nothing is written."""
         if not isinstance(episodes, (list, tuple)):
             raise InvalidInputError("episodes must be a list")
+        if len(episodes) > MAX_EPISODES_PER_CALL:
+            raise InvalidInputError(
+                f"{len(episodes)} episodes in one call; the limit is {MAX_EPISODES_PER_CALL} "
+                "(one transaction): use add_batches for more")
         items = [coerce_episode(e, i) for i, e in enumerate(episodes)]
+        if (chars := sum(len(e.content) for e in items)) > MAX_CHARS_PER_CALL:
+            raise InvalidInputError(
+                f"{chars} characters of content in one call; the limit is {MAX_CHARS_PER_CALL}:"
+                " use add_batches with smaller batches")
         prepared = PreparedAdd(scope, [e.uid for e in items], replace=replace)
         unique: dict[str, Episode] = {}
         for episode in items:
@@ -136,8 +146,11 @@ class EpisodeWriter:
         return await self._embed(prepared)
 
     async def _embed(self, prepared: PreparedAdd) -> PreparedAdd:
-        prepared.sentences = [(e, i, text) for e in prepared.new
-                              for i, text in enumerate(split_sentences(e.content))]
+        windows = getattr(self.embedder, "token_windows", None) or (lambda text: [text])
+        prepared.sentences = [
+            (e, i, text) for e in prepared.new
+            for i, text in enumerate(w for sentence in split_sentences(e.content)
+                                     for w in windows(sentence))]
         texts = [t for _, _, t in prepared.sentences]
         vectors, prepared.entities = await asyncio.gather(
             self.embedder.embed_documents(texts),

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -73,9 +76,10 @@ def _left(limit: float | None, used: float) -> float | None:
 class CallLimits:
     """What one planner step may still spend; ``None`` is unlimited.
 
-    ``deadline`` is a ``time.time()`` instant. ``prior_attempts`` counts earlier attempts
-    of the same step (retried after a transient error): each is charged one call and the
-    prompt's estimated input tokens, since a timed-out request may have been billed.
+    ``deadline`` is a ``time.time()`` instant. ``prior_attempts`` counts the requests
+    earlier attempts of the same step sent (at least one per attempt; the step was retried
+    after a transient error or a timeout): each is charged one call and the prompt's
+    estimated input tokens, since a timed-out request may have been billed.
     """
 
     llm_calls: int | None = None
@@ -127,3 +131,32 @@ def profile_shortfall(profile: CostProfile, limits: CallLimits) -> str | None:
     if left is not None and profile.time_cost > left:
         return f"latency (~{profile.time_cost:.2f}s needed, {left:.2f}s left)"
     return None
+
+
+@dataclass
+class RequestTally:
+    """The requests one planner step sent to a model, over all its attempts. It lives
+    outside the attempt, so a request cut off when the graph cancels the attempt (its node
+    timeout) is still charged."""
+
+    sent: int = 0
+
+
+_TALLY: ContextVar[RequestTally | None] = ContextVar("memroute_request_tally", default=None)
+
+
+def tally_request() -> None:
+    """Count one request sent, in the tally of the planner step running (if any)."""
+    tally = _TALLY.get()
+    if tally is not None:
+        tally.sent += 1
+
+
+@contextmanager
+def tallying(tally: RequestTally) -> Iterator[RequestTally]:
+    """Requests sent inside this block count in ``tally``."""
+    token = _TALLY.set(tally)
+    try:
+        yield tally
+    finally:
+        _TALLY.reset(token)

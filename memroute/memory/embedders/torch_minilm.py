@@ -13,6 +13,7 @@ import asyncio
 import numpy as np
 
 from memroute.memory.embedders.base import l2_normalize
+from memroute.memory.embedders.minilm_onnx import MiniLMWindows
 from memroute.errors import ModelUnavailableError
 
 
@@ -37,6 +38,7 @@ class TorchMiniLMEmbedder:
         except Exception as exc:
             raise ModelUnavailableError(f"cannot load the bundled MiniLM weights: {exc}") from exc
         self.batch_size = batch_size
+        self.token_windows = MiniLMWindows()  # the same model reads 256 tokens here too
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         if not texts:

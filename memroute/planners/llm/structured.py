@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 from memroute.prompts import load_prompt
 from memroute.strategies.base import Usage
 from memroute.planners.base import PlannerResult
-from memroute.strategies.budget import CallLimits, with_margin
+from memroute.strategies.budget import CallLimits, tally_request, with_margin
 from memroute.planners.llm.tokens import count_messages, count_tokens
 
 log = get_logger(__name__)
@@ -171,6 +171,7 @@ class StructuredLLM:
                 max_tokens, limits.output_tokens - usage.output_tokens)
             started = time.perf_counter()
             sent += 1
+            tally_request()  # charged even if the graph cancels this attempt mid-request
             try:
                 completion = await self._complete(attempt_messages, schema, cap, limits)
             except _DeadlinePassed:
