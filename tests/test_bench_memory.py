@@ -55,8 +55,10 @@ async def test_search_figures_show_stages_and_one_round_trip_for_the_read(memory
     figures = await bench.measure_search(memory, scope, ["topic 3 weather", "turn 7"],
                                          ["warm up topic"])
     for label, (_, _, entities) in bench.SEARCHES.items():
-        # the entity lane adds its own statement when the query names an entity
-        assert figures[label]["round_trips"] == 2 or entities and figures[label]["round_trips"] <= 3
+        # at most the pool's check and the read (a wait the server had already answered, or
+        # one on read-and-write in the pipeline, is not counted); the entity lane's
+        # transaction adds its own statements when the query names an entity
+        assert 1 <= figures[label]["round_trips"] <= (6 if entities else 2), label
         stages = figures[label]["stages_ms_p50"]
         assert {"embed_ms", "read_ms", "rerank_ms", "other_ms"} <= set(stages)
         assert stages["read_ms"] > 0
