@@ -303,3 +303,5 @@ def test_cascade_planner_with_the_scripted_llm_from_the_command(cli, tmp_path: P
                                  for w, n in made.items() if n}
     assert auto["llm_decision_share"] == pytest.approx(made["llm"] / sum(made.values()),
                                                        abs=1e-4)
+    report = (out / "summary.md").read_text()
+    assert f"{100 * auto['llm_decision_share']:.1f} %" in report.split("## Planner decisions")[1]

@@ -195,6 +195,14 @@ def render_markdown(summary: dict[str, Any]) -> str:
                                     f"{v['tokens_by_node'][n]['output']:.0f}")
                                    if n in v["tokens_by_node"] else "–" for n in nodes]]
                              for s, v in strategies.items()]))
+    decided = {s: v for s, v in strategies.items() if v.get("decisions")}
+    if decided:
+        parts += ["", "## Planner decisions (cascade, mean per question)", ""]
+        parts.append(_table(["strategy", "offline", "LLM", "LLM share"],
+                            [[s, _num(v["decisions"].get("offline", 0.0), 2),
+                              _num(v["decisions"].get("llm", 0.0), 2),
+                              f"{100 * v['llm_decision_share']:.1f} %"]
+                             for s, v in decided.items()]))
     if any(v.get("em") is not None or v.get("judge") is not None for v in strategies.values()):
         parts += ["", "## Answer accuracy", ""]
         parts.append(_table(["strategy", "EM", "F1", "judge"],
