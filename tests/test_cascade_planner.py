@@ -218,7 +218,8 @@ def test_the_judge_prompt_shows_the_top_items_cut_to_the_turn_that_matched() -> 
     text = prompting.format_evidence([window, *[f"Item {i}: filler." for i in range(12)]],
                                      "Where does Biscuit love to go?", ["Biscuit dog"])
     lines = text.splitlines()
-    assert len(lines) == prompting.JUDGE_ITEMS and lines[-1].startswith(f"[{prompting.JUDGE_ITEMS - 1}]")
+    last = prompting.JUDGE_ITEMS - 1
+    assert len(lines) == prompting.JUDGE_ITEMS and lines[-1].startswith(f"[{last}]")
     first = lines[0]
     assert "Biscuit loves the beach at Nazaré" in first and "long dinner" not in first
     assert len(first) <= len("[0] ") + prompting.EVIDENCE_CHARS

@@ -57,6 +57,9 @@ class CascadePlanner:
     async def _decide(self, kind: DecisionKind, query: str, hop: int, first: PlannerResult,
                       confidence: float | None,
                       ask_llm: Callable[[], Awaitable[PlannerResult]]) -> PlannerResult:
+        """The offline decision ``first``, or the LLM's (``ask_llm``) where `asks_llm` says so,
+        marked with who decided. ``query``: the question, for subclasses that log decisions
+        (``benchmarks/cascade.py``)."""
         shown = "none" if confidence is None else f"{confidence:.2f}"
         if first.value is not None and not self.asks_llm(kind, hop, confidence):
             first.raw = [f"cascade: offline ({shown})", *first.raw]
@@ -86,7 +89,8 @@ class CascadePlanner:
         first = await self.offline.split(query)
         confidence = (SPLIT_CONFIDENCE if first.value is not None and first.value.sub_queries
                       else None)
-        return await self._decide("split", query, 0, first, confidence, lambda: self.llm.split(query))
+        return await self._decide("split", query, 0, first, confidence,
+                                  lambda: self.llm.split(query))
 
     async def judge(self, query: str, evidence: list[str], previous_queries: list[str],
                     hop: int) -> PlannerResult[ChainJudgment]:
