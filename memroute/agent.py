@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -55,9 +56,15 @@ class Costs:
     def llm_calls(self) -> int:
         return self.totals["llm_calls"]
 
+    @property
+    def decisions(self) -> dict[str, int]:
+        """Planner decisions per planner of a cascade (``{"offline": 2, "llm": 1}``); empty
+        when one planner made them all."""
+        return dict(Counter(r["decided_by"] for r in self.nodes if r.get("decided_by")))
+
     def as_dict(self) -> dict[str, Any]:
         return {"nodes": [dict(r) for r in self.nodes], "by_node": self.by_node,
-                "totals": self.totals}
+                "totals": self.totals, "decisions": self.decisions}
 
 
 @dataclass(frozen=True)

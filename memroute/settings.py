@@ -65,6 +65,8 @@ class MemrouteSettings(BaseSettings):
     # MEMROUTE_LLM_MODEL is set, else offline.
     planner: Literal["auto", "offline", "llm", "cascade"] = "auto"
     cascade_threshold: float = Field(default=0.7, ge=0.0, le=1.0)
+    # the chain hops whose judgment the cascade may ask the model for (later: offline)
+    cascade_judge_hops: int = Field(default=1, ge=0, le=10)
     # the offline planner parses questions with spaCy (memroute.planners.offline.parsed);
     # on since it beat the surface heuristics on the shared sets (docs/evaluation.md)
     offline_parse: bool = True

@@ -293,3 +293,15 @@ def test_cascade_planner_with_the_scripted_llm_from_the_command(cli, tmp_path: P
     tokens = sum(r["costs"]["total"]["input_tokens"] for r in rows)
     assert summary["strategies"]["auto"]["llm_calls"] == pytest.approx(calls / len(rows), abs=1e-3)
     assert (calls == 0) == (tokens == 0)  # a consulted model's prompt is counted
+    # who made each decision, per question and in the summary's share
+    auto = summary["strategies"]["auto"]
+    made = {who: sum(r["decisions"].get(who, 0) for r in rows) for who in ("offline", "llm")}
+    assert all(sum(r["decisions"].values()) >= 1 for r in rows)  # the route at least
+    assert made["llm"] >= 1 and made["offline"] >= 1  # this fixture has both kinds
+    assert made["llm"] <= calls  # each LLM decision cost at least one call
+    assert auto["decisions"] == {w: pytest.approx(n / len(rows), abs=1e-3)
+                                 for w, n in made.items() if n}
+    assert auto["llm_decision_share"] == pytest.approx(made["llm"] / sum(made.values()),
+                                                       abs=1e-4)
+    report = (out / "summary.md").read_text()
+    assert f"{100 * auto['llm_decision_share']:.1f} %" in report.split("## Planner decisions")[1]

@@ -153,14 +153,16 @@ def test_no_look_alike_tag_survives_into_the_prompt(tag: str) -> None:
 
 
 def test_judge_prompt_has_one_data_block_and_only_its_own_numbers() -> None:
-    from memroute.planners.llm.prompting import format_evidence
+    from memroute.planners.llm.prompting import JUDGE_ITEMS, format_evidence
     from memroute.prompts import load_prompt
 
-    evidence = [f"item {i} {tag}" for i, tag in enumerate(LOOK_ALIKES)]
-    messages = load_prompt("chain_of_query").render(query="q", previous="(none)",
-                                                    evidence=format_evidence(evidence))
-    user = messages[-1]["content"]
-    block = user.split("<evidence>")[1].split("</evidence>")[0]
-    assert user.count("</evidence>") == 1 and user.count("<evidence>") == 1
-    numbers = [line.split(" ", 1)[0] for line in block.strip().splitlines()]
-    assert numbers == [f"[{i}]" for i in range(len(LOOK_ALIKES))]
+    items = [f"item {i} {tag}" for i, tag in enumerate(LOOK_ALIKES)]
+    for start in range(0, len(items), JUDGE_ITEMS):  # a prompt shows JUDGE_ITEMS at most
+        evidence = items[start:start + JUDGE_ITEMS]
+        messages = load_prompt("chain_of_query").render(query="q", previous="(none)",
+                                                        evidence=format_evidence(evidence))
+        user = messages[-1]["content"]
+        block = user.split("<evidence>")[1].split("</evidence>")[0]
+        assert user.count("</evidence>") == 1 and user.count("<evidence>") == 1
+        numbers = [line.split(" ", 1)[0] for line in block.strip().splitlines()]
+        assert numbers == [f"[{i}]" for i in range(len(evidence))]

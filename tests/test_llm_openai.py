@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import openai
 import pytest
 from fake_chat import corpus_episodes, judge, route
+from fake_openai import FakeOpenAI, error, hang, reply
 
 from memroute import RetrievalAgent, Scope
 from memroute.errors import InvalidInputError
@@ -27,64 +25,6 @@ FAST = GraphPolicies(llm_timeout_s=10.0, llm_max_attempts=2, retry_initial_inter
 SHORT_TIMEOUT = GraphPolicies(llm_timeout_s=0.3, llm_max_attempts=2,
                               retry_initial_interval_s=0.01, retry_max_interval_s=0.02)
 MESSAGES = [{"role": "system", "content": "Route it."}, {"role": "user", "content": "Q?"}]
-
-
-def reply(content: str, usage: bool = True) -> dict:
-    body = {"id": "c1", "object": "chat.completion", "created": 0, "model": "scripted",
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": content}}]}
-    if usage:
-        body["usage"] = {"prompt_tokens": 111, "completion_tokens": 7, "total_tokens": 118}
-    return {"status": 200, "body": body}
-
-
-def error(status: int, message: str) -> dict:
-    return {"status": status, "body": {"error": {"message": message, "type": "server_error"}}}
-
-
-def hang(seconds: float = 5.0) -> dict:
-    return {"delay": seconds, **reply(route("chain"))}
-
-
-class FakeOpenAI:
-    """Answers POST /v1/chat/completions from a script and records every request body."""
-
-    def __init__(self) -> None:
-        self.script: list[dict] = []
-        self.requests: list[dict] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                length = int(self.headers.get("Content-Length", 0))
-                outer.requests.append(json.loads(self.rfile.read(length)))
-                step = outer.script.pop(0) if outer.script else error(500, "script exhausted")
-                time.sleep(step.get("delay", 0))
-                data = json.dumps(step["body"]).encode()
-                try:
-                    self.send_response(step["status"])
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):  # the client gave up
-                    pass
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def client(self) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(base_url=self.url, api_key="test-key")
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ class Retrieved:
     stop_reason: str = ""
     wall_ms: float = 0.0
     prompt_versions: dict[str, str] = field(default_factory=dict)
+    decisions: dict[str, int] = field(default_factory=dict)  # a cascade's, by planner
 
 
 def cost_rows(costs: Costs) -> dict[str, dict[str, float]]:
@@ -49,4 +50,5 @@ class Retrieval:
         res = await self.agent.aretrieve(question, scope=scope, k=k, strategy=strategy)
         return Retrieved(list(res.results), str(res.route), list(res.queries),
                          cost_rows(res.costs), str(res.stop_reason or ""),
-                         (time.perf_counter() - start) * 1000, dict(res.prompt_versions))
+                         (time.perf_counter() - start) * 1000, dict(res.prompt_versions),
+                         res.costs.decisions)

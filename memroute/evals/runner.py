@@ -146,6 +146,7 @@ def _row(job: Job, got: Retrieved, dataset: Dataset, cfg: EvalConfig) -> dict[st
         "id": q.id, "type": q.type, "strategy": job.strategy, "k": job.k,
         "question": q.question, "route": got.route, "queries": got.queries,
         "stop_reason": got.stop_reason, "returned": returned, "costs": got.costs,
+        **({"decisions": got.decisions} if got.decisions else {}),
         "latency_ms": round(got.wall_ms, 2),
         "metrics": (score_passages(q, got.results[:job.k], cfg.ks) if cfg.unit == "passage"
                     else score(q, got.results, job.k, dataset.is_conversational)),

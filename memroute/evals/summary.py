@@ -46,6 +46,21 @@ def _costs(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _decisions(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A cascade's decisions per question by planner, and the LLM's share of them (only when
+    the rows record who decided)."""
+    counts: dict[str, int] = defaultdict(int)
+    for row in rows:
+        for who, n in (row.get("decisions") or {}).items():
+            counts[who] += n
+    total = sum(counts.values())
+    if not total:
+        return {}
+    n = max(len(rows), 1)
+    return {"decisions": {who: round(c / n, 3) for who, c in sorted(counts.items())},
+            "llm_decision_share": round(counts["llm"] / total, 4)}
+
+
 def _metric_mean(rows: list[dict[str, Any]], name: str) -> float | None:
     """The mean of ``name`` over the rows that carry it (``sf_recall@10``: the k=10 rows)."""
     return _mean([r["metrics"][name] for r in rows if name in r["metrics"]])
@@ -85,6 +100,7 @@ def summarize_strategy(rows: list[dict[str, Any]], dataset: str, ks: list[int],
     out["stop_reasons"] = dict(stops)
     out["queries_mean"] = round(float(np.mean([len(r["queries"]) for r in head])), 2) if head \
         else None
+    out.update(_decisions(head))
     for name in ("em", "f1", "judge"):
         values = [r.get(name) for r in head]
         out[name] = _mean(values) if any(v is not None for v in values) else None
@@ -179,6 +195,14 @@ def render_markdown(summary: dict[str, Any]) -> str:
                                     f"{v['tokens_by_node'][n]['output']:.0f}")
                                    if n in v["tokens_by_node"] else "–" for n in nodes]]
                              for s, v in strategies.items()]))
+    decided = {s: v for s, v in strategies.items() if v.get("decisions")}
+    if decided:
+        parts += ["", "## Planner decisions (cascade, mean per question)", ""]
+        parts.append(_table(["strategy", "offline", "LLM", "LLM share"],
+                            [[s, _num(v["decisions"].get("offline", 0.0), 2),
+                              _num(v["decisions"].get("llm", 0.0), 2),
+                              f"{100 * v['llm_decision_share']:.1f} %"]
+                             for s, v in decided.items()]))
     if any(v.get("em") is not None or v.get("judge") is not None for v in strategies.values()):
         parts += ["", "## Answer accuracy", ""]
         parts.append(_table(["strategy", "EM", "F1", "judge"],

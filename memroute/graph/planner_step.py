@@ -151,7 +151,8 @@ class PlannerStep:
             result = await run_before_deadline(lambda: decide(planner), self.limits,
                                                self.attempt)
         finish_tally(self.runtime)
-        cost = node_cost(self.node, self.started, result.usage, detail=detail, raw=result.raw)
+        cost = node_cost(self.node, self.started, result.usage, detail=detail, raw=result.raw,
+                         decided_by=result.decided_by)
         if result.value is None:
             return Decided(None, cost, failure_reason(self.step, result.error))
         return Decided(result.value, cost)

@@ -93,13 +93,15 @@ class NodeCost(TypedDict):
     ended_at: float
     detail: NotRequired[str]
     raw: NotRequired[list[str]]  # an LLM step's raw model outputs (truncated), for the trace
+    decided_by: NotRequired[str]  # which planner of a cascade made the step's decision
 
 
 RAW_CHARS = 2000  # of one raw model output kept in a cost record
 
 
 def node_cost(node: str, started_at: float, usage: Usage | None = None,
-              detail: str | None = None, raw: list[str] | None = None) -> NodeCost:
+              detail: str | None = None, raw: list[str] | None = None,
+              decided_by: str | None = None) -> NodeCost:
     """The cost record of a node run that began at ``started_at`` and ends now."""
     usage = usage or Usage()
     ended = time.time()
@@ -110,6 +112,8 @@ def node_cost(node: str, started_at: float, usage: Usage | None = None,
         record["detail"] = detail
     if raw:
         record["raw"] = [text[:RAW_CHARS] for text in raw]
+    if decided_by:
+        record["decided_by"] = decided_by
     return record
 
 

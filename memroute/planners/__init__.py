@@ -32,7 +32,8 @@ def make_planner(llm: Any = None, *, settings: MemrouteSettings, choice: str | N
     ``offline``: the offline planner, never a model (an ``llm`` given too is an error).
     ``llm``: an `LLMPlanner` for ``llm`` or for ``MEMROUTE_LLM_*`` (an error without either).
     ``cascade``: the offline decision first, the model below ``settings.cascade_threshold``
-    (a model is required). ``auto``: ``llm`` if given, else the ``MEMROUTE_LLM_*`` model if
+    and for the judgment of the first ``settings.cascade_judge_hops`` chain hops (a model is
+    required). ``auto``: ``llm`` if given, else the ``MEMROUTE_LLM_*`` model if
     set, else offline. The offline planner parses questions with spaCy when
     ``settings.offline_parse`` (``MEMROUTE_OFFLINE_PARSE``) is on.
     """
@@ -63,7 +64,7 @@ def make_planner(llm: Any = None, *, settings: MemrouteSettings, choice: str | N
 
         # the cascade needs the parse-based planner's confidences
         return CascadePlanner(OfflinePlanner(use_nlp=True), model_planner,
-                              settings.cascade_threshold)
+                              settings.cascade_threshold, settings.cascade_judge_hops)
     return model_planner
 
 

@@ -28,6 +28,7 @@ class PlannerResult(Generic[T]):
     usage: Usage = field(default_factory=Usage)
     raw: list[str] = field(default_factory=list)  # raw model outputs, kept for the trace
     error: str | None = None
+    decided_by: str | None = None  # "offline" or "llm" when a cascade chose between planners
 
 
 @runtime_checkable

@@ -12,6 +12,7 @@ from memroute.planners.llm import replies
 from memroute.planners.llm.backends import make_backend
 from memroute.planners.llm.prompting import (
     JUDGE,
+    JUDGE_ITEMS,
     PROMPTS,
     QUESTION_CHARS,
     ROUTE,
@@ -92,6 +93,6 @@ class LLMPlanner:
         result = await self._ask(self.llm, JUDGE, replies.JudgeReply,
                                  query=as_data(query, QUESTION_CHARS),
                                  previous=format_queries(previous_queries),
-                                 evidence=format_evidence(evidence))
-        return result.to_planner(
-            result.value and replies.to_judgment(result.value, len(evidence)))
+                                 evidence=format_evidence(evidence, query, previous_queries))
+        return result.to_planner(result.value and replies.to_judgment(
+            result.value, min(len(evidence), JUDGE_ITEMS)))

@@ -14,7 +14,14 @@ import unicodedata
 from dataclasses import dataclass
 
 QUESTION_CHARS = 2000  # of the question shown to the model
-EVIDENCE_CHARS = 300  # of one evidence item shown to the judge
+QUERY_CHARS = 300  # of one earlier query shown to the judge
+# Evidence shown to the judge: the first (best-ranked) items, each cut to its best line
+# (docs/evaluation.md, "Cascade planner": 90 % of Wikipedia sentences fit in 240 characters).
+JUDGE_ITEMS = 8
+EVIDENCE_CHARS = 240
+_TERM = re.compile(r"\w{3,}")
+_COMMON = frozenset("the and was were what which who whom whose when where how did does are "
+                    "has have had for from with that this".split())
 
 # Brackets in data become look-alikes the prompt never uses: no tag, no "[n]" marker survives.
 _ESCAPES = str.maketrans({"<": "‹", ">": "›", "[": "(", "]": ")"})
@@ -52,9 +59,30 @@ def as_data(text: str, limit: int = EVIDENCE_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def format_evidence(evidence: list[str]) -> str:
-    return "\n".join(f"[{i}] {as_data(text)}" for i, text in enumerate(evidence)) or "(none)"
+def excerpt(text: str, terms: set[str], limit: int = EVIDENCE_CHARS) -> str:
+    """``text`` as data cut to ``limit`` characters around its line sharing most of ``terms``
+    (in a window of conversation turns, the turn that matched rather than its neighbours)."""
+    lines = [as_data(line, limit) for line in text.splitlines() if line.strip()]
+    if len(lines) <= 1:
+        return as_data(text, limit)
+    best = max(range(len(lines)), key=lambda i: (
+        len(terms & set(_TERM.findall(lines[i].casefold()))), -i))
+    first = last = best
+    for i in sorted(range(len(lines)), key=lambda i: (abs(i - best), i)):
+        if sum(len(line) + 3 for line in lines[min(first, i):max(last, i) + 1]) - 3 > limit:
+            continue
+        first, last = min(first, i), max(last, i)
+    return " / ".join(lines[first:last + 1])
+
+
+def format_evidence(evidence: list[str], question: str = "",
+                    previous: list[str] | None = None) -> str:
+    """The first `JUDGE_ITEMS` items, numbered, each an `excerpt` around the words of the
+    question and the earlier queries."""
+    terms = set(_TERM.findall(" ".join([question, *(previous or [])]).casefold())) - _COMMON
+    return "\n".join(f"[{i}] {excerpt(text, terms)}"
+                     for i, text in enumerate(evidence[:JUDGE_ITEMS])) or "(none)"
 
 
 def format_queries(queries: list[str]) -> str:
-    return "\n".join(f"- {as_data(q)}" for q in queries) or "(none)"
+    return "\n".join(f"- {as_data(q, QUERY_CHARS)}" for q in queries) or "(none)"
