@@ -36,7 +36,7 @@ log = get_logger(__name__)
 class SentenceHit:
     episode_uid: str
     text: str
-    score: float  # cosine similarity for the vector lane, ts_rank_cd for the lexical lane
+    score: float  # cosine similarity (vector, entity lanes), summed term IDF (lexical lane)
 
 
 @dataclass
@@ -97,55 +97,59 @@ LEXICAL_ORDER, ENTITY_ORDER = 1, 2
 
 def lexical_lane_sql(schema: str, scope_key: str, query: str, filters: dict | None,
                      limit: int) -> Lane:
-    """The full-text lane: sentences matching any of the query's rarest terms, ranked by
-    ``ts_rank_cd`` against those terms.
+    """The full-text lane: the ``limit`` sentences best matching the query's rarest terms,
+    scored by the summed IDF (``-ln`` of the share of sentences holding it) of the terms
+    each one holds, shorter sentences first on ties.
 
     Of the query's first ``MAX_LEXICAL_TERMS`` distinct terms, a term in more than
     ``LEXICAL_COMMON_FREQ`` of the stored sentences is dropped (unless every term is), and
     only the ``LEXICAL_RARE_TERMS`` rarest are searched: a common term matches thousands of
-    sentences and barely tells them apart, as its low IDF would say in BM25. Frequencies are
-    the ones ``ANALYZE`` keeps for the ``tsv`` column (``pg_stats.most_common_elems``, its
-    most common lexemes); a term not among them counts as rare, and a table not analyzed yet
-    keeps the query's first terms. At most ``LEXICAL_CANDIDATES`` matching sentences are
-    ranked, an equal share per searched term (a constant, so the planner knows the bound and
+    sentences and barely tells them apart. Frequencies are the ones ``ANALYZE`` keeps for
+    the ``tsv`` column (``pg_stats.most_common_elems``, its most common lexemes, read in the
+    statement: no write-path change, always current); a term not among them counts as half
+    as frequent as the rarest listed one, and a table not analyzed yet keeps the query's
+    first terms (all scored alike). At most ``LEXICAL_CANDIDATES`` matching sentences are
+    scored, an equal share per searched term (a constant, so the planner knows the bound and
     takes the term's index).
     """
     where, params = compile_filter(filters, "s")
-    ctes = f"""lexical_terms AS MATERIALIZED (
-            SELECT term FROM (
-                SELECT t.term, coalesce(f.freq, 0) AS freq,
+    ctes = f"""lexical_stats AS MATERIALIZED (
+            SELECT p.most_common_elems::text::text[] AS elems, p.most_common_elem_freqs AS freqs
+            FROM pg_stats p
+            WHERE p.schemaname = %s AND p.tablename = 'sentences' AND p.attname = 'tsv'
+        ), lexical_terms AS MATERIALIZED (
+            SELECT term, -ln(greatest(freq, 1e-6)) AS idf FROM (
+                SELECT t.term,
+                       coalesce(f.freq, (SELECT freqs[cardinality(elems) + 1] / 2
+                                         FROM lexical_stats), 0) AS freq,
                        row_number() OVER (ORDER BY coalesce(f.freq, 0), t.ord) AS rarity
                 FROM (SELECT term, min(ord) AS ord
                       FROM unnest(string_to_array(plainto_tsquery('english', %s)::text, ' & '))
                            WITH ORDINALITY AS u(term, ord)
                       WHERE term <> ''
                       GROUP BY term ORDER BY min(ord) LIMIT %s) t
-                LEFT JOIN (
-                    SELECT e.elem, e.freq FROM pg_stats p
-                    CROSS JOIN LATERAL unnest(p.most_common_elems::text::text[],
-                                              p.most_common_elem_freqs) AS e(elem, freq)
-                    WHERE p.schemaname = %s AND p.tablename = 'sentences' AND p.attname = 'tsv'
-                ) f ON f.elem = btrim(t.term, '''')
+                LEFT JOIN (SELECT e.elem, e.freq
+                           FROM lexical_stats, unnest(elems, freqs) AS e(elem, freq)) f
+                       ON f.elem = btrim(t.term, '''')
             ) ranked
             WHERE rarity <= %s AND (freq <= %s OR rarity = 1)
-        ), lexical_query AS (
-            SELECT string_agg(term, ' | ')::tsquery AS q FROM lexical_terms
-        ), lexical_candidates AS (
-            SELECT DISTINCT ON (c.episode_uid, c.idx) c.episode_uid, c.text, c.tsv
+        ), lexical_matches AS (
+            SELECT c.episode_uid, c.idx, c.text, t.idf
             FROM lexical_terms t CROSS JOIN LATERAL (
-                SELECT s.episode_uid, s.idx, s.text, s.tsv FROM {schema}.sentences s
+                SELECT s.episode_uid, s.idx, s.text FROM {schema}.sentences s
                 WHERE s.scope_key = %s AND s.tsv @@ t.term::tsquery AND {where}
                 LIMIT %s
             ) c
         ), lexical AS (
-            SELECT c.episode_uid, c.text, ts_rank_cd(c.tsv, q.q) AS score,
-                   row_number() OVER (ORDER BY ts_rank_cd(c.tsv, q.q) DESC) - 1 AS rank
-            FROM lexical_candidates c, lexical_query q
-            ORDER BY score DESC
+            SELECT episode_uid, text, score,
+                   row_number() OVER (ORDER BY score DESC, length(text)) - 1 AS rank
+            FROM (SELECT episode_uid, min(text) AS text, sum(idf) AS score
+                  FROM lexical_matches GROUP BY episode_uid, idx) m
+            ORDER BY rank
             LIMIT %s
         )"""
     return Lane("lexical", LEXICAL_ORDER, ctes,
-                [query, MAX_LEXICAL_TERMS, schema, LEXICAL_RARE_TERMS, LEXICAL_COMMON_FREQ,
+                [schema, query, MAX_LEXICAL_TERMS, LEXICAL_RARE_TERMS, LEXICAL_COMMON_FREQ,
                  scope_key, *params, LEXICAL_CANDIDATES // LEXICAL_RARE_TERMS, limit])
 
 

@@ -354,7 +354,9 @@ class Memory:
                 query, self.settings.entity_lane if entities is None else entities))
         timings["embed_ms"] = (time.perf_counter() - start) * 1000
 
-        lanes = ([sql.lexical_lane_sql(self.schema, scope.key, query, filters, limit)]
+        # the full-text lane adds at most k sentences: its later hits cost reranking and recall
+        # little (docs/evaluation.md, "The full-text lane, cheap")
+        lanes = ([sql.lexical_lane_sql(self.schema, scope.key, query, filters, k)]
                  if lexical else [])
         if entity_keys:
             lanes.append(entity_sql.entity_lane_sql(self.schema, scope.key, entity_keys,
