@@ -3,6 +3,8 @@ lanes ride in the one search statement, also when the vector probe has to be wid
 
 from __future__ import annotations
 
+import copy
+import time
 import uuid
 from collections.abc import AsyncIterator
 
@@ -58,3 +60,23 @@ async def test_a_widened_probe_keeps_the_full_text_hits(memory: Memory, scope: S
     assert lexical["Kiwanuka fixed the boat's engine."] > 0
     assert lexical["Lunch was grilled fish by the harbour."] is None
     assert "widen_ms" in found.timings
+
+
+async def test_a_search_whose_full_text_lane_times_out_goes_on_without_it(
+        memory: Memory, scope: Scope, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue-16 backstop with the lane inside the one statement: past the statement
+    timeout, the statement runs again without the full-text lane."""
+    await memory.add(scope, [Episode(content="The lighthouse keeper logs every storm.")])
+
+    def slow_lane(*args, **kwargs) -> sql.Lane:
+        return sql.Lane("lexical", sql.LEXICAL_ORDER, """lexical AS (
+            SELECT NULL::text AS episode_uid, NULL::text AS text, 0.0::float8 AS score,
+                   0::bigint AS rank FROM pg_sleep(5))""", [])
+
+    monkeypatch.setattr(sql, "lexical_lane_sql", slow_lane)
+    quick = copy.copy(memory)
+    quick.settings = memory.settings.model_copy(update={"search_statement_timeout_ms": 300})
+    start = time.perf_counter()
+    found = await quick.search_scored(scope, "who logs storms?", k=1, lexical=True)
+    assert [r.nucleus.content for r in found] == ["The lighthouse keeper logs every storm."]
+    assert found[0].lexical_score is None and time.perf_counter() - start < 4
