@@ -3,7 +3,9 @@ on and off, in one process, question by question (the order of the four shuffled
 question), on a store `memroute eval` built (its schema in the same ``MEMROUTE_HOME``).
 
 Each setting has its own `Memory` (so its own query-vector cache); the entity lane follows
-the settings. Contended figures are only relative::
+the settings. ``--base COMMIT`` also times one search (`Memory.search_scored`, k = 10, query
+vectors cached, entity lane off) of that commit's code and of this tree, lane off and on.
+Contended figures are only relative::
 
     MEMROUTE_HOME=/tmp/mr-eval OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.lanes \\
         --schema ev_hotpotqa_dfe6cf051f76da4c --project hotpotqa \\
@@ -71,8 +73,43 @@ async def run(args: argparse.Namespace) -> None:
             print(f"{strategy:<6} lexical {'on ' if lexical else 'off'}  p50 "
                   f"{np.median(values):6.1f} ms  p95 {np.percentile(values, 95):6.1f} ms")
         print(f"{strategy:<6} the lane's cost: {on / off - 1:+.0%} p50")
+    if args.base:
+        await compare_searches(args, scope, questions[:args.queries], embedder)
     for agent in agents.values():
         await agent.memory.close()
+
+
+async def compare_searches(args: argparse.Namespace, scope: Scope, questions: list[str],
+                           embedder: MiniLMOnnxEmbedder) -> None:
+    """One search of ``args.base``'s code and of this tree, lane off and on, alternating."""
+    import tempfile
+
+    from benchmarks.search_ab import import_base
+
+    with tempfile.TemporaryDirectory() as tmp:
+        base = import_base(args.base, Path(tmp))
+        memories = {"base": await base.Memory.open(schema=args.schema, embedder=embedder),
+                    "tree": await Memory.open(schema=args.schema, embedder=embedder)}
+        for memory in memories.values():
+            await memory.embed_queries(questions)
+        runs = [(name, lexical) for name in memories for lexical in (False, True)]
+        times: dict[tuple[str, bool], list[float]] = {run: [] for run in runs}
+        order = random.Random(1)
+        start_load = load_average()
+        for q in questions:
+            for name, lexical in order.sample(runs, len(runs)):
+                start = time.perf_counter()
+                await memories[name].search_scored(scope.model_dump(), q, k=10,
+                                                   lexical=lexical, entities=False)
+                times[(name, lexical)].append((time.perf_counter() - start) * 1000)
+        print(f"one search, {args.base} (base) and this tree; load average {start_load} -> "
+              f"{load_average()}")
+        for name in memories:
+            off, on = (np.median(times[(name, lexical)]) for lexical in (False, True))
+            print(f"{name:<5} lexical off p50 {off:6.1f} ms  on p50 {on:6.1f} ms  "
+                  f"the lane's cost: {on / off - 1:+.0%}")
+        for memory in memories.values():
+            await memory.close()
 
 
 def main() -> None:
@@ -84,6 +121,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--warm-up", type=int, default=10)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--base", help="also time one search of this git commit's code")
     asyncio.run(run(parser.parse_args()))
 
 
