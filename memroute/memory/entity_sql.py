@@ -6,8 +6,9 @@ finds in it, plus its producer when that names a speaker) under a GIN index, and
 ``entities`` (text, key, label of each). ``NULL`` means "not extracted yet"; such sentences
 are simply not found by the entity lane.
 
-The entity lane: sentences of the scope whose keys overlap the query's, most matched keys
-first, then nearest to the query vector; fused with the other lanes by reciprocal rank.
+The entity lane (`entity_lane_sql`): sentences of the scope whose keys overlap the query's,
+most matched keys first, then nearest to the query vector; a lane of the one search
+statement (`memroute.memory.sql.search_statement`), fused with the others by reciprocal rank.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from psycopg import AsyncConnection
 from memroute._log import get_logger
 from memroute.errors import ModelUnavailableError
 from memroute.memory.filters import compile_filter
-from memroute.memory.sql import Nucleus, SentenceHit, fuse_lane
+from memroute.memory.sql import ENTITY_ORDER, Lane
 from memroute.nlp import Entity, entity_key, extract_entities, query_entity_keys
 
 log = get_logger(__name__)
@@ -73,35 +74,23 @@ def entity_columns(entities: list[Entity]) -> tuple[list[str], str]:
     return [e.key for e in entities], json.dumps([e.as_json() for e in entities])
 
 
-async def entity_lane(conn: AsyncConnection, schema: str, scope_key: str, keys: list[str],
-                      embedding: np.ndarray, filters: dict | None,
-                      limit: int) -> list[SentenceHit]:
-    """Sentences naming any of ``keys``: most keys matched first, then nearest to the query."""
-    if not keys:
-        return []
+def entity_lane_sql(schema: str, scope_key: str, keys: list[str], embedding: np.ndarray,
+                    filters: dict | None, limit: int) -> Lane:
+    """The entity lane: sentences naming any of ``keys``, most keys matched first, then
+    nearest to the query (GIN index on ``entity_keys``)."""
     where, params = compile_filter(filters, "s")
-    cur = await conn.execute(
-        f"""
-        SELECT s.episode_uid, s.text, 1 - (s.embedding <=> %s) AS score
-        FROM {schema}.sentences s
-        WHERE s.scope_key = %s AND s.entity_keys && %s::text[] AND {where}
-        ORDER BY cardinality(ARRAY(SELECT unnest(s.entity_keys) INTERSECT
-                                   SELECT unnest(%s::text[]))) DESC,
-                 s.embedding <=> %s
-        LIMIT %s
-        """,
-        [embedding, scope_key, keys, *params, keys, embedding, limit],
-    )
-    return [SentenceHit(uid, text, float(score)) for uid, text, score in await cur.fetchall()]
-
-
-def fuse_entity_hits(nuclei: list[Nucleus], hits: list[SentenceHit]) -> list[Nucleus]:
-    """The nuclei with the entity lane's reciprocal ranks added (new episodes appended)."""
-    if not hits:
-        return nuclei
-    by_uid = {n.uid: n for n in nuclei}
-    fuse_lane(by_uid, hits, lambda hit: hit.score)
-    return sorted(by_uid.values(), key=lambda n: -n.fused)
+    ctes = f"""entity AS (
+            SELECT s.episode_uid, s.text, 1 - (s.embedding <=> %s) AS score,
+                   row_number() OVER (ORDER BY cardinality(ARRAY(
+                       SELECT unnest(s.entity_keys) INTERSECT SELECT unnest(%s::text[]))) DESC,
+                       s.embedding <=> %s) - 1 AS rank
+            FROM {schema}.sentences s
+            WHERE s.scope_key = %s AND s.entity_keys && %s::text[] AND {where}
+            ORDER BY rank
+            LIMIT %s
+        )"""
+    return Lane("entity", ENTITY_ORDER, ctes,
+                [embedding, keys, embedding, scope_key, keys, *params, limit])
 
 
 async def backfill(conn: AsyncConnection, schema: str, batch: int = 256) -> int:

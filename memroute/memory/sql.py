@@ -4,8 +4,7 @@ embeddings."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import NamedTuple
 
@@ -18,7 +17,12 @@ from psycopg.rows import dict_row
 
 from memroute._log import get_logger
 from memroute.memory.filters import compile_filter
-from memroute.memory.limits import LEXICAL_CANDIDATES, MAX_LEXICAL_TERMS
+from memroute.memory.limits import (
+    LEXICAL_CANDIDATES,
+    LEXICAL_COMMON_FREQ,
+    LEXICAL_RARE_TERMS,
+    MAX_LEXICAL_TERMS,
+)
 from memroute.memory.models import Episode
 
 RRF_K = 60
@@ -32,7 +36,7 @@ log = get_logger(__name__)
 class SentenceHit:
     episode_uid: str
     text: str
-    score: float  # cosine similarity for the vector lane, ts_rank_cd for the lexical lane
+    score: float  # cosine similarity (vector, entity lanes), summed term IDF (lexical lane)
 
 
 @dataclass
@@ -42,6 +46,7 @@ class Nucleus:
     vector_score: float
     lexical_score: float | None = None
     fused: float = 0.0
+    lanes_fused: float = 0.0  # the part of `fused` from lanes other than the vector probe
 
 
 def _probe_cte(schema: str, where: str) -> str:
@@ -74,93 +79,129 @@ async def vector_lane(conn: AsyncConnection, schema: str, scope_key: str, embedd
     return [SentenceHit(uid, text, 1.0 - float(dist)) for uid, text, dist in await cur.fetchall()]
 
 
-async def lexical_lane(conn: AsyncConnection, schema: str, scope_key: str, query: str,
-                       filters: dict | None, limit: int) -> list[SentenceHit] | None:
-    """Full-text matches of any query term (OR), ranked by ``ts_rank_cd``; ``None`` when the
-    statement ran past its ``statement_timeout`` (the search goes on without this lane).
+@dataclass(frozen=True)
+class Lane:
+    """A lane besides the vector probe, as common table expressions for `search_statement`:
+    ``ctes`` ends with one named ``name`` of the lane's sentence hits ``(episode_uid, text,
+    score, rank)``, ``rank`` 0 for the best; ``params`` are its parameters in order.
+    ``order`` says which lane names a nucleus found by several (the lowest)."""
 
-    Bounded whatever the query: only its first ``MAX_LEXICAL_TERMS`` distinct terms count,
-    and only a candidate set of at most ``LEXICAL_CANDIDATES`` matching sentences is ranked,
-    shared out between the terms, so a rare term's matches are all ranked and a common term
-    contributes an arbitrary share of its own.
+    name: str
+    order: int
+    ctes: str
+    params: list
+
+
+LEXICAL_ORDER, ENTITY_ORDER = 1, 2
+
+
+def lexical_lane_sql(schema: str, scope_key: str, query: str, filters: dict | None,
+                     limit: int) -> Lane:
+    """The full-text lane: the ``limit`` sentences best matching the query's rarest terms,
+    scored by the summed IDF (``-ln`` of the share of sentences holding it) of the terms
+    each one holds, shorter sentences first on ties.
+
+    Of the query's first ``MAX_LEXICAL_TERMS`` distinct terms, a term in more than
+    ``LEXICAL_COMMON_FREQ`` of the stored sentences is dropped (unless every term is), and
+    only the ``LEXICAL_RARE_TERMS`` rarest are searched: a common term matches thousands of
+    sentences and barely tells them apart. Frequencies are the ones ``ANALYZE`` keeps for
+    the ``tsv`` column (``pg_stats.most_common_elems``, its most common lexemes, read in the
+    statement: no write-path change, always current); a term not among them counts as half
+    as frequent as the rarest listed one, and a table not analyzed yet keeps the query's
+    first terms (all scored alike). At most ``LEXICAL_CANDIDATES`` matching sentences are
+    scored, an equal share per searched term (a constant, so the planner knows the bound and
+    takes the term's index).
     """
     where, params = compile_filter(filters, "s")
+    ctes = f"""lexical_stats AS MATERIALIZED (
+            SELECT p.most_common_elems::text::text[] AS elems, p.most_common_elem_freqs AS freqs
+            FROM pg_stats p
+            WHERE p.schemaname = %s AND p.tablename = 'sentences' AND p.attname = 'tsv'
+        ), lexical_terms AS MATERIALIZED (
+            SELECT term, -ln(greatest(freq, 1e-6)) AS idf FROM (
+                SELECT t.term,
+                       coalesce(f.freq, (SELECT freqs[cardinality(elems) + 1] / 2
+                                         FROM lexical_stats), 0) AS freq,
+                       row_number() OVER (ORDER BY coalesce(f.freq, 0), t.ord) AS rarity
+                FROM (SELECT term, min(ord) AS ord
+                      FROM unnest(string_to_array(plainto_tsquery('english', %s)::text, ' & '))
+                           WITH ORDINALITY AS u(term, ord)
+                      WHERE term <> ''
+                      GROUP BY term ORDER BY min(ord) LIMIT %s) t
+                LEFT JOIN (SELECT e.elem, e.freq
+                           FROM lexical_stats, unnest(elems, freqs) AS e(elem, freq)) f
+                       ON f.elem = btrim(t.term, '''')
+            ) ranked
+            WHERE rarity <= %s AND (freq <= %s OR rarity = 1)
+        ), lexical_matches AS (
+            SELECT c.episode_uid, c.idx, c.text, t.idf
+            FROM lexical_terms t CROSS JOIN LATERAL (
+                SELECT s.episode_uid, s.idx, s.text FROM {schema}.sentences s
+                WHERE s.scope_key = %s AND s.tsv @@ t.term::tsquery AND {where}
+                LIMIT %s
+            ) c
+        ), lexical AS (
+            SELECT episode_uid, text, score,
+                   row_number() OVER (ORDER BY score DESC, length(text)) - 1 AS rank
+            FROM (SELECT episode_uid, min(text) AS text, sum(idf) AS score
+                  FROM lexical_matches GROUP BY episode_uid, idx) m
+            ORDER BY rank
+            LIMIT %s
+        )"""
+    return Lane("lexical", LEXICAL_ORDER, ctes,
+                [schema, query, MAX_LEXICAL_TERMS, LEXICAL_RARE_TERMS, LEXICAL_COMMON_FREQ,
+                 scope_key, *params, LEXICAL_CANDIDATES // LEXICAL_RARE_TERMS, limit])
+
+
+async def lane_hits(conn: AsyncConnection, lane: Lane) -> list[SentenceHit]:
+    """One lane's sentence hits on their own, best first."""
+    cur = await conn.execute(f"WITH {lane.ctes} SELECT episode_uid, text, score "
+                             f"FROM {lane.name} ORDER BY rank", lane.params)
+    return [SentenceHit(uid, text, float(score)) for uid, text, score in await cur.fetchall()]
+
+
+async def lexical_lane(conn: AsyncConnection, schema: str, scope_key: str, query: str,
+                       filters: dict | None, limit: int) -> list[SentenceHit] | None:
+    """The full-text lane's hits on their own (`lexical_lane_sql`); ``None`` when the
+    statement ran past its ``statement_timeout`` (the search goes on without this lane)."""
     try:
         async with conn.transaction():  # a savepoint: a timeout leaves the search usable
-            cur = await conn.execute(
-                f"""
-                WITH terms AS MATERIALIZED (
-                    SELECT term, min(ord) AS ord
-                    FROM unnest(string_to_array(plainto_tsquery('english', %s)::text, ' & '))
-                         WITH ORDINALITY AS u(term, ord)
-                    WHERE term <> ''
-                    GROUP BY term ORDER BY min(ord) LIMIT %s
-                ), q AS (
-                    SELECT string_agg(term, ' | ' ORDER BY ord)::tsquery AS q,
-                           greatest(%s / nullif(count(*), 0), 1) AS per_term
-                    FROM terms
-                ), candidates AS (
-                    SELECT DISTINCT ON (c.episode_uid, c.idx) c.episode_uid, c.text, c.tsv
-                    FROM terms t CROSS JOIN LATERAL (
-                        SELECT s.episode_uid, s.idx, s.text, s.tsv FROM {schema}.sentences s
-                        WHERE s.scope_key = %s AND s.tsv @@ t.term::tsquery AND {where}
-                        LIMIT (SELECT per_term FROM q)
-                    ) c
-                )
-                SELECT c.episode_uid, c.text, ts_rank_cd(c.tsv, q.q) AS rank
-                FROM candidates c, q
-                ORDER BY rank DESC
-                LIMIT %s
-                """,
-                [query, MAX_LEXICAL_TERMS, LEXICAL_CANDIDATES, scope_key, *params, limit],
-            )
-            rows = await cur.fetchall()
+            return await lane_hits(conn, lexical_lane_sql(schema, scope_key, query, filters,
+                                                          limit))
     except QueryCanceled as exc:
         log.warning("memory.lexical_lane_timeout", scope=scope_key, query_chars=len(query),
                     error=str(exc).splitlines()[0])
         return None
-    return [SentenceHit(uid, text, float(rank)) for uid, text, rank in rows]
 
 
-def nuclei_from_hits(vector_hits: list[SentenceHit],
-                     lexical_hits: list[SentenceHit] | None) -> list[Nucleus]:
-    """Distinct episodes from sentence hits, best first (RRF when there are two lanes)."""
+def nuclei_from_hits(vector_hits: list[SentenceHit]) -> list[Nucleus]:
+    """Distinct episodes from the vector lane's sentence hits, best first (each at its best
+    hit's reciprocal rank)."""
     nuclei: dict[str, Nucleus] = {}
     for rank, hit in enumerate(vector_hits):
         if hit.episode_uid not in nuclei:
             nuclei[hit.episode_uid] = Nucleus(hit.episode_uid, hit.text, hit.score,
                                               fused=1.0 / (RRF_K + rank + 1))
-    return with_lexical_hits(list(nuclei.values()), lexical_hits)
+    return list(nuclei.values())
 
 
-def with_lexical_hits(nuclei: list[Nucleus], lexical_hits: list[SentenceHit] | None,
-                      ) -> list[Nucleus]:
-    """The vector lane's ``nuclei`` fused with the lexical lane's hits (RRF), best first;
-    lexical-only episodes get a NaN vector score."""
-    by_uid = {n.uid: n for n in nuclei}
-    for nucleus, hit in fuse_lane(by_uid, lexical_hits or [], lambda hit: float("nan")):
-        nucleus.lexical_score = hit.score
-    return sorted(by_uid.values(), key=lambda n: -n.fused)
-
-
-def fuse_lane(nuclei: dict[str, Nucleus], hits: list[SentenceHit],
-              vector_score: Callable[[SentenceHit], float]) -> list[tuple[Nucleus, SentenceHit]]:
-    """Add one more lane's reciprocal ranks to ``nuclei`` (by episode uid, in place; an
-    episode counts once, at its best hit). An episode the nuclei lack is added with
-    ``vector_score(hit)``. Returns each nucleus the lane reached with its hit."""
-    reached: list[tuple[Nucleus, SentenceHit]] = []
-    seen: set[str] = set()
-    for rank, hit in enumerate(hits):
-        if hit.episode_uid in seen:
+def with_lane_nuclei(vector_nuclei: list[Nucleus], read: list[Nucleus]) -> list[Nucleus]:
+    """A widened vector probe's nuclei with the other lanes' share of a search statement's
+    nuclei (``read``) added, best first; episodes only those lanes found come in with a NaN
+    vector score."""
+    by_uid = {n.uid: n for n in vector_nuclei}
+    for lane_nucleus in read:
+        if not lane_nucleus.lanes_fused:
             continue
-        seen.add(hit.episode_uid)
-        nucleus = nuclei.get(hit.episode_uid)
+        nucleus = by_uid.get(lane_nucleus.uid)
         if nucleus is None:
-            nucleus = nuclei[hit.episode_uid] = Nucleus(hit.episode_uid, hit.text,
-                                                        vector_score(hit))
-        nucleus.fused += 1.0 / (RRF_K + rank + 1)
-        reached.append((nucleus, hit))
-    return reached
+            by_uid[lane_nucleus.uid] = replace(lane_nucleus, vector_score=float("nan"),
+                                               fused=lane_nucleus.lanes_fused)
+        else:
+            nucleus.fused += lane_nucleus.lanes_fused
+            nucleus.lanes_fused = lane_nucleus.lanes_fused
+            nucleus.lexical_score = lane_nucleus.lexical_score
+    return sorted(by_uid.values(), key=lambda n: -n.fused)
 
 
 async def exact_lane(conn: AsyncConnection, schema: str, scope_key: str,
@@ -168,7 +209,8 @@ async def exact_lane(conn: AsyncConnection, schema: str, scope_key: str,
                      limit: int) -> list[SentenceHit]:
     """The ``limit`` nearest sentences in the scope that pass the filters, by an exact scan of
     the filtered sentences (no HNSW index: ``OFFSET 0`` keeps the planner from ordering by it).
-    Its cost grows with the filtered rows, so it serves only what the index cannot settle."""
+    Its cost grows with the filtered rows, so it serves only what the index cannot settle.
+    A zero vector (no direction, NaN distance, left out of the index too) is near nothing."""
     where, params = compile_filter(filters, "s")
     cur = await conn.execute(
         f"""
@@ -178,6 +220,7 @@ async def exact_lane(conn: AsyncConnection, schema: str, scope_key: str,
             WHERE s.scope_key = %s AND {where}
             OFFSET 0
         ) filtered
+        WHERE distance <> 'NaN'::float8
         ORDER BY distance
         LIMIT %s
         """,
@@ -187,10 +230,10 @@ async def exact_lane(conn: AsyncConnection, schema: str, scope_key: str,
 
 
 async def probe_nuclei(conn: AsyncConnection, schema: str, scope_key: str,
-                       embedding: np.ndarray, query: str, filters: dict | None, *, k: int,
-                       limit: int, lexical: bool) -> list[Nucleus]:
-    """The candidate nuclei of a search, best first: at least ``k`` distinct episodes when the
-    scope (after filters) holds that many.
+                       embedding: np.ndarray, filters: dict | None, *, k: int,
+                       limit: int) -> list[Nucleus]:
+    """The vector lane's nuclei of a search, best first: at least ``k`` distinct episodes
+    when the scope (after filters) holds that many.
 
     The probe is sentence-level, so ``limit`` hits may name fewer than ``k`` episodes; then it
     probes again with four times the limit (and a longer iterative scan). A probe that comes
@@ -199,8 +242,6 @@ async def probe_nuclei(conn: AsyncConnection, schema: str, scope_key: str,
     ``limit`` rows pass. So a short probe is settled by `exact_lane` over the filtered
     sentences: only when that too comes back short is the scope exhausted.
     """
-    lexical_hits = (await lexical_lane(conn, schema, scope_key, query, filters, limit)
-                    if lexical else None)
     scan, exact = MAX_SCAN_TUPLES, False
     while True:
         if exact:
@@ -208,7 +249,7 @@ async def probe_nuclei(conn: AsyncConnection, schema: str, scope_key: str,
         else:
             hits = await vector_lane(conn, schema, scope_key, embedding, filters, limit,
                                      max_scan_tuples=scan)
-        nuclei = nuclei_from_hits(hits, lexical_hits)
+        nuclei = nuclei_from_hits(hits)
         if len(nuclei) >= k:
             return nuclei
         if len(hits) < limit:
@@ -304,9 +345,9 @@ async def fetch_sentence_embeddings(conn: AsyncConnection, schema: str, scope_ke
 
 @dataclass
 class SearchRead:
-    """What one search statement read: the vector lane's nuclei (best first, each at its
-    best sentence's rank among the ``hits`` sentence hits), their context windows, every
-    episode in them and those episodes' stored sentence vectors."""
+    """What one search statement read: the nuclei of its lanes (best first by fused
+    reciprocal rank; ``hits`` sentence hits of the vector probe), their context windows,
+    every episode in them and those episodes' stored sentence vectors."""
 
     hits: int
     nuclei: list[Nucleus]
@@ -338,19 +379,39 @@ def _window_sql(schema: str) -> str:
 
 
 def search_statement(schema: str, scope_key: str, embedding: np.ndarray,
-                     filters: dict | None, *, limit: int, before: int,
-                     after: int) -> tuple[str, list]:
-    """The statement of `read_search` and its parameters (the bench EXPLAINs it)."""
+                     filters: dict | None, *, limit: int, before: int, after: int,
+                     lanes: list[Lane] = ()) -> tuple[str, list]:
+    """The statement of `read_search` and its parameters (the bench EXPLAINs it).
+
+    The vector probe and the other ``lanes`` are fused by reciprocal rank in SQL: a nucleus
+    (an episode) counts in each lane at its best sentence, and the windows and vectors of
+    every nucleus are read by the same statement."""
     where, params = compile_filter(filters, "s")
     no_context = before == 0 and after == 0
     members = ("SELECT n.uid AS nucleus, x.* FROM nuclei n JOIN "
                f"{schema}.episodes x ON x.scope_key = %s AND x.uid = n.uid"
                if no_context else _window_sql(schema))
+    lane_ctes = "".join(f", {lane.ctes}" for lane in lanes)
+    lane_rows = "".join(f"""
+            UNION ALL
+            SELECT {lane.order}, episode_uid, text, score, rank FROM {lane.name}"""
+                        for lane in lanes)
     statement = f"""
-        WITH {_probe_cte(schema, where)}, nuclei AS MATERIALIZED (
-            SELECT DISTINCT ON (episode_uid) episode_uid AS uid, text, distance, rank
-            FROM (SELECT *, row_number() OVER (ORDER BY distance) - 1 AS rank FROM hits) r
-            ORDER BY episode_uid, distance
+        WITH {_probe_cte(schema, where)}{lane_ctes}, lane_hits AS (
+            SELECT 0 AS lane, episode_uid, text, 1 - distance AS score,
+                   row_number() OVER (ORDER BY distance) - 1 AS rank
+            FROM hits{lane_rows}
+        ), best AS (
+            SELECT DISTINCT ON (lane, episode_uid) * FROM lane_hits
+            ORDER BY lane, episode_uid, rank
+        ), nuclei AS MATERIALIZED (
+            SELECT episode_uid AS uid, (array_agg(text ORDER BY lane))[1] AS text,
+                   sum(1.0 / ({RRF_K} + 1 + rank))::float8 AS fused,
+                   max(score) FILTER (WHERE lane = 0) AS vector_score,
+                   max(score) FILTER (WHERE lane = {LEXICAL_ORDER}) AS lexical_score,
+                   coalesce(sum(1.0 / ({RRF_K} + 1 + rank)) FILTER (WHERE lane > 0), 0)::float8
+                       AS lanes_fused
+            FROM best GROUP BY episode_uid
         ), members AS MATERIALIZED ({members}
         ), vectors AS (
             SELECT s.episode_uid,
@@ -359,15 +420,17 @@ def search_statement(schema: str, scope_key: str, embedding: np.ndarray,
             WHERE s.scope_key = %s AND s.episode_uid IN (SELECT DISTINCT m.uid FROM members m)
             GROUP BY s.episode_uid
         )
-        SELECT m.nucleus, n.text, n.distance, n.rank, (SELECT count(*) FROM hits),
+        SELECT m.nucleus, n.text, n.vector_score, n.lexical_score, n.fused, n.lanes_fused,
+               (SELECT count(*) FROM hits),
                m.uid, m.session_id, m.producer, m.produced_at, m.content, m.metadata,
                v.embeddings
         FROM members m JOIN nuclei n ON n.uid = m.nucleus
         LEFT JOIN vectors v ON v.episode_uid = m.uid
-        ORDER BY n.distance, m.produced_at, m.seq
+        ORDER BY n.fused DESC, n.vector_score DESC NULLS LAST, n.uid, m.produced_at, m.seq
         """
     window_args = [scope_key] if no_context else [scope_key, before, after]
-    return statement, [embedding, scope_key, *params, embedding, limit, *window_args, scope_key]
+    return statement, [embedding, scope_key, *params, embedding, limit,
+                       *(p for lane in lanes for p in lane.params), *window_args, scope_key]
 
 
 def hnsw_settings(limit: int, max_scan_tuples: int | None = None) -> tuple[str, tuple]:
@@ -389,15 +452,17 @@ def statement_timeout(timeout_ms: int) -> tuple[str, tuple]:
 
 async def read_search(conn: AsyncConnection, schema: str, scope_key: str,
                       embedding: np.ndarray, filters: dict | None, *, limit: int,
-                      before: int, after: int, timeout_ms: int) -> SearchRead:
-    """The vector probe, its nuclei, their context windows and the windows' stored vectors in
-    one statement, sent with its HNSW settings and statement timeout in one round trip
-    (pipeline mode).
+                      before: int, after: int, timeout_ms: int,
+                      lanes: list[Lane] = ()) -> SearchRead:
+    """The vector probe and the other ``lanes``, their fused nuclei (best first), the nuclei's
+    context windows and the windows' stored vectors in one statement, sent with its HNSW
+    settings and statement timeout in one round trip (pipeline mode). A nucleus no vector
+    hit reached has a NaN vector score.
 
     ``hits`` is how many sentence hits the probe found (fewer than ``limit``: the scope,
     after filters, is exhausted, or the scan reached ``hnsw.max_scan_tuples``)."""
     statement, params = search_statement(schema, scope_key, embedding, filters, limit=limit,
-                                         before=before, after=after)
+                                         before=before, after=after, lanes=lanes)
     cur = conn.cursor(binary=True)
     # BEGIN, the transaction's HNSW settings, the statement and COMMIT in one pipeline, sent
     # by hand in autocommit mode: psycopg's own BEGIN (implicit or `conn.transaction()`)
@@ -422,10 +487,12 @@ async def read_search(conn: AsyncConnection, schema: str, scope_key: str,
     episodes: dict[str, EpisodeRow] = {}
     packed: dict[str, bytes] = {}
     hits = 0
-    for nucleus, text, distance, rank, hits, *row, embeddings in await cur.fetchall():
+    for nucleus, text, vector_score, lexical_score, fused, lanes_fused, hits, *row, \
+            embeddings in await cur.fetchall():
         if nucleus not in nuclei:
-            nuclei[nucleus] = Nucleus(nucleus, text, 1.0 - float(distance),
-                                      fused=1.0 / (RRF_K + rank + 1))
+            nuclei[nucleus] = Nucleus(
+                nucleus, text, float("nan") if vector_score is None else float(vector_score),
+                None if lexical_score is None else float(lexical_score), fused, lanes_fused)
         uid = row[0]
         windows.setdefault(nucleus, []).append(uid)
         if uid not in episodes:

@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+from psycopg.errors import QueryCanceled
 from psycopg_pool import AsyncConnectionPool
 
 from memroute._log import get_logger
@@ -353,38 +354,52 @@ class Memory:
                 query, self.settings.entity_lane if entities is None else entities))
         timings["embed_ms"] = (time.perf_counter() - start) * 1000
 
+        # the full-text lane adds at most k sentences: its later hits cost reranking and recall
+        # little (docs/evaluation.md, "The full-text lane, cheap")
+        lanes = ([sql.lexical_lane_sql(self.schema, scope.key, query, filters, k)]
+                 if lexical else [])
+        if entity_keys:
+            lanes.append(entity_sql.entity_lane_sql(self.schema, scope.key, entity_keys,
+                                                    embeddings[0], filters, limit))
+
+        async def read_with_lanes(conn, lanes):
+            try:
+                return await sql.read_search(
+                    conn, self.schema, scope.key, embeddings[0], filters, limit=limit,
+                    before=before, after=after,
+                    timeout_ms=self.settings.search_statement_timeout_ms, lanes=lanes)
+            except QueryCanceled as exc:
+                if not lexical:
+                    raise
+                # the full-text lane is the one whose cost a query can drive up: the search
+                # goes on without it (the issue-16 bound)
+                log.warning("memory.lexical_lane_timeout", scope=scope.key,
+                            query_chars=len(query), error=str(exc).splitlines()[0])
+                return await sql.read_search(
+                    conn, self.schema, scope.key, embeddings[0], filters, limit=limit,
+                    before=before, after=after,
+                    timeout_ms=self.settings.search_statement_timeout_ms,
+                    lanes=[lane for lane in lanes if lane.name != "lexical"])
+
         async def read():
             async with self._pool.connection() as conn:
                 t0 = time.perf_counter()
-                found = await sql.read_search(
-                    conn, self.schema, scope.key, embeddings[0], filters, limit=limit,
-                    before=before, after=after,
-                    timeout_ms=self.settings.search_statement_timeout_ms)
+                found = await read_with_lanes(conn, lanes)
                 timings["read_ms"] = (time.perf_counter() - t0) * 1000
                 nuclei, windows = found.nuclei, found.windows
                 episodes, stored = found.episodes, found.vectors
-                # fewer than k episodes: a full probe names too few, and a short one may have
-                # stopped at the scan bound; `probe_nuclei` widens or settles it exactly
-                short = len(nuclei) < k
-                if not (short or lexical or entity_keys):
+                # fewer than k episodes from the vector probe: a full probe names too few,
+                # and a short one may have stopped at the scan bound; `probe_nuclei` widens
+                # or settles it exactly, in statements of its own
+                if sum(not math.isnan(n.vector_score) for n in nuclei) >= k:
                     return nuclei, windows, episodes, stored
-                # The widened probe and the optional lanes: statements of their own, and
-                # the windows of the nuclei they add.
                 t0 = time.perf_counter()
                 async with conn.transaction():
                     await conn.execute(*sql.statement_timeout(
                         self.settings.search_statement_timeout_ms))
-                    if short:
-                        nuclei = await sql.probe_nuclei(conn, self.schema, scope.key,
-                                                        embeddings[0], query, filters, k=k,
-                                                        limit=4 * limit, lexical=lexical)
-                    elif lexical:
-                        nuclei = sql.with_lexical_hits(nuclei, await sql.lexical_lane(
-                            conn, self.schema, scope.key, query, filters, limit))
-                    entity_hits = await entity_sql.entity_lane(
-                        conn, self.schema, scope.key, entity_keys, embeddings[0], filters,
-                        limit)
-                    nuclei = entity_sql.fuse_entity_hits(nuclei, entity_hits)
+                    nuclei = sql.with_lane_nuclei(await sql.probe_nuclei(
+                        conn, self.schema, scope.key, embeddings[0], filters, k=k,
+                        limit=4 * limit), nuclei)
                     missing = [n.uid for n in nuclei if n.uid not in windows]
                     if missing:
                         more_windows, more_episodes = await sql.fetch_clusters(
@@ -394,7 +409,7 @@ class Memory:
                         episodes = {**episodes, **more_episodes}
                         stored = {**stored, **await sql.fetch_sentence_embeddings(
                             conn, self.schema, scope.key, new)}
-                timings["lanes_ms"] = (time.perf_counter() - t0) * 1000
+                timings["widen_ms"] = (time.perf_counter() - t0) * 1000
                 return nuclei, windows, episodes, stored
 
         nuclei, windows, episodes, stored = await with_retry(read, "search")
