@@ -52,11 +52,16 @@ def make_memory_search(resolve: ContextResolver):
             started = time.time()
             results = await ctx.memory.search_scored(task["scope"], task["query"], k=task["k"],
                                                      filters=task["filters"], **options)
+            # the chain's judge reads what the entity index stored for each hit
+            stored = (await ctx.memory.stored_entities(task["scope"], [r.uid for r in results])
+                      if task["role"] == "chain" and results else {})
             cost = node_cost(NODE, started, detail=f"{task['role']}: {task['query']}")
         pool = {}
         for result in results:
             record = as_record(result)
             record["extra"].update(role=task["role"], hop=task["hop"])
+            if result.uid in stored:
+                record["extra"]["entities"] = [e.as_json() for e in stored[result.uid]]
             pool[record["uid"]] = record
         update: dict[str, Any] = {"queries": [task["query"]], "pool": pool, "costs": [cost]}
         if task["role"] == "chain":

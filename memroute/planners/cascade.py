@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Awaitable, Callable
 
-from memroute.planners.base import Planner, PlannerResult
+from memroute.planners.base import EvidenceEntities, Planner, PlannerResult
 from memroute.strategies.base import MAX_REASON_CHARS, ChainJudgment, RouteDecision, SplitPlan
 from memroute.strategies.budget import CallLimits
 
@@ -71,8 +71,10 @@ class CascadePlanner:
         return await self._decide(first, confidence, lambda: self.llm.split(query))
 
     async def judge(self, query: str, evidence: list[str], previous_queries: list[str],
-                    hop: int) -> PlannerResult[ChainJudgment]:
-        first = await self.offline.judge(query, evidence, previous_queries, hop)
+                    hop: int, evidence_entities: EvidenceEntities = None,
+                    ) -> PlannerResult[ChainJudgment]:
+        first = await self.offline.judge(query, evidence, previous_queries, hop,
+                                         evidence_entities)
         confidence = first.value.confidence if first.value is not None else None
         return await self._decide(first, confidence, lambda: self.llm.judge(
-            query, evidence, previous_queries, hop))
+            query, evidence, previous_queries, hop, evidence_entities))
