@@ -75,7 +75,8 @@ def make_chain_judge(resolve: ContextResolver):
                                       ctx.sufficient_confidence, step.limits.seconds_left())
         if decision == strategy.OUT_OF_TIME:
             decision = f"{decision} ({NODE})"
-        goto = (send_search(state, judgment.new_query, "chain", hop + 1)
+        goto = (send_search(state, judgment.new_query, "chain", hop + 1,
+                            producer=judgment.producer)
                 if decision == strategy.CONTINUE else "final_rerank")
         return _end(state, decision, runtime, decided.cost, judgment, chosen, goto)
 

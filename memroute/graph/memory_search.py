@@ -33,11 +33,15 @@ class SearchTask(TypedDict):
 
 
 def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0, *,
-                beside_planner: bool = False) -> Send:
-    """One search of ``query`` (a rewrite fetches more results: `search_k`)."""
+                beside_planner: bool = False, producer: str = "") -> Send:
+    """One search of ``query`` (a rewrite fetches more results: `search_k`), among
+    ``producer``'s episodes only when one is given."""
+    filters = state.get("filters")
+    if producer:
+        own = {"producer": producer}
+        filters = {"$and": [filters, own]} if filters else own
     task = SearchTask(query=query, role=role, hop=hop, scope=state["scope"],
-                      k=search_k(state["k"], query, state["query"], MAX_K),
-                      filters=state.get("filters"))
+                      k=search_k(state["k"], query, state["query"], MAX_K), filters=filters)
     if beside_planner:
         task["beside_planner"] = True
     return Send(NODE, task)

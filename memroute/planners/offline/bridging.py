@@ -102,7 +102,9 @@ class ChainHeuristics:
     when a top item answers it (about the subject, by its text or its stored speaker);
     ``one_bridge_when_clear``: whether a bridge question stops after its first rewrite when
     that bridge was clearly the first hop's best (its stored-entity support at least
-    ``clear_ratio`` times the runner-up's).
+    ``clear_ratio`` times the runner-up's); ``own_turns``: whether an attribute question's
+    predicate-only rewrite searches only the turns of the speaker it names (by the stored
+    speakers of the evidence).
     """
 
     bridges: int = 2
@@ -118,6 +120,7 @@ class ChainHeuristics:
     attribute_hop_stop: bool = False
     one_bridge_when_clear: bool = False
     clear_ratio: float = 2.0
+    own_turns: bool = False
 
 
 def judge_evidence(query: str, evidence: list[str], previous_queries: list[str],

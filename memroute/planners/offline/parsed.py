@@ -164,6 +164,14 @@ def _item_entities(evidence: list[str], stored: EvidenceEntities) -> list[list[E
     return out
 
 
+def _subject_speaker(stored: EvidenceEntities, qp: QuestionParse) -> str:
+    """The speaker, as stored, whom the question names, when it names exactly one (its own
+    turns are where its attributes are told); else ""."""
+    speakers = {e.key: e.text for ents in stored or [] for e in ents or []
+                if e.label == SPEAKER_LABEL and e.key in qp.named_keys}
+    return next(iter(speakers.values())) if len(speakers) == 1 else ""
+
+
 def _spoken_or_untitled(evidence: list[str], stored: EvidenceEntities) -> bool:
     """Whether the top items are turns: by their stored speakers, else by having no title."""
     spoken = _spoken(stored)
@@ -238,7 +246,8 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
         words = " ".join(qp.predicate)
         if query_key(words) not in {query_key(q) for q in tried}:
             return ChainJudgment(is_sufficient=False, evidence_indices=indices,
-                                 new_query=words, confidence=BRIDGE_SURE)
+                                 new_query=words, confidence=BRIDGE_SURE,
+                                 producer=_subject_speaker(stored, qp) if h.own_turns else "")
     if h.bridge_from == "surface":
         judgment = judge_evidence(query, evidence, previous_queries, replace(h, bridges=allowed))
         if judgment.is_sufficient:
