@@ -102,9 +102,9 @@ class ChainHeuristics:
     when a top item answers it (about the subject, by its text or its stored speaker);
     ``one_bridge_when_clear``: whether a bridge question stops after its first rewrite when
     that bridge was clearly the first hop's best (its stored-entity support at least
-    ``clear_ratio`` times the runner-up's); ``own_turns``: whether an attribute question's
-    predicate-only rewrite searches only the turns of the speaker it names (by the stored
-    speakers of the evidence).
+    ``clear_ratio`` times the runner-up's); ``own_turns``: whether a question naming exactly one
+    speaker of the evidence (by its stored speakers) is judged as that speaker's attribute,
+    its predicate-only rewrite searching only that speaker's turns.
     """
 
     bridges: int = 2

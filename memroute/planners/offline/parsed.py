@@ -210,6 +210,10 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
     fresh_from = keep if rewrites else None
     attribute = (bool(qp.named) and not qp.hidden_head
                  and not has_nested_relation(_without_named_possessives(query, qp)))
+    speaker = _subject_speaker(stored, qp) if h.own_turns else ""
+    # a question about one named speaker: what it asks is told in their own turns, whose
+    # capitalised words ("Thanks", "Wow", the other speaker) are no bridges
+    attribute = attribute or bool(speaker and qp.predicate)
     allowed = h.attribute_rewrites if attribute else h.bridges
     if rewrites >= allowed:
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9)
@@ -247,7 +251,7 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
         if query_key(words) not in {query_key(q) for q in tried}:
             return ChainJudgment(is_sufficient=False, evidence_indices=indices,
                                  new_query=words, confidence=BRIDGE_SURE,
-                                 producer=_subject_speaker(stored, qp) if h.own_turns else "")
+                                 producer=speaker)
     if h.bridge_from == "surface":
         judgment = judge_evidence(query, evidence, previous_queries, replace(h, bridges=allowed))
         if judgment.is_sufficient:
