@@ -28,7 +28,13 @@ from dataclasses import replace
 from memroute.nlp import SPEAKER_LABEL, Entity, entity_key, extract_entities
 from memroute.planners.base import EvidenceEntities
 from memroute.planners.offline.bridging import ChainHeuristics, bridge_candidates, judge_evidence
-from memroute.planners.offline.entities import fold, key_terms, mentioned, split_title
+from memroute.planners.offline.entities import (
+    STOPWORDS,
+    fold,
+    key_terms,
+    mentioned,
+    split_title,
+)
 from memroute.planners.offline.question_parse import QuestionParse, read_question
 from memroute.planners.offline.question_syntax import (
     has_nested_relation,
@@ -183,13 +189,22 @@ def _support(key: str, entities: list[list[Entity]]) -> float:
     return sum(1 / (i + 1) for i, ents in enumerate(entities) if any(e.key == key for e in ents))
 
 
+def _content_words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(fold(text)) if len(w) > 2 and w not in STOPWORDS}
+
+
 def _clear_bridge(query: str, evidence: list[str], entities: list[list[Entity]], tried: list[str],
                   ratio: float) -> bool:
     """Whether the first hop's best bridge candidate was clearly ahead: the entities stored
-    for the first hop's evidence back it at least ``ratio`` times the runner-up."""
-    supports = [_support(entity_key(c.entity), entities)
-                for c in bridge_candidates(query, evidence, tried)[:2]]
+    for the first hop's evidence back it at least ``ratio`` times the runner-up, and it
+    shares no word with the question."""
+    candidates = bridge_candidates(query, evidence, tried)[:2]
+    supports = [_support(entity_key(c.entity), entities) for c in candidates]
     if not supports or supports[0] <= 0:
+        return False
+    # a variant of the question's own subject ("Jimmy Elliott" for "Jimmy Elliot") leads
+    # on support alone, but bridges nowhere
+    if _content_words(candidates[0].entity) & _content_words(query):
         return False
     return len(supports) == 1 or supports[0] >= ratio * supports[1]
 
