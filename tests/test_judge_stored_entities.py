@@ -28,8 +28,9 @@ def test_attribute_rewrite_searches_the_named_speakers_own_turns() -> None:
                               stored)
     assert not own.is_sufficient and own.new_query == "instruments play"
     assert own.producer == "Melanie"
+    assert ChainHeuristics().own_turns  # the default
     # off, or nothing stored: the same rewrite over everyone's turns
-    assert judge_with_entities(QUESTION, TURNS, [QUESTION], ChainHeuristics(),
+    assert judge_with_entities(QUESTION, TURNS, [QUESTION], ChainHeuristics(own_turns=False),
                                stored).producer == ""
     assert judge_with_entities(QUESTION, TURNS, [QUESTION], ChainHeuristics(own_turns=True),
                                None).producer == ""
@@ -87,6 +88,16 @@ def test_one_bridge_suffices_when_the_stored_entities_clearly_back_it() -> None:
     tried = [question, first.new_query]
     done = judge_with_entities(question, hop2, tried, h, [*clear, [temple]])
     assert done.is_sufficient and done.confidence >= 0.8
+    # a respelling of the question's own subject bridges nowhere, however well backed
+    asked = "What was the address of the penitentiary where Jimmy Elliot was sentenced?"
+    found = ["Jimmy Elliott: Jimmy Elliott was sentenced to Eastern State Penitentiary.",
+             "Jimmy Elliott: Jimmy Elliott was an American boxer."]
+    elliott = Entity("Jimmy Elliott", "jimmy elliott", "PERSON")
+    hop = judge_with_entities(asked, found, [asked], h, [[elliott], [elliott]])
+    assert hop.new_query.startswith("Jimmy Elliott")
+    again = judge_with_entities(asked, [*found, "Jimmy Elliott: a boxer from Illinois."],
+                                [asked, hop.new_query], h, [[elliott], [elliott], [elliott]])
+    assert not again.is_sufficient and "Eastern State Penitentiary" in again.new_query
     # the runner-up backed as well as the bridge: the second rewrite is still searched
     even = [[temple, abel], [abel]]
     more = judge_with_entities(question, hop2, tried, h, [*even, [temple]])

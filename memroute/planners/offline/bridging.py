@@ -120,7 +120,7 @@ class ChainHeuristics:
     attribute_hop_stop: bool = False
     one_bridge_when_clear: bool = False
     clear_ratio: float = 2.0
-    own_turns: bool = False
+    own_turns: bool = True
 
 
 def judge_evidence(query: str, evidence: list[str], previous_queries: list[str],

@@ -7,9 +7,13 @@
   Each with a confidence.
 - **split**: one question per coordinated clause, else one sub-query per named subject with
   the question's relation words.
-- **judge** (defaults in `ChainHeuristics`, measured in docs/evaluation.md): a named
-  subject's attribute gets one rewrite, its predicate words alone when most of the top
-  evidence is untitled (conversation turns need not name their speaker), else a bridge; other
+- **judge** (defaults in `ChainHeuristics`, measured in docs/evaluation.md) reads the
+  entities the index stored for each evidence item (`Planner.judge`'s
+  ``evidence_entities``; the NER of the text where none are stored). A named subject's
+  attribute gets one rewrite, its predicate words alone when most of the top evidence is
+  someone's turns (a stored speaker; without stored entities: untitled items), else a
+  bridge. A question that names exactly one speaker of the evidence is such an attribute,
+  and its rewrite searches only that speaker's turns (``own_turns``); other
   questions get ``bridges`` rewrites, the surface bridge candidates packed into the last one
   (``bridge_from="surface"``), or entities the NER of the evidence vouches for
   (``"entities"``, the hidden slot's type first). With ``first_hop_stop`` /
