@@ -34,6 +34,10 @@ def test_attribute_rewrite_searches_the_named_speakers_own_turns() -> None:
                                stored).producer == ""
     assert judge_with_entities(QUESTION, TURNS, [QUESTION], ChainHeuristics(own_turns=True),
                                None).producer == ""
+    # every other word of the question stays: the speaker's turns stand for the name
+    named = "What LGBTQ events has Melanie joined?"
+    assert judge_with_entities(named, TURNS, [named], ChainHeuristics(own_turns=True),
+                               stored).new_query == "LGBTQ events joined"
     # two named speakers: no single subject whose turns to search
     both = "What song did Melanie play for Caroline?"
     assert judge_with_entities(both, TURNS, [both], ChainHeuristics(own_turns=True),
@@ -140,4 +144,12 @@ async def test_the_judge_gets_stored_entities_and_the_rewrite_keeps_to_the_speak
     assert all(any(e.label == SPEAKER_LABEL for e in entities) for entities in first)
     rewrite_hits = [r for r in result.results if r.extra.get("hop") == 2]
     assert rewrite_hits and all(r.nucleus.producer == "Melanie" for r in rewrite_hits)
+    # a window's speakers count as the hit's: Caroline's turn names Melanie, Melanie's follows
+    asked = "What did Caroline say about Lisbon?"
+    windowed = RetrievalAgent(memory, planner=planner, context=(0, 1))
+    planner.seen.clear()
+    await windowed.aretrieve(asked, scope=scope, k=3, strategy="chain")
+    speakers = {e.text for entities in planner.seen[0] for e in entities
+                if e.label == SPEAKER_LABEL}
+    assert speakers == {"Melanie", "Caroline"}
     assert any("clarinet" in r.nucleus.content for r in result.results)

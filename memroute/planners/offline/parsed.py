@@ -231,8 +231,11 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
                  and not has_nested_relation(_without_named_possessives(query, qp)))
     speaker = _subject_speaker(stored, qp) if h.own_turns else ""
     # a question about one named speaker: what it asks is told in their own turns, whose
-    # capitalised words ("Thanks", "Wow", the other speaker) are no bridges
-    attribute = attribute or bool(speaker and qp.predicate)
+    # capitalised words ("Thanks", "Wow", the other speaker) are no bridges; searching
+    # only those turns stands for the name, and every other word of the question stays
+    own_words = key_terms(query, drop=[n for n in qp.named
+                                       if entity_key(n) == entity_key(speaker)]) if speaker else []
+    attribute = attribute or bool(own_words)
     allowed = h.attribute_rewrites if attribute else h.bridges
     if rewrites >= allowed:
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9)
@@ -260,13 +263,13 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
     stems = _stems(qp.predicate or key_terms(query, drop=qp.named))
     if anchors and any(_answers(evidence[i], entities[i], anchors, qp, stems) for i in window):
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT)
-    if attribute and qp.predicate and (
+    if attribute and (own_words or qp.predicate) and (
             h.attribute_rewrite == "predicate"
             or h.attribute_rewrite == "auto" and _spoken_or_untitled(evidence, stored)):
         # a named subject's attribute: its own facts need not repeat its name (a speaker's
         # turns), so the predicate words are searched alone; facts filed under a title
         # name their subject there, so those get the bridge
-        words = " ".join(qp.predicate)
+        words = " ".join(own_words or qp.predicate)
         if query_key(words) not in {query_key(q) for q in tried}:
             return ChainJudgment(is_sufficient=False, evidence_indices=indices,
                                  new_query=words, confidence=BRIDGE_SURE,
