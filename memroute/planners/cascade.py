@@ -76,5 +76,6 @@ class CascadePlanner:
         first = await self.offline.judge(query, evidence, previous_queries, hop,
                                          evidence_entities)
         confidence = first.value.confidence if first.value is not None else None
+        # the model reads the evidence itself: the stored entities are the offline judge's
         return await self._decide(first, confidence, lambda: self.llm.judge(
-            query, evidence, previous_queries, hop, evidence_entities))
+            query, evidence, previous_queries, hop))
