@@ -73,6 +73,14 @@ def stored_entities(record: ResultRecord) -> list[Entity] | None:
     return None if found is None else [Entity(**e) for e in found]
 
 
+def for_output(record: ResultRecord) -> ResultRecord:
+    """A result as returned: without the stored entities the chain's judge read."""
+    if "entities" not in record["extra"]:
+        return record
+    extra = {k: v for k, v in record["extra"].items() if k != "entities"}
+    return ResultRecord(**{**record, "extra": extra})
+
+
 def merge_pool(left: dict[str, ResultRecord] | None,
                right: dict[str, ResultRecord] | None) -> dict[str, ResultRecord]:
     """Pool evidence by episode uid, keeping the better-scored copy (the earlier one on ties)."""
