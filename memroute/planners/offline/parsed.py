@@ -232,10 +232,9 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
     speaker = _subject_speaker(stored, qp) if h.own_turns else ""
     # a question about one named speaker: what it asks is told in their own turns, whose
     # capitalised words ("Thanks", "Wow", the other speaker) are no bridges; searching
-    # only those turns stands for the name, and every other word of the question stays but
-    # its dates (a turn's date is its timestamp, rarely in its text)
-    own_words = key_terms(query, drop=[*qp.dates, *(n for n in qp.named if entity_key(n)
-                                                    == entity_key(speaker))]) if speaker else []
+    # only those turns stands for the name, and every other word of the question stays
+    own_words = key_terms(query, drop=[n for n in qp.named
+                                       if entity_key(n) == entity_key(speaker)]) if speaker else []
     attribute = attribute or bool(own_words)
     allowed = h.attribute_rewrites if attribute else h.bridges
     if rewrites >= allowed:

@@ -11,7 +11,6 @@ The parts the offline planner's decisions use:
 - ``answer_labels``: the entity labels an answer to the question's wh-word can have;
 - ``predicate``: the content words outside the named things and the hidden head's
   description, the words a bridge query keeps;
-- ``dates``: its dates and times;
 - ``clauses``: coordinated clauses that each have their own subject ("Where does Karim study
   and where is Helga Brandt's office?"), one self-contained question each.
 """
@@ -56,7 +55,6 @@ class QuestionParse:
     predicate: list[str]
     description: list[str] = field(default_factory=list)
     clauses: list[str] = field(default_factory=list)
-    dates: list[str] = field(default_factory=list)  # its DATE/TIME entities, as written
 
     @property
     def hidden_labels(self) -> frozenset[str]:
@@ -208,5 +206,4 @@ def read_question(text: str) -> QuestionParse:
         wh=wh, answer_labels=_ANSWER_LABELS.get(wh or "", frozenset()),
         hidden_head=None if head is None else head.lemma_.lower(), hidden_reason=reason,
         predicate=list(dict.fromkeys(predicate)), description=list(dict.fromkeys(description)),
-        clauses=_own_questions(text, named) or _clauses(doc),
-        dates=[e.text for e in doc.ents if e.label_ in TIME_LABELS])
+        clauses=_own_questions(text, named) or _clauses(doc))
