@@ -86,6 +86,10 @@ def entity_key(text: str) -> str:
     return " ".join(words)
 
 
+SPEAKER_LABEL = "SPEAKER"
+"""The label of a turn's speaker, stored as an entity of each of its sentences."""
+
+
 @dataclass(frozen=True)
 class Entity:
     """A named entity: its text as written, its `entity_key` and spaCy's label."""

@@ -12,7 +12,13 @@ from memroute.graph.context import ContextResolver, RetrievalContext
 from memroute.graph.events import HopJudged, as_payload
 from memroute.graph.memory_search import send_search
 from memroute.graph.planner_step import PlannerStep
-from memroute.graph.state import HopRecord, NodeCost, RetrievalState, record_text
+from memroute.graph.state import (
+    HopRecord,
+    NodeCost,
+    RetrievalState,
+    record_text,
+    stored_entities,
+)
 from memroute.strategies import chain_of_query as strategy
 from memroute.strategies.base import ChainJudgment
 
@@ -56,9 +62,11 @@ def make_chain_judge(resolve: ContextResolver):
         uids = strategy.evidence_uids(selected, state.get("last_hits") or [],
                                       state.get("pool", {}))
         texts = [record_text(state["pool"][u]) for u in uids]
+        entities = [stored_entities(state["pool"][u]) for u in uids]
         step = PlannerStep.start(NODE, STEP, ctx, state, runtime)
         decided = await step.ask_planner(
-            lambda planner: planner.judge(state["query"], texts, list(previous), hop),
+            lambda planner: planner.judge(state["query"], texts, list(previous), hop,
+                                          entities),
             detail=f"hop {hop}")
         if decided.value is None:
             return _end(state, decided.failure, runtime, decided.cost)
@@ -67,7 +75,8 @@ def make_chain_judge(resolve: ContextResolver):
                                       ctx.sufficient_confidence, step.limits.seconds_left())
         if decision == strategy.OUT_OF_TIME:
             decision = f"{decision} ({NODE})"
-        goto = (send_search(state, judgment.new_query, "chain", hop + 1)
+        goto = (send_search(state, judgment.new_query, "chain", hop + 1,
+                            producer=judgment.producer)
                 if decision == strategy.CONTINUE else "final_rerank")
         return _end(state, decision, runtime, decided.cost, judgment, chosen, goto)
 

@@ -9,7 +9,13 @@ from langgraph.types import Overwrite
 
 from memroute.graph.context import ContextResolver
 from memroute.graph.events import Final, as_payload
-from memroute.graph.state import RetrievalState, as_record, from_record, node_cost
+from memroute.graph.state import (
+    RetrievalState,
+    as_record,
+    for_output,
+    from_record,
+    node_cost,
+)
 from memroute.graph.trace import record_decision
 
 NODE = "final_rerank"
@@ -38,6 +44,7 @@ def make_final_rerank(resolve: ContextResolver):
             ranked = await ctx.memory.rerank(pooled, queries, k, mode=ctx.rerank_mode,
                                              credit=FINAL_CREDIT)
             results = [as_record(r) for r in ranked]
+        results = [for_output(r) for r in results]
         stop_reason = state.get("stop_reason") or "done"
         await record_decision(state, stop_reason)
         runtime.stream_writer(as_payload(Final(state.get("route", ""), stop_reason,

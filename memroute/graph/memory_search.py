@@ -13,6 +13,8 @@ from memroute.graph.context import ContextResolver
 from memroute.graph.events import SearchDone, as_payload
 from memroute.graph.state import RetrievalState, as_record, node_cost
 from memroute.memory.limits import MAX_K
+from memroute.memory.models import ScoredResult
+from memroute.nlp import SPEAKER_LABEL, Entity
 from memroute.strategies.base import Route, search_k
 
 NODE = "memory_search"
@@ -33,14 +35,31 @@ class SearchTask(TypedDict):
 
 
 def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0, *,
-                beside_planner: bool = False) -> Send:
-    """One search of ``query`` (a rewrite fetches more results: `search_k`)."""
+                beside_planner: bool = False, producer: str = "") -> Send:
+    """One search of ``query`` (a rewrite fetches more results: `search_k`), among
+    ``producer``'s episodes only when one is given."""
+    filters = state.get("filters")
+    if producer:
+        own = {"producer": producer}
+        filters = {"$and": [filters, own]} if filters else own
     task = SearchTask(query=query, role=role, hop=hop, scope=state["scope"],
-                      k=search_k(state["k"], query, state["query"], MAX_K),
-                      filters=state.get("filters"))
+                      k=search_k(state["k"], query, state["query"], MAX_K), filters=filters)
     if beside_planner:
         task["beside_planner"] = True
     return Send(NODE, task)
+
+
+def hit_entities(result: ScoredResult, stored: dict[str, list[Entity]]) -> list[Entity]:
+    """The stored entities of a hit's nucleus, then the speakers of its context window (a
+    question about a speaker often finds the other speaker's turn that names them first)."""
+    own = list(stored.get(result.uid, []))
+    speakers = {e.key for e in own if e.label == SPEAKER_LABEL}
+    for episode in result.episodes:
+        for entity in stored.get(episode.uid or "", []):
+            if entity.label == SPEAKER_LABEL and entity.key not in speakers:
+                own.append(entity)
+                speakers.add(entity.key)
+    return own
 
 
 def make_memory_search(resolve: ContextResolver):
@@ -52,11 +71,17 @@ def make_memory_search(resolve: ContextResolver):
             started = time.time()
             results = await ctx.memory.search_scored(task["scope"], task["query"], k=task["k"],
                                                      filters=task["filters"], **options)
+            # the chain's judge reads what the entity index stored for each hit
+            stored = (await ctx.memory.stored_entities(
+                task["scope"], list({e.uid: None for r in results for e in r.episodes if e.uid}))
+                if task["role"] == "chain" and results else {})
             cost = node_cost(NODE, started, detail=f"{task['role']}: {task['query']}")
         pool = {}
         for result in results:
             record = as_record(result)
             record["extra"].update(role=task["role"], hop=task["hop"])
+            if result.uid in stored:
+                record["extra"]["entities"] = [e.as_json() for e in hit_entities(result, stored)]
             pool[record["uid"]] = record
         update: dict[str, Any] = {"queries": [task["query"]], "pool": pool, "costs": [cost]}
         if task["role"] == "chain":

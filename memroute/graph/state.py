@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from typing_extensions import NotRequired, Required, TypedDict
 
 from memroute.memory.models import Episode, Scope, ScoredResult
+from memroute.nlp import Entity
 from memroute.strategies.base import Strategy, Usage
 from memroute.strategies.budget import Budget
 
@@ -63,6 +64,21 @@ def from_record(record: ResultRecord) -> ScoredResult:
 def record_text(record: ResultRecord) -> str:
     """The cluster's content, one episode per line (as `ScoredResult.text`)."""
     return "\n".join(e["content"] for e in record["episodes"])
+
+
+def stored_entities(record: ResultRecord) -> list[Entity] | None:
+    """The entities the index stored for a hit's nucleus (``memory_search`` adds them to the
+    chain's hits), or ``None`` when it holds none."""
+    found = record["extra"].get("entities")
+    return None if found is None else [Entity(**e) for e in found]
+
+
+def for_output(record: ResultRecord) -> ResultRecord:
+    """A result as returned: without the stored entities the chain's judge read."""
+    if "entities" not in record["extra"]:
+        return record
+    extra = {k: v for k, v in record["extra"].items() if k != "entities"}
+    return ResultRecord(**{**record, "extra": extra})
 
 
 def merge_pool(left: dict[str, ResultRecord] | None,

@@ -23,7 +23,13 @@ from memroute._log import get_logger
 from memroute.errors import ModelUnavailableError
 from memroute.memory.filters import compile_filter
 from memroute.memory.sql import ENTITY_ORDER, Lane
-from memroute.nlp import Entity, entity_key, extract_entities, query_entity_keys
+from memroute.nlp import (
+    SPEAKER_LABEL,
+    Entity,
+    entity_key,
+    extract_entities,
+    query_entity_keys,
+)
 
 log = get_logger(__name__)
 # Producers that are roles, not names a question could mention.
@@ -36,7 +42,7 @@ def speaker_entity(producer: str) -> Entity | None:
     key = entity_key(producer)
     if not key or key in _ROLE_PRODUCERS or len(key) > 80:
         return None
-    return Entity(producer.strip(), key, "SPEAKER")
+    return Entity(producer.strip(), key, SPEAKER_LABEL)
 
 
 async def sentence_entities(texts: list[str], producers: list[str]) -> list[list[Entity]]:
@@ -113,3 +119,21 @@ async def backfill(conn: AsyncConnection, schema: str, batch: int = 256) -> int:
                     [(*entity_columns(entities), r[0], r[1], r[2])
                      for r, entities in zip(rows, found, strict=True)])
         filled += len(rows)
+
+
+async def entities_of(conn: AsyncConnection, schema: str, scope_key: str,
+                      uids: list[str]) -> dict[str, list[Entity]]:
+    """The stored entities of each episode (all its sentences, each key once, speaker
+    included), by uid; episodes stored without extracted entities are left out."""
+    if not uids:
+        return {}
+    cur = await conn.execute(
+        f"SELECT episode_uid, entities FROM {schema}.sentences "
+        "WHERE scope_key = %s AND episode_uid = ANY(%s) AND entities IS NOT NULL "
+        "ORDER BY episode_uid, idx", [scope_key, list(dict.fromkeys(uids))])
+    out: dict[str, dict[str, Entity]] = {}
+    for uid, entities in await cur.fetchall():
+        found = out.setdefault(uid, {})
+        for e in entities if isinstance(entities, list) else json.loads(entities):
+            found.setdefault(e["key"], Entity(e["text"], e["key"], e["label"]))
+    return {uid: list(found.values()) for uid, found in out.items()}

@@ -42,6 +42,7 @@ from memroute.memory.rerankers.base import CREDITS, ContextCandidate, rank_in_co
 from memroute.memory.retry import with_retry
 from memroute.memory.schema import check_identifier
 from memroute.memory.writes import EpisodeWriter
+from memroute.nlp import Entity
 from memroute.settings import MemrouteSettings, get_settings
 
 log = get_logger(__name__)
@@ -289,6 +290,18 @@ class Memory:
         batch = _check_int(batch, "batch", 1, 10_000)
         async with self._pool.connection() as conn:
             return await entity_sql.backfill(conn, self.schema, batch)
+
+    async def stored_entities(self, scope: Scope | dict,
+                              uids: list[str]) -> dict[str, list[Entity]]:
+        """The entities stored for each episode (its sentences' NER and its speaker), by uid;
+        episodes stored without entities are left out."""
+        scope = coerce_scope(scope)
+        uids = _check_uids(uids)
+
+        async def run() -> dict[str, list[Entity]]:
+            async with self._pool.connection() as conn:
+                return await entity_sql.entities_of(conn, self.schema, scope.key, uids)
+        return await with_retry(run, "stored_entities")
 
     async def count(self, scope: Scope | dict) -> dict[str, int]:
         """How many episodes and sentences the scope holds."""

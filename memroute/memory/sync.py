@@ -11,6 +11,7 @@ from memroute._loop import CallerLoop, LoopHandle
 from memroute.errors import InvalidInputError
 from memroute.memory.models import Episode, Scope, ScoredResult, StoredEpisode
 from memroute.memory.store import Memory, SearchResults
+from memroute.nlp import Entity
 
 
 class SyncMemory:
@@ -70,6 +71,9 @@ class SyncMemory:
 
     def backfill_entities(self, batch: int = 256) -> int:
         return self.loop.run_as_sync(self.memory.backfill_entities(batch))
+
+    def stored_entities(self, scope: Scope | dict, uids: list[str]) -> dict[str, list[Entity]]:
+        return self.loop.run_as_sync(self.memory.stored_entities(scope, uids))
 
     def close(self) -> None:
         self.loop.run_as_sync(self.memory.close())

@@ -14,10 +14,13 @@ from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel
 
+from memroute.nlp import Entity
 from memroute.strategies.base import ChainJudgment, RouteDecision, SplitPlan, Usage
 from memroute.strategies.budget import CallLimits
 
 T = TypeVar("T", bound=BaseModel)
+EvidenceEntities = list[list[Entity] | None] | None
+"""The stored entities of each evidence item shown to a chain's judge (see `Planner.judge`)."""
 
 
 @dataclass
@@ -49,7 +52,11 @@ class Planner(Protocol):
     async def split(self, query: str) -> PlannerResult[SplitPlan]: ...
 
     async def judge(self, query: str, evidence: list[str], previous_queries: list[str],
-                    hop: int) -> PlannerResult[ChainJudgment]: ...
+                    hop: int, evidence_entities: EvidenceEntities = None,
+                    ) -> PlannerResult[ChainJudgment]:
+        """``evidence_entities``: what the entity index stored for each evidence item
+        (``None`` for an item stored without entities, or for all of them)."""
+        ...
 
     @property
     def prompt_versions(self) -> dict[str, str]:

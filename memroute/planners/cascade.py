@@ -16,7 +16,7 @@ import copy
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
-from memroute.planners.base import Planner, PlannerResult
+from memroute.planners.base import EvidenceEntities, Planner, PlannerResult
 from memroute.strategies.base import MAX_REASON_CHARS, ChainJudgment, RouteDecision, SplitPlan
 from memroute.strategies.budget import CallLimits
 
@@ -93,8 +93,11 @@ class CascadePlanner:
                                   lambda: self.llm.split(query))
 
     async def judge(self, query: str, evidence: list[str], previous_queries: list[str],
-                    hop: int) -> PlannerResult[ChainJudgment]:
-        first = await self.offline.judge(query, evidence, previous_queries, hop)
+                    hop: int, evidence_entities: EvidenceEntities = None,
+                    ) -> PlannerResult[ChainJudgment]:
+        first = await self.offline.judge(query, evidence, previous_queries, hop,
+                                         evidence_entities)
         confidence = first.value.confidence if first.value is not None else None
+        # the model reads the evidence itself: the stored entities are the offline judge's
         return await self._decide("judge", query, hop, first, confidence, lambda: self.llm.judge(
             query, evidence, previous_queries, hop))

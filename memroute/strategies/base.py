@@ -20,6 +20,7 @@ Strategy = Literal["auto", "direct", "split", "chain"]
 """What a caller asks for: ``auto`` lets ToolSelect choose the route."""
 STRATEGIES: tuple[Strategy, ...] = ("auto", "direct", "split", "chain")
 MAX_REASON_CHARS = 500  # of a route decision's reason
+MAX_PRODUCER_CHARS = 200  # of the speaker a chain's rewrite is confined to
 # A search for a rewritten query (a sub-query, a bridge that may pack several entities)
 # fetches this many times the k asked for: the final multi-query rerank cuts the pooled
 # evidence to k anyway (docs/evaluation.md, "Fewer searches").
@@ -58,6 +59,9 @@ class ChainJudgment(BaseModel):
     evidence_indices: list[int] = Field(default_factory=list)
     new_query: str = ""
     confidence: float = Field(default=0.0, ge=0.0, le=1.0)
+    # search ``new_query`` among this producer's episodes only (a conversation's speaker);
+    # "" searches them all
+    producer: str = Field(default="", max_length=MAX_PRODUCER_CHARS)
 
 
 @dataclass

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from memroute.planners.base import PlannerResult
+from memroute.planners.base import EvidenceEntities, PlannerResult
 from memroute.planners.llm import replies
 from memroute.planners.llm.backends import make_backend
 from memroute.planners.llm.prompting import (
@@ -89,7 +89,9 @@ class LLMPlanner:
         return result.to_planner(result.value and replies.to_plan(result.value))
 
     async def judge(self, query: str, evidence: list[str], previous_queries: list[str],
-                    hop: int) -> PlannerResult[ChainJudgment]:
+                    hop: int, evidence_entities: EvidenceEntities = None,
+                    ) -> PlannerResult[ChainJudgment]:
+        """(``evidence_entities`` is not sent: the model reads the evidence itself.)"""
         result = await self._ask(self.llm, JUDGE, replies.JudgeReply,
                                  query=as_data(query, QUESTION_CHARS),
                                  previous=format_queries(previous_queries),

@@ -97,7 +97,14 @@ class ChainHeuristics:
     evidence plus the predicate words), ``"predicate"`` (the predicate words alone) or
     ``"auto"`` (the predicate alone unless most top items are filed under a title);
     ``bridge_from`` (parse-based judge): bridge entities vouched for by the NER of the
-    evidence (``"entities"``) or the surface candidates of `judge_evidence` (``"surface"``).
+    evidence (``"entities"``) or the surface candidates of `judge_evidence` (``"surface"``);
+    ``attribute_hop_stop``: whether an attribute question may stop after its first search
+    when a top item answers it (about the subject, by its text or its stored speaker);
+    ``one_bridge_when_clear``: whether a bridge question stops after its first rewrite when
+    that bridge was clearly the first hop's best (its stored-entity support at least
+    ``clear_ratio`` times the runner-up's); ``own_turns``: whether a question naming exactly one
+    speaker of the evidence (by its stored speakers) is judged as that speaker's attribute,
+    its predicate-only rewrite searching only that speaker's turns.
     """
 
     bridges: int = 2
@@ -110,6 +117,10 @@ class ChainHeuristics:
     attribute_rewrites: int = 1
     attribute_rewrite: str = "auto"
     bridge_from: str = "surface"
+    attribute_hop_stop: bool = False
+    one_bridge_when_clear: bool = False
+    clear_ratio: float = 2.0
+    own_turns: bool = True
 
 
 def judge_evidence(query: str, evidence: list[str], previous_queries: list[str],

@@ -7,9 +7,13 @@
   Each with a confidence.
 - **split**: one question per coordinated clause, else one sub-query per named subject with
   the question's relation words.
-- **judge** (defaults in `ChainHeuristics`, measured in docs/evaluation.md): a named
-  subject's attribute gets one rewrite, its predicate words alone when most of the top
-  evidence is untitled (conversation turns need not name their speaker), else a bridge; other
+- **judge** (defaults in `ChainHeuristics`, measured in docs/evaluation.md) reads the
+  entities the index stored for each evidence item (`Planner.judge`'s
+  ``evidence_entities``; the NER of the text where none are stored). A named subject's
+  attribute gets one rewrite, its predicate words alone when most of the top evidence is
+  someone's turns (a stored speaker; without stored entities: untitled items), else a
+  bridge. A question that names exactly one speaker of the evidence is such an attribute,
+  and its rewrite searches only that speaker's turns (``own_turns``); other
   questions get ``bridges`` rewrites, the surface bridge candidates packed into the last one
   (``bridge_from="surface"``), or entities the NER of the evidence vouches for
   (``"entities"``, the hidden slot's type first). With ``first_hop_stop`` /
@@ -25,9 +29,16 @@ import re
 from collections import OrderedDict
 from dataclasses import replace
 
-from memroute.nlp import Entity, entity_key, extract_entities
+from memroute.nlp import SPEAKER_LABEL, Entity, entity_key, extract_entities
+from memroute.planners.base import EvidenceEntities
 from memroute.planners.offline.bridging import ChainHeuristics, bridge_candidates, judge_evidence
-from memroute.planners.offline.entities import fold, key_terms, mentioned, split_title
+from memroute.planners.offline.entities import (
+    STOPWORDS,
+    fold,
+    key_terms,
+    mentioned,
+    split_title,
+)
 from memroute.planners.offline.question_parse import QuestionParse, read_question
 from memroute.planners.offline.question_syntax import (
     has_nested_relation,
@@ -110,11 +121,18 @@ def _evidence_entities(evidence: list[str]) -> list[list[Entity]]:
     return [_entity_cache[text] for text in evidence]
 
 
+def _names(entities: list[Entity], name: str) -> bool:
+    """Whether an item's entities (a turn's speaker included) name ``name``."""
+    key = entity_key(name)
+    return any(e.key == key for e in entities)
+
+
 def _answers(text: str, entities: list[Entity], anchors: list[str], qp: QuestionParse,
              stems: set[str]) -> bool:
-    """Whether an item states the question's predicate about ``anchors`` (and holds a new
-    entity of the answer's type when the wh-word expects one)."""
-    if not anchors or not any(mentioned(a, text) for a in anchors):
+    """Whether an item states the question's predicate about ``anchors`` (named in its text
+    or its entities, a turn's speaker included) and holds a new entity of the answer's type
+    when the wh-word expects one."""
+    if not anchors or not any(mentioned(a, text) or _names(entities, a) for a in anchors):
         return False
     if not _has_predicate(text, stems):
         return False
@@ -129,10 +147,80 @@ def _titled(evidence: list[str], top: int = 5) -> bool:
     return 2 * sum(split_title(t)[0] is not None for t in items) > len(items)
 
 
+def _spoken(stored: EvidenceEntities, top: int = 5) -> bool | None:
+    """Whether most of the top items are someone's turns (the index stored a speaker for
+    them); ``None`` when the index stored nothing for them."""
+    items = [s for s in (stored or [])[:top] if s is not None]
+    if not items:
+        return None
+    return 2 * sum(any(e.label == SPEAKER_LABEL for e in s) for s in items) > len(items)
+
+
+def _item_entities(evidence: list[str], stored: EvidenceEntities) -> list[list[Entity]]:
+    """Each item's entities: what the index stored for it (its title first when it is filed
+    under one), else the NER of its text."""
+    stored = stored if stored is not None else [None] * len(evidence)
+    missing = [t for t, s in zip(evidence, stored, strict=True) if s is None]
+    parsed = dict(zip(missing, _evidence_entities(missing), strict=True)) if missing else {}
+    out = []
+    for text, entities in zip(evidence, stored, strict=True):
+        if entities is None:
+            out.append(parsed[text])
+            continue
+        title = split_title(text)[0]
+        head = ([Entity(title, entity_key(title), "TITLE")]
+                if title and all(e.key != entity_key(title) for e in entities) else [])
+        out.append([*head, *entities])
+    return out
+
+
+def _subject_speaker(stored: EvidenceEntities, qp: QuestionParse) -> str:
+    """The speaker, as stored, whom the question names, when it names exactly one (its own
+    turns are where its attributes are told); else ""."""
+    speakers = {e.key: e.text for ents in stored or [] for e in ents or []
+                if e.label == SPEAKER_LABEL and e.key in qp.named_keys}
+    return next(iter(speakers.values())) if len(speakers) == 1 else ""
+
+
+def _spoken_or_untitled(evidence: list[str], stored: EvidenceEntities) -> bool:
+    """Whether the top items are turns: by their stored speakers, else by having no title."""
+    spoken = _spoken(stored)
+    return not _titled(evidence) if spoken is None else spoken
+
+
+def _support(key: str, entities: list[list[Entity]]) -> float:
+    """How strongly the items' entities back an entity: 1/(rank+1) per item naming it."""
+    return sum(1 / (i + 1) for i, ents in enumerate(entities) if any(e.key == key for e in ents))
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(fold(text)) if len(w) > 2 and w not in STOPWORDS}
+
+
+def _clear_bridge(query: str, evidence: list[str], entities: list[list[Entity]], tried: list[str],
+                  ratio: float) -> bool:
+    """Whether the first hop's best bridge candidate was clearly ahead: the entities stored
+    for the first hop's evidence back it at least ``ratio`` times the runner-up, and it
+    shares no word with the question."""
+    candidates = bridge_candidates(query, evidence, tried)[:2]
+    supports = [_support(entity_key(c.entity), entities) for c in candidates]
+    if not supports or supports[0] <= 0:
+        return False
+    # a variant of the question's own subject ("Jimmy Elliott" for "Jimmy Elliot") leads
+    # on support alone, but bridges nowhere
+    if _content_words(candidates[0].entity) & _content_words(query):
+        return False
+    return len(supports) == 1 or supports[0] >= ratio * supports[1]
+
+
 def judge_with_entities(query: str, evidence: list[str], previous_queries: list[str],
-                        heuristics: ChainHeuristics = ChainHeuristics()) -> ChainJudgment:
-    """Sufficient when the unresolved slot is filled; else the next grounded bridge."""
+                        heuristics: ChainHeuristics = ChainHeuristics(),
+                        stored: EvidenceEntities = None) -> ChainJudgment:
+    """Sufficient when the unresolved slot is filled; else the next grounded bridge.
+    ``stored``: the entity index's entities of each item (else they are parsed from text)."""
     h = heuristics
+    if stored is not None and len(stored) != len(evidence):
+        stored = None
     qp = read_question(query)
     keep = min(h.keep, len(evidence))
     indices = list(range(keep))
@@ -141,36 +229,51 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
     fresh_from = keep if rewrites else None
     attribute = (bool(qp.named) and not qp.hidden_head
                  and not has_nested_relation(_without_named_possessives(query, qp)))
+    speaker = _subject_speaker(stored, qp) if h.own_turns else ""
+    # a question about one named speaker: what it asks is told in their own turns, whose
+    # capitalised words ("Thanks", "Wow", the other speaker) are no bridges; searching
+    # only those turns stands for the name, and every other word of the question stays
+    own_words = key_terms(query, drop=[n for n in qp.named
+                                       if entity_key(n) == entity_key(speaker)]) if speaker else []
+    attribute = attribute or bool(own_words)
     allowed = h.attribute_rewrites if attribute else h.bridges
     if rewrites >= allowed:
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9)
+    if (h.one_bridge_when_clear and not attribute and rewrites == 1
+            and _clear_bridge(query, evidence[:keep], _item_entities(evidence[:keep], (
+                stored or [None] * len(evidence))[:keep]), tried[:1], h.clear_ratio)):
+        # the bridge searched was clearly the first hop's best: its search settles it
+        return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT)
     if rewrites == 0:
         # first hop: filled only when no slot is hidden and a top item answers about the
         # question's named things
-        anchors = qp.named if not qp.hidden_head and h.first_hop_stop else []
+        stop = h.first_hop_stop or (h.attribute_hop_stop and attribute)
+        anchors = qp.named if not qp.hidden_head and stop else []
         window = range(min(3, len(evidence)))
     elif h.stop_when_filled:
         anchors = [tried[-1]]  # narrowed to the entities it names below
         window = range(len(evidence))
     else:
         anchors, window = [], range(0)
-    entities = _evidence_entities(evidence) if anchors or h.bridge_from == "entities" else []
+    entities = (_item_entities(evidence, stored) if anchors or h.bridge_from == "entities"
+                else [])
     if rewrites and anchors:
         anchors = [e.text for ents in entities for e in ents
                    if mentioned(e.text, tried[-1]) and not mentioned(e.text, query)]
     stems = _stems(qp.predicate or key_terms(query, drop=qp.named))
     if anchors and any(_answers(evidence[i], entities[i], anchors, qp, stems) for i in window):
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT)
-    if attribute and qp.predicate and (
+    if attribute and (own_words or qp.predicate) and (
             h.attribute_rewrite == "predicate"
-            or h.attribute_rewrite == "auto" and not _titled(evidence)):
+            or h.attribute_rewrite == "auto" and _spoken_or_untitled(evidence, stored)):
         # a named subject's attribute: its own facts need not repeat its name (a speaker's
         # turns), so the predicate words are searched alone; facts filed under a title
         # name their subject there, so those get the bridge
-        words = " ".join(qp.predicate)
+        words = " ".join(own_words or qp.predicate)
         if query_key(words) not in {query_key(q) for q in tried}:
             return ChainJudgment(is_sufficient=False, evidence_indices=indices,
-                                 new_query=words, confidence=BRIDGE_SURE)
+                                 new_query=words, confidence=BRIDGE_SURE,
+                                 producer=speaker)
     if h.bridge_from == "surface":
         judgment = judge_evidence(query, evidence, previous_queries, replace(h, bridges=allowed))
         if judgment.is_sufficient:

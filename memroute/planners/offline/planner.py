@@ -37,7 +37,7 @@ from pydantic import BaseModel
 
 from memroute._log import get_logger
 from memroute.nlp import INSTALL_HINT, pipeline_available
-from memroute.planners.base import PlannerResult
+from memroute.planners.base import EvidenceEntities, PlannerResult
 from memroute.planners.offline.bridging import ChainHeuristics, judge_evidence
 from memroute.planners.offline.parsed import judge_with_entities, route_by_parse, split_by_parse
 from memroute.planners.offline.question_syntax import route_by_syntax, subject_sub_queries
@@ -121,7 +121,11 @@ class OfflinePlanner:
         return await self._run(build)
 
     async def judge(self, query: str, evidence: list[str], previous_queries: list[str],
-                    hop: int) -> PlannerResult[ChainJudgment]:
-        judge = judge_with_entities if self.use_nlp and query.strip() else judge_evidence
-        return await self._run(lambda: judge(query, list(evidence), list(previous_queries),
-                                             self.heuristics))
+                    hop: int, evidence_entities: EvidenceEntities = None,
+                    ) -> PlannerResult[ChainJudgment]:
+        if self.use_nlp and query.strip():
+            return await self._run(lambda: judge_with_entities(
+                query, list(evidence), list(previous_queries), self.heuristics,
+                evidence_entities))
+        return await self._run(lambda: judge_evidence(query, list(evidence),
+                                                      list(previous_queries), self.heuristics))

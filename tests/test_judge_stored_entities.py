@@ -1,0 +1,155 @@
+"""The chain's judge reads what the entity index stored for its evidence: the speaker of a
+turn makes "is this about the question's subject" structural (docs/evaluation.md, issue 12)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta, timezone
+
+from memroute import RetrievalAgent, Scope
+from memroute.nlp import SPEAKER_LABEL, Entity
+from memroute.planners.offline.parsed import judge_with_entities
+from memroute.planners.offline.planner import OfflinePlanner
+from memroute.planners.offline.bridging import ChainHeuristics
+
+
+def speaker(name: str) -> Entity:
+    return Entity(name, name.lower(), SPEAKER_LABEL)
+
+
+QUESTION = "What instruments does Melanie play?"
+TURNS = ["Yeah, I play clarinet! Started when I was young.",
+         "Wow, that sounds great. I love music too."]
+
+
+def test_attribute_rewrite_searches_the_named_speakers_own_turns() -> None:
+    stored = [[speaker("Melanie")], [speaker("Caroline")]]
+    own = judge_with_entities(QUESTION, TURNS, [QUESTION], ChainHeuristics(own_turns=True),
+                              stored)
+    assert not own.is_sufficient and own.new_query == "instruments play"
+    assert own.producer == "Melanie"
+    assert ChainHeuristics().own_turns  # the default
+    # off, or nothing stored: the same rewrite over everyone's turns
+    assert judge_with_entities(QUESTION, TURNS, [QUESTION], ChainHeuristics(own_turns=False),
+                               stored).producer == ""
+    assert judge_with_entities(QUESTION, TURNS, [QUESTION], ChainHeuristics(own_turns=True),
+                               None).producer == ""
+    # every other word of the question stays: the speaker's turns stand for the name
+    named = "What LGBTQ events has Melanie joined?"
+    assert judge_with_entities(named, TURNS, [named], ChainHeuristics(own_turns=True),
+                               stored).new_query == "LGBTQ events joined"
+    # two named speakers: no single subject whose turns to search
+    both = "What song did Melanie play for Caroline?"
+    assert judge_with_entities(both, TURNS, [both], ChainHeuristics(own_turns=True),
+                               stored).producer == ""
+
+
+def test_speakers_tell_turns_from_titled_facts() -> None:
+    """A titled fact's stored entities hold no speaker: it gets a bridge, not the predicate
+    alone, even when its text has no title prefix to go by."""
+    question = "When was Arthur Blake born?"
+    facts = ["Arthur Blake was a painter of the Norwich school, trained by John Crome.",
+             "John Crome founded the Norwich Society of Artists in 1803."]
+    stored = [[Entity("Arthur Blake", "arthur blake", "PERSON"),
+               Entity("John Crome", "john crome", "PERSON")],
+              [Entity("John Crome", "john crome", "PERSON")]]
+    judgment = judge_with_entities(question, facts, [question], ChainHeuristics(), stored)
+    assert judgment.new_query != "born"  # untitled text alone would search the predicate
+    turns = judge_with_entities(question, facts, [question], ChainHeuristics(),
+                                [[*s, speaker("Arthur Blake")] for s in stored])
+    assert turns.new_query == "born"
+
+
+def test_attribute_question_stops_after_one_search_when_its_speaker_answers() -> None:
+    question = "Where did Melanie go camping?"
+    turns = ["We just went camping in the mountains near Denver!", "Sounds lovely."]
+    answered = [[speaker("Melanie"), Entity("Denver", "denver", "GPE")], [speaker("Caroline")]]
+    stop = ChainHeuristics(attribute_hop_stop=True)
+    assert judge_with_entities(question, turns, [question], stop, answered).is_sufficient
+    # the same turn by the other speaker is not about Melanie
+    other = [[speaker("Caroline"), Entity("Denver", "denver", "GPE")], [speaker("Caroline")]]
+    assert not judge_with_entities(question, turns, [question], stop, other).is_sufficient
+    # no place in it: the slot is not filled
+    unanswered = [[speaker("Melanie")], [speaker("Caroline")]]
+    assert not judge_with_entities(question, turns, [question], stop, unanswered).is_sufficient
+    # off by default
+    assert not judge_with_entities(question, turns, [question], ChainHeuristics(),
+                                   answered).is_sufficient
+
+
+def test_one_bridge_suffices_when_the_stored_entities_clearly_back_it() -> None:
+    question = "Which government position was held by the star of Kiss and Tell?"
+    hop1 = ["Kiss and Tell (1945 film): Kiss and Tell is a 1945 comedy film starring Shirley "
+            "Temple and Walter Abel.",
+            "Kiss and Tell (1945 film): Shirley Temple played Corliss Archer."]
+    temple = Entity("Shirley Temple", "shirley temple", "PERSON")
+    abel = Entity("Walter Abel", "walter abel", "PERSON")
+    clear = [[temple], [temple]]  # the index did not vouch for the runner-up
+    h = ChainHeuristics(one_bridge_when_clear=True, keep=2)  # the first hop kept both
+    first = judge_with_entities(question, hop1, [question], h, clear)
+    assert not first.is_sufficient and first.new_query.startswith("Shirley Temple")
+    hop2 = [*hop1, "Shirley Temple: Shirley Temple Black served as ambassador to Ghana."]
+    tried = [question, first.new_query]
+    done = judge_with_entities(question, hop2, tried, h, [*clear, [temple]])
+    assert done.is_sufficient and done.confidence >= 0.8
+    # a respelling of the question's own subject bridges nowhere, however well backed
+    asked = "What was the address of the penitentiary where Jimmy Elliot was sentenced?"
+    found = ["Jimmy Elliott: Jimmy Elliott was sentenced to Eastern State Penitentiary.",
+             "Jimmy Elliott: Jimmy Elliott was an American boxer."]
+    elliott = Entity("Jimmy Elliott", "jimmy elliott", "PERSON")
+    hop = judge_with_entities(asked, found, [asked], h, [[elliott], [elliott]])
+    assert hop.new_query.startswith("Jimmy Elliott")
+    again = judge_with_entities(asked, [*found, "Jimmy Elliott: a boxer from Illinois."],
+                                [asked, hop.new_query], h, [[elliott], [elliott], [elliott]])
+    assert not again.is_sufficient and "Eastern State Penitentiary" in again.new_query
+    # the runner-up backed as well as the bridge: the second rewrite is still searched
+    even = [[temple, abel], [abel]]
+    more = judge_with_entities(question, hop2, tried, h, [*even, [temple]])
+    assert not more.is_sufficient and more.new_query
+    # off by default
+    assert not judge_with_entities(question, hop2, tried, ChainHeuristics(keep=2),
+                                   [*clear, [temple]]).is_sufficient
+
+
+class RecordingPlanner(OfflinePlanner):
+    """The offline planner, keeping the stored entities each judge call was given."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.seen: list = []
+
+    async def judge(self, query, evidence, previous_queries, hop, evidence_entities=None):
+        self.seen.append(evidence_entities)
+        return await super().judge(query, evidence, previous_queries, hop, evidence_entities)
+
+
+async def test_the_judge_gets_stored_entities_and_the_rewrite_keeps_to_the_speaker(memory):
+    scope = Scope(org_id=f"judge-{uuid.uuid4().hex[:8]}", project_id="chat", user_id="u")
+    start = datetime(2024, 5, 1, tzinfo=timezone.utc)
+    turns = [("Melanie", "I finally learned the violin this spring."),
+             ("Caroline", "I play the piano and the violin at church."),
+             ("Melanie", "Taking the kids to Lisbon next week!"),
+             ("Caroline", "Lisbon is lovely. Enjoy the custard tarts."),
+             ("Melanie", "Yeah, I play clarinet! Started when I was young."),
+             ("Caroline", "Do you play in a band?")]
+    await memory.add(scope, [{"content": text, "producer": who, "session_id": "s1",
+                              "produced_at": start + timedelta(seconds=i)}
+                             for i, (who, text) in enumerate(turns)])
+    planner = RecordingPlanner(own_turns=True)
+    agent = RetrievalAgent(memory, planner=planner, context=(0, 0))
+    result = await agent.aretrieve(QUESTION, scope=scope, k=3, strategy="chain")
+    assert result.queries == [QUESTION, "instruments play"]
+    first = planner.seen[0]
+    assert first and all(entities is not None for entities in first)
+    assert all(any(e.label == SPEAKER_LABEL for e in entities) for entities in first)
+    rewrite_hits = [r for r in result.results if r.extra.get("hop") == 2]
+    assert rewrite_hits and all(r.nucleus.producer == "Melanie" for r in rewrite_hits)
+    # a window's speakers count as the hit's: Caroline's turn names Melanie, Melanie's follows
+    asked = "What did Caroline say about Lisbon?"
+    windowed = RetrievalAgent(memory, planner=planner, context=(0, 1))
+    planner.seen.clear()
+    await windowed.aretrieve(asked, scope=scope, k=3, strategy="chain")
+    speakers = {e.text for entities in planner.seen[0] for e in entities
+                if e.label == SPEAKER_LABEL}
+    assert speakers == {"Melanie", "Caroline"}
+    assert any("clarinet" in r.nucleus.content for r in result.results)
