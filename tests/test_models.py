@@ -14,6 +14,7 @@ from memroute.memory.embedders.minilm_onnx import MiniLMOnnxEmbedder
 from memroute.memory.rerankers import OfflineReranker, RerankCandidate, RerankQuery, fuse_scores
 from memroute.memory.rerankers.offline import bm25_okapi, term_ids
 from memroute.memory.splitter import split_sentences
+from memroute.memory.titles import titles_of
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -133,3 +134,12 @@ async def test_offline_reranker_title_lane_ranks_passages_by_their_subject() -> 
     assert with_titles[0] - without[0] == pytest.approx(0.1, abs=1e-6)  # 0.2 x 0.5 x its max
     assert with_titles[1:].tolist() == pytest.approx(without[1:].tolist(), abs=1e-6)
     assert (await scores(turns, 0.2)).tolist() == (await scores(turns, 0.0)).tolist()
+
+
+def test_titles_of_reads_titles_not_conversation_turns() -> None:
+    assert titles_of("Don Werner: He is a coach.\nAppleton: A city.\nDon Werner: Born 1953.") \
+        == "Don Werner Appleton"
+    assert titles_of("St. Louis: A city in Missouri.") == "St. Louis"
+    for turn in ("Look at this. [image: a photo of a dog]", "Thanks! My advice: stay focused.",
+                 "no title here", "my advice: stay calm."):
+        assert titles_of(turn) == ""

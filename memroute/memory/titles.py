@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from memroute.memory.splitter import split_sentences
+
+# Characters a Wikipedia title cannot hold (MediaWiki's forbidden set); "[image: ...]" in a
+# conversation turn is not a title.
+_NOT_IN_TITLES = frozenset("[]{}|#<>")
+
 
 def split_title(content: str) -> tuple[str | None, str]:
     """``"Title: sentence"`` -> ``("Title", "sentence")``; other text -> ``(None, text)``."""
@@ -13,6 +19,10 @@ def split_title(content: str) -> tuple[str | None, str]:
 
 def titles_of(text: str) -> str:
     """The distinct titles of a candidate's lines (its episodes), joined by a space; ``""``
-    when none of them is filed under a title (e.g. conversation turns)."""
+    when none is filed under a title. Stricter than `split_title`: a head that spans two
+    sentences or holds a character titles cannot hold is a conversation turn's text
+    ("Thanks! My advice: ...", "... [image: a photo]")."""
     titles = (split_title(line)[0] for line in text.split("\n"))
-    return " ".join(dict.fromkeys(t for t in titles if t))
+    return " ".join(dict.fromkeys(
+        t for t in titles
+        if t and _NOT_IN_TITLES.isdisjoint(t) and len(split_sentences(t)) == 1))
