@@ -14,6 +14,7 @@ from memroute.memory.embedders.minilm_onnx import MiniLMOnnxEmbedder
 from memroute.memory.rerankers import OfflineReranker, RerankCandidate, RerankQuery, fuse_scores
 from memroute.memory.rerankers.offline import bm25_okapi, term_ids
 from memroute.memory.splitter import split_sentences
+from memroute.memory.titles import titles_of
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -112,3 +113,33 @@ async def test_offline_reranker_scores_each_candidate_as_alone() -> None:
     assert means.tolist() == pytest.approx(
         [float((c.sentence_embeddings @ query.embedding).mean()) if len(c.sentence_embeddings)
          else 0.0 for c in candidates], abs=1e-6)
+
+
+async def test_offline_reranker_title_lane_ranks_passages_by_their_subject() -> None:
+    """A passage whose later sentences never name their subject is found by its title, with
+    the same sentence vectors; untitled candidates (conversation turns) rank as without it."""
+    rng = np.random.default_rng(1)
+    vectors = [rng.normal(size=(3, 8)).astype(np.float32) for _ in range(3)]
+    query = RerankQuery("Where was Don Werner born?", rng.normal(size=8).astype(np.float32))
+    passages = ["Don Werner: He is a baseball coach. He was born in Appleton.",
+                "Appleton: It is a city. Many were born there.",
+                "Wisconsin: It is a state. Appleton lies in it."]
+    turns = [p.split(": ", 1)[1] for p in passages]  # no title: the lane adds nothing
+
+    async def scores(texts: list[str], title_weight: float) -> np.ndarray:
+        return (await OfflineReranker(title_weight=title_weight).score(
+            [query], [RerankCandidate(t, v) for t, v in zip(texts, vectors)]))[0]
+
+    without, with_titles = await scores(passages, 0.0), await scores(passages, 0.2)
+    assert with_titles[0] - without[0] == pytest.approx(0.1, abs=1e-6)  # 0.2 x 0.5 x its max
+    assert with_titles[1:].tolist() == pytest.approx(without[1:].tolist(), abs=1e-6)
+    assert (await scores(turns, 0.2)).tolist() == (await scores(turns, 0.0)).tolist()
+
+
+def test_titles_of_reads_titles_not_conversation_turns() -> None:
+    assert titles_of("Don Werner: He is a coach.\nAppleton: A city.\nDon Werner: Born 1953.") \
+        == "Don Werner Appleton"
+    assert titles_of("St. Louis: A city in Missouri.") == "St. Louis"
+    for turn in ("Look at this. [image: a photo of a dog]", "Thanks! My advice: stay focused.",
+                 "no title here", "my advice: stay calm."):
+        assert titles_of(turn) == ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from memroute.evals import metrics
 from memroute.evals.datasets import Question
 from memroute.memory import ScoredResult
-from memroute.planners.offline.entities import split_title
+from memroute.memory.titles import split_title
 
 WIKI_METRICS = ("sf_recall", "mm_recall", "para_recall", "all_sf")
 LOCOMO_METRICS = ("evidence_recall",)

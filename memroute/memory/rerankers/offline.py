@@ -1,4 +1,5 @@
-"""The offline reranker: dense similarity of the whole cluster fused with BM25 over candidates."""
+"""The offline reranker: dense similarity of the whole cluster fused with BM25 over candidates
+(their text, and the titles of those filed under one)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 import numpy as np
 
 from memroute.memory.rerankers.base import RerankCandidate, RerankQuery
+from memroute.memory.titles import titles_of
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
@@ -79,13 +81,19 @@ class OfflineReranker:
 
     Per query: the best and the mean cosine similarity between the query and the cluster's
     sentences (from the stored embeddings), plus BM25 of the cluster text over the candidate
-    set, each min-max normalized and mixed with ``weights``.
+    set, each min-max normalized and mixed with ``weights``. Candidates filed under a title
+    (``"Title: text"``, e.g. a passage) also score BM25 of their title over the candidates'
+    titles, with ``title_weight``: a passage's sentences after the first do not name their
+    subject, its title does. Untitled candidates (conversation turns) score 0 there, so a
+    store without titles ranks as without the term.
     """
 
     name = "offline-dense-bm25"
 
-    def __init__(self, weights: tuple[float, float, float] = (0.6, 0.15, 0.25)) -> None:
+    def __init__(self, weights: tuple[float, float, float] = (0.6, 0.15, 0.25),
+                 title_weight: float = 0.2) -> None:
         self.weights = weights
+        self.title_weight = title_weight
 
     async def score(
         self, queries: list[RerankQuery], candidates: list[RerankCandidate]
@@ -93,10 +101,9 @@ class OfflineReranker:
         if not candidates:
             return np.zeros((len(queries), 0), dtype=np.float32)
         w_max, w_mean, w_bm25 = self.weights
-        documents, vocabulary = term_ids([c.text for c in candidates])
-        lexical = bm25_okapi(
-            documents, [[vocabulary[t] for t in tokenize(q.text) if t in vocabulary]
-                        for q in queries], len(vocabulary)).astype(np.float32)
+        lexical = _bm25([c.text for c in candidates], queries)
+        titles = [titles_of(c.text) for c in candidates]
+        titled = _bm25(titles, queries) if self.title_weight and any(titles) else None
         # All candidates' sentences against all queries in one product, then per candidate.
         sizes = np.array([len(c.sentence_embeddings) for c in candidates])
         present = sizes > 0
@@ -112,4 +119,13 @@ class OfflineReranker:
         for qi in range(len(queries)):
             # Raw cosine keeps its scale across queries; BM25 is only comparable within one.
             out[qi] = w_max * best[qi] + w_mean * mean[qi] + w_bm25 * 0.5 * _minmax(lexical[qi])
+            if titled is not None:
+                out[qi] += self.title_weight * 0.5 * _minmax(titled[qi])
         return out
+
+
+def _bm25(texts: list[str], queries: list[RerankQuery]) -> np.ndarray:
+    """BM25 of each text over ``texts``, per query: ``(len(queries), len(texts))``."""
+    documents, vocabulary = term_ids(texts)
+    return bm25_okapi(documents, [[vocabulary[t] for t in tokenize(q.text) if t in vocabulary]
+                                  for q in queries], len(vocabulary)).astype(np.float32)

@@ -10,6 +10,8 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
+from memroute.memory.titles import split_title  # noqa: F401  (imported from here too)
+
 STOPWORDS = frozenset(
     """a about above after again against all also am an and any are as at be because been
     before being below between both but by can could did do does doing down during each few
@@ -58,14 +60,6 @@ def fold(text: str) -> str:
     text = "".join(ch for ch in text if not unicodedata.combining(ch))
     text = text.replace("’", "'").lower()
     return " ".join(re.sub(r"[^\w' &]+", " ", text).split())
-
-
-def split_title(content: str) -> tuple[str | None, str]:
-    """``"Title: sentence"`` -> ``("Title", "sentence")``; other text -> ``(None, text)``."""
-    head, sep, tail = content.partition(": ")
-    if sep and 0 < len(head) <= 120 and "\n" not in head and (head[:1].isupper() or head[:1].isdigit()):
-        return head.strip(), tail.strip()
-    return None, content.strip()
 
 
 def _is_cap(token: str) -> bool:
