@@ -523,7 +523,7 @@ def print_report(report: dict) -> None:
             line += (f"  {ratio['median']:.0%} of the embedder "
                      f"(rounds {ratio['min']:.0%}-{ratio['max']:.0%})")
         cpu = ing["cpu_ms_per_sentence"][kind]["median"]
-        line += f"  | CPU {cpu:.2f} ms/sentence"
+        line += f"  | CPU {cpu:.2f} ms/sentence ({cpu * rate['median'] / 1000:.1f} cores busy)"
         if kind in ing["cpu_ratio_to_embedder"]:
             cpu_ratio = ing["cpu_ratio_to_embedder"][kind]
             line += (f", CPU-bound share {cpu_ratio['median']:.0%} "
