@@ -47,7 +47,10 @@ class MemrouteSettings(BaseSettings):
     # final rerank (whose state holds no vectors) does not read the store again
     stored_vector_cache_size: int = Field(default=4096, ge=0)
 
-    lexical: bool = False
+    # The full-text lane (the query's rarest terms, fused with the vector lane): on, since
+    # it searches only the rarest terms (about +15% per auto retrieval, idle) and raised
+    # recall on every shared set (docs/evaluation.md, "The full-text lane, cheap").
+    lexical: bool = True
     # The entity index (spaCy NER per sentence at ingestion) and the entity lane of search
     # (memroute.memory.entity_sql): on, since the lane raised direct search on conversations
     # and lost nothing elsewhere (docs/evaluation.md); the lane needs the index (stores
