@@ -153,3 +153,24 @@ async def test_the_judge_gets_stored_entities_and_the_rewrite_keeps_to_the_speak
                 if e.label == SPEAKER_LABEL}
     assert speakers == {"Melanie", "Caroline"}
     assert any("clarinet" in r.nucleus.content for r in result.results)
+
+
+async def test_a_hop_that_is_not_judged_reads_no_stored_entities(memory, monkeypatch):
+    scope = Scope(org_id=f"judge-{uuid.uuid4().hex[:8]}", project_id="chat", user_id="u")
+    await memory.add(scope, [{"content": "Melanie plays the clarinet.", "producer": "Melanie",
+                              "session_id": "s1"}])
+    reads: list[list[str]] = []
+    original = memory.stored_entities
+
+    async def counted(scope_, uids):
+        reads.append(list(uids))
+        return await original(scope_, uids)
+
+    monkeypatch.setattr(memory, "stored_entities", counted)
+    planner = RecordingPlanner(own_turns=True)
+    await RetrievalAgent(memory, planner=planner, context=(0, 0), max_hops=1).aretrieve(
+        QUESTION, scope=scope, k=3, strategy="chain")
+    assert reads == [] and planner.seen == []  # one hop, the hop limit: nothing judged
+    await RetrievalAgent(memory, planner=planner, context=(0, 0), max_hops=2).aretrieve(
+        QUESTION, scope=scope, k=3, strategy="chain")
+    assert len(reads) == len(planner.seen) >= 1  # a read for each judged hop only

@@ -16,6 +16,7 @@ from memroute.memory.limits import MAX_K
 from memroute.memory.models import ScoredResult
 from memroute.nlp import SPEAKER_LABEL, Entity
 from memroute.strategies.base import Route, search_k
+from memroute.strategies.chain_of_query import stop_before_judging
 
 NODE = "memory_search"
 
@@ -71,10 +72,13 @@ def make_memory_search(resolve: ContextResolver):
             started = time.time()
             results = await ctx.memory.search_scored(task["scope"], task["query"], k=task["k"],
                                                      filters=task["filters"], **options)
-            # the chain's judge reads what the entity index stored for each hit
+            # the chain's judge reads what the entity index stored for each hit (not after
+            # the last hop, which is not judged)
+            judged = (task["role"] == "chain" and results
+                      and stop_before_judging(task["hop"], ctx.max_hops) is None)
             stored = (await ctx.memory.stored_entities(
                 task["scope"], list({e.uid: None for r in results for e in r.episodes if e.uid}))
-                if task["role"] == "chain" and results else {})
+                if judged else {})
             cost = node_cost(NODE, started, detail=f"{task['role']}: {task['query']}")
         pool = {}
         for result in results:
