@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from memroute.strategies.base import ChainJudgment, RouteDecision, SplitPlan
 
 from memroute.planners.base import Planner, PlannerResult
-from memroute.planners.offline.entities import capitalized_phrases, key_terms, mentioned, split_title
+from memroute.memory.titles import split_title
+from memroute.planners.offline.entities import capitalized_phrases, key_terms, mentioned
 from memroute.planners.offline.bridging import bridge_candidates
 from memroute.planners.offline.planner import OfflinePlanner
 from memroute.strategies.budget import CallLimits

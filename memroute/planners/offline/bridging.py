@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memroute.memory.titles import split_title
 from memroute.strategies.base import ChainJudgment
 from memroute.planners.offline.entities import (
     capitalized_phrases,
     fold,
     key_terms,
     mentioned,
-    split_title,
 )
 
 _DEMONYMS = frozenset(

@@ -10,8 +10,6 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-from memroute.memory.titles import split_title  # noqa: F401  (imported from here too)
-
 STOPWORDS = frozenset(
     """a about above after again against all also am an and any are as at be because been
     before being below between both but by can could did do does doing down during each few

@@ -29,6 +29,7 @@ import re
 from collections import OrderedDict
 from dataclasses import replace
 
+from memroute.memory.titles import split_title
 from memroute.nlp import SPEAKER_LABEL, Entity, entity_key, extract_entities
 from memroute.planners.base import EvidenceEntities
 from memroute.planners.offline.bridging import ChainHeuristics, bridge_candidates, judge_evidence
@@ -37,7 +38,6 @@ from memroute.planners.offline.entities import (
     fold,
     key_terms,
     mentioned,
-    split_title,
 )
 from memroute.planners.offline.question_parse import QuestionParse, read_question
 from memroute.planners.offline.question_syntax import (
