@@ -92,10 +92,15 @@ ARTICLE_SENTENCES = [
 
 def test_extraction_skips_the_shared_tok2vec_and_finds_the_full_parses_entities() -> None:
     """Ingestion runs NER alone (without the tagger's and parser's tok2vec, a third of its
-    CPU) and finds exactly the entities of the full pipeline, in order."""
+    CPU), multiplying with numpy's BLAS instead of blis (a quarter of the rest), and finds
+    exactly the entities of the full pipeline (blis), in order."""
     pipeline = nlp.load_pipeline()
     assert "tok2vec" in nlp.not_needed_for_entities(pipeline)
     assert "ner" not in nlp.not_needed_for_entities(pipeline)
+    ingest_ops = {layer.ops.use_blis
+                  for layer in nlp.load_pipeline(nlp.INGEST).get_pipe("ner").model.walk()}
+    query_ops = {layer.ops.use_blis for layer in pipeline.get_pipe("ner").model.walk()}
+    assert (ingest_ops, query_ops) == ({False}, {True})
     texts = [text for _, text in CONVERSATION_TURNS] + ARTICLE_SENTENCES
     full = [nlp.entities_of(pipeline(text)) for text in texts]
     assert sum(map(len, full)) > 50  # the comparison is not between empty lists
@@ -182,3 +187,22 @@ async def test_a_version_1_store_migrates_works_and_is_backfilled(settings, embe
         async with memory._pool.connection() as conn:
             await conn.execute(f"DROP SCHEMA {schema} CASCADE")
         await memory.close()
+
+
+def test_extraction_runs_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NER's numpy products run on one BLAS thread, whatever the process allows elsewhere:
+    the embedder's threads have the other cores."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def blas_threads() -> set[int]:
+        return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+    seen: list[set[int]] = []
+    real_entities_of = nlp.entities_of
+    monkeypatch.setattr(nlp, "entities_of", lambda doc: (seen.append(blas_threads()),
+                                                         real_entities_of(doc))[1])
+    with threadpool_limits(2, user_api="blas"):
+        assert blas_threads() == {2}
+        nlp.extract_entities(["Clara moved to Lisbon in 2023."])
+        assert blas_threads() == {2}
+    assert seen == [{1}]
