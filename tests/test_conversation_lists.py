@@ -14,12 +14,14 @@ from memroute.graph.final_rerank import own_turns_first
 from memroute.graph.state import OWN_RANK, merge_pool
 
 SESSIONS = [
-    [("Nadia", "Hi Oskar! Guess what, I started cello lessons last month and I practise every evening."),
+    [("Nadia", "Hi Oskar! Guess what, I started cello lessons last month and I practise "
+               "every evening."),
      ("Oskar", "Wow Nadia, that is amazing! Music suits you, Nadia. How do you find the time?"),
      ("Nadia", "I get up early and squeeze it in before work."),
      ("Oskar", "Nadia, you always manage to surprise me. Tell me more next time!")],
     [("Oskar", "Hey Nadia! How was your trip, Nadia? I saw the photos."),
-     ("Nadia", "Lisbon was lovely, we walked up to the castle and ate grilled sardines every night."),
+     ("Nadia", "Lisbon was lovely, we walked up to the castle and ate grilled sardines every "
+               "night."),
      ("Oskar", "Nadia, you really know how to travel. I am jealous, Nadia!"),
      ("Nadia", "My neighbour's cat kept me company while I unpacked.")],
     [("Nadia", "I picked up the harmonica again, the one my grandfather gave me."),
@@ -38,7 +40,8 @@ SESSIONS = [
 LIST_QUESTIONS = [
     ("What instruments does Nadia play?", ["cello lessons", "harmonica again"]),
     ("Which cities has Nadia visited?", ["Lisbon was lovely", "weekend in Krakow"]),
-    ("What musical activities does Nadia do?", ["cello lessons", "harmonica again", "joined a choir"]),
+    ("What musical activities does Nadia do?",
+     ["cello lessons", "harmonica again", "joined a choir"]),
 ]
 K = 4  # of 20 turns; a result counts by its matched turn (not its neighbours)
 

@@ -39,10 +39,10 @@ def own_turns_first(pool: list[ResultRecord]) -> tuple[list[ResultRecord], list[
 def make_final_rerank(resolve: ContextResolver):
     async def final_rerank(state: RetrievalState, runtime: Runtime) -> dict:
         """The chain's search of one speaker's turns: its order stands, first
-        (`own_turns_first`). Else one query: its search's order stands. Several: `Memory.rerank` against all of them
-        (fused per candidate, or MemMachine's concatenated query; ``credit="window"``), on
-        the pooled hits' stored vectors (re-read in one statement: state carries no
-        vectors)."""
+        (`own_turns_first`). The places left: with one query, its search's order; with
+        several, `Memory.rerank` against all of them (fused per candidate, or MemMachine's
+        concatenated query; ``credit="window"``) on the pooled hits' stored vectors
+        (re-read in one statement: state carries no vectors)."""
         ctx = await resolve(runtime.context)
         started = time.time()
         own, pool = own_turns_first(list((state.get("pool") or {}).values()))
