@@ -10,6 +10,8 @@ from langgraph.types import Overwrite
 from memroute.graph.context import ContextResolver
 from memroute.graph.events import Final, as_payload
 from memroute.graph.state import (
+    OWN_RANK,
+    ResultRecord,
     RetrievalState,
     as_record,
     for_output,
@@ -25,25 +27,36 @@ NODE = "final_rerank"
 FINAL_CREDIT = "window"
 
 
+def own_turns_first(pool: list[ResultRecord]) -> tuple[list[ResultRecord], list[ResultRecord]]:
+    """The hits of the chain's search of one speaker's turns, in that search's order, and the
+    rest of the pool. A question about one speaker is answered from their own turns: fused
+    with the question's search, the other speaker's turns that name them ("Wow, Melanie!")
+    outrank the evidence (LoCoMo, docs/evaluation.md, "noun-phrase bridges and lists")."""
+    own = sorted((r for r in pool if OWN_RANK in r["extra"]), key=lambda r: r["extra"][OWN_RANK])
+    return own, [r for r in pool if OWN_RANK not in r["extra"]]
+
+
 def make_final_rerank(resolve: ContextResolver):
     async def final_rerank(state: RetrievalState, runtime: Runtime) -> dict:
-        """One query: its search's order stands. Several: `Memory.rerank` against all of them
-        (fused per candidate, or MemMachine's concatenated query; ``credit="window"``), on
-        the pooled hits' stored vectors (re-read in one statement: state carries no
-        vectors)."""
+        """The chain's search of one speaker's turns: its order stands, first
+        (`own_turns_first`). The places left: with one query, its search's order; with
+        several, `Memory.rerank` against all of them (fused per candidate, or MemMachine's
+        concatenated query; ``credit="window"``) on the pooled hits' stored vectors
+        (re-read in one statement: state carries no vectors)."""
         ctx = await resolve(runtime.context)
         started = time.time()
-        pool = list((state.get("pool") or {}).values())
+        own, pool = own_turns_first(list((state.get("pool") or {}).values()))
         queries = list(dict.fromkeys(state.get("queries") or [state["query"]]))
         k = state["k"]
-        if len(queries) <= 1:
-            results = sorted(pool, key=lambda r: -r["rerank_score"])[:k]
-        else:
+        results, left = own[:k], k - len(own[:k])
+        if pool and left and len(queries) <= 1:
+            results += sorted(pool, key=lambda r: -r["rerank_score"])[:left]
+        elif pool and left:
             pooled = await ctx.memory.with_stored_embeddings(
                 state["scope"], [from_record(r) for r in pool])
-            ranked = await ctx.memory.rerank(pooled, queries, k, mode=ctx.rerank_mode,
+            ranked = await ctx.memory.rerank(pooled, queries, left, mode=ctx.rerank_mode,
                                              credit=FINAL_CREDIT)
-            results = [as_record(r) for r in ranked]
+            results += [as_record(r) for r in ranked]
         results = [for_output(r) for r in results]
         stop_reason = state.get("stop_reason") or "done"
         await record_decision(state, stop_reason)
@@ -51,7 +64,7 @@ def make_final_rerank(resolve: ContextResolver):
                                                list(state.get("queries") or []), len(results))))
         # The pool has served its purpose: the run's last checkpoint keeps the results only.
         return {"results": results, "stop_reason": stop_reason, "pool": Overwrite({}),
-                "costs": [node_cost(NODE, started, detail=f"{len(pool)} pooled, "
+                "costs": [node_cost(NODE, started, detail=f"{len(own) + len(pool)} pooled, "
                                     f"{len(queries)} queries, {ctx.rerank_mode}")]}
 
     return final_rerank

@@ -11,7 +11,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from memroute.graph.context import ContextResolver
 from memroute.graph.events import SearchDone, as_payload
-from memroute.graph.state import RetrievalState, as_record, node_cost
+from memroute.graph.state import OWN_RANK, RetrievalState, as_record, node_cost
 from memroute.memory.limits import MAX_K
 from memroute.memory.models import ScoredResult
 from memroute.nlp import SPEAKER_LABEL, Entity
@@ -33,6 +33,9 @@ class SearchTask(TypedDict):
     # Sent beside the split planner: its hits wait in the pool, and the planner's step goes
     # on to the final rerank (with or after the sub-queries' searches).
     beside_planner: NotRequired[bool]
+    # The chain searched one speaker's turns (`ChainJudgment.producer`): its hits carry their
+    # rank here, and the final rerank keeps that order (`final_rerank.own_turns_first`).
+    producer: NotRequired[str]
 
 
 def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0, *,
@@ -47,6 +50,8 @@ def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0, *,
                       k=search_k(state["k"], query, state["query"], MAX_K), filters=filters)
     if beside_planner:
         task["beside_planner"] = True
+    if producer:
+        task["producer"] = producer
     return Send(NODE, task)
 
 
@@ -81,9 +86,11 @@ def make_memory_search(resolve: ContextResolver):
                 if judged else {})
             cost = node_cost(NODE, started, detail=f"{task['role']}: {task['query']}")
         pool = {}
-        for result in results:
+        for rank, result in enumerate(results):
             record = as_record(result)
             record["extra"].update(role=task["role"], hop=task["hop"])
+            if task.get("producer"):
+                record["extra"][OWN_RANK] = rank
             if result.uid in stored:
                 record["extra"]["entities"] = [e.as_json() for e in hit_entities(result, stored)]
             pool[record["uid"]] = record

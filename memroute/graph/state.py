@@ -81,14 +81,24 @@ def for_output(record: ResultRecord) -> ResultRecord:
     return ResultRecord(**{**record, "extra": extra})
 
 
+OWN_RANK = "own_rank"
+"""A hit's rank in the chain's search of one speaker's turns (in a record's ``extra``)."""
+
+
 def merge_pool(left: dict[str, ResultRecord] | None,
                right: dict[str, ResultRecord] | None) -> dict[str, ResultRecord]:
-    """Pool evidence by episode uid, keeping the better-scored copy (the earlier one on ties)."""
+    """Pool evidence by episode uid, keeping the better-scored copy (the earlier one on ties)
+    and an `OWN_RANK` either copy carries."""
     merged = dict(left or {})
     for uid, result in (right or {}).items():
         kept = merged.get(uid)
         if kept is None or result["rerank_score"] > kept["rerank_score"]:
             merged[uid] = result
+        if kept is not None:
+            ranks = [r["extra"][OWN_RANK] for r in (kept, result) if OWN_RANK in r["extra"]]
+            if ranks and merged[uid]["extra"].get(OWN_RANK) != min(ranks):
+                merged[uid] = {**merged[uid], "extra": {**merged[uid]["extra"],
+                                                        OWN_RANK: min(ranks)}}
     return merged
 
 
