@@ -5,7 +5,8 @@ two beside this tree's (four runs per question, shuffled), for a before/after in
 
 Prints the p50s, their ratio, and where an auto question's time goes: per node (the graph's
 own cost records), the searches' stages (`SearchResults.timings`) and what is left (graph
-overhead, checkpointing). ``--profile FILE`` also writes a cProfile of this tree's auto runs.
+overhead, checkpointing). Query vectors are not kept from one run to the next: each run
+embeds its question, as a first retrieval of it would. ``--profile FILE`` also writes a cProfile of this tree's auto runs.
 Contended figures are only relative::
 
     MEMROUTE_HOME=/tmp/mr-latency OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.auto_latency \\
@@ -101,7 +102,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     for q in questions[args.questions:]:  # warm-up: models, caches, connections
         for agent in agents.values():
             for strategy in STRATEGIES:
-                await agent.aretrieve(q.question, scope=store.scope_for(q), k=10,
+                await agent.aretrieve(q.question, scope=store.scope_for(q).model_dump(), k=10,
                                       strategy=strategy)
     runs = [(name, strategy) for name in agents for strategy in STRATEGIES]
     wall: dict[tuple[str, str], list[float]] = defaultdict(list)
@@ -115,8 +116,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             if profiling:
                 profile.enable()
             stages.clear()
+            for memory in filter(None, (base_memory, store.memory)):
+                memory._query_vectors.clear()  # each run embeds its question itself
             start = time.perf_counter()
-            got = await agents[name].aretrieve(q.question, scope=store.scope_for(q), k=10,
+            got = await agents[name].aretrieve(q.question, scope=store.scope_for(q).model_dump(), k=10,
                                                strategy=strategy)
             ms = (time.perf_counter() - start) * 1000
             if profiling:
