@@ -111,8 +111,11 @@ class Memory:
         rerank scores the queries its searches have just embedded)."""
         name = self.embedder.name
         missing = [t for t in dict.fromkeys(texts) if (name, t) not in self._query_vectors]
-        for text, vector in zip(missing, await asyncio.gather(
-                *(self.embedder.embed_query(t) for t in missing))):
+        # one text is embedded without a task of its own: a caller's `ensure_future` has it
+        # in the embedder's thread after one step of the loop
+        computed = ([await self.embedder.embed_query(missing[0])] if len(missing) == 1 else
+                    await asyncio.gather(*(self.embedder.embed_query(t) for t in missing)))
+        for text, vector in zip(missing, computed):
             self._query_vectors[(name, text)] = vector
         vectors = []
         for text in texts:
