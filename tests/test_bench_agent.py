@@ -19,7 +19,8 @@ from memroute.prompts import load_prompt
 from memroute.planners.offline.bridging import judge_evidence
 from memroute.planners.offline.question_syntax import route_by_syntax, subject_sub_queries
 from memroute.planners.llm.prompting import QUESTION_CHARS, as_data
-from memroute.planners.llm.replies import SplitReply
+from memroute.planners.llm.replies import RouteReply, SplitReply
+from memroute.planners.llm.structured import format_tokens
 from memroute.strategies import split_query
 from memroute.planners.llm.planner import LLMPlanner
 from memroute.planners.llm.tokens import count_messages
@@ -40,7 +41,8 @@ async def test_route_reply_is_the_offline_route_and_tokens_are_counted_from_the_
         assert result.value.route == route_by_syntax(question)[0]
         sent = load_prompt("tool_select").render(query=as_data(question, QUESTION_CHARS))
         assert result.usage.llm_calls == 1 and result.usage.estimated
-        assert result.usage.input_tokens == count_messages(sent)
+        # the prompt and the json_schema response format a real model would be sent
+        assert result.usage.input_tokens == count_messages(sent) + format_tokens(RouteReply)
         assert result.usage.output_tokens > 0
 
 

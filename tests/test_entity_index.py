@@ -139,6 +139,28 @@ async def test_ingestion_stores_entities_and_speakers(memory: Memory) -> None:
     assert "2023" in keys["My cousin Clara moved to Lisbon in 2023."]  # a date names a time
 
 
+async def test_a_search_reads_its_hits_entities_in_its_own_statement(memory: Memory) -> None:
+    """``with_entities`` gives, in the search statement, what `Memory.stored_entities` reads
+    in one of its own, and leaves the hits and their ranks as they were."""
+    memory = extracting(memory)
+    scope = new_scope()
+    turns = CONVERSATION_TURNS[:60]
+    await memory.add(scope, [{"content": text, "producer": speaker, "session_id": "s1",
+                              "uid": f"t{i}"} for i, (speaker, text) in enumerate(turns)])
+    for query in ["Where did Clara move?", "What does Karim study?", "pets and their names"]:
+        for context in [(0, 0), (1, 2)]:
+            plain = await memory.search_scored(scope, query, k=8, context=context)
+            found = await memory.search_scored(scope, query, k=8, context=context,
+                                               with_entities=True)
+            assert [(r.uid, r.rerank_score, [e.uid for e in r.episodes]) for r in found] == \
+                [(r.uid, r.rerank_score, [e.uid for e in r.episodes]) for r in plain]
+            assert plain.entities == {}
+            uids = list({e.uid: None for r in found for e in r.episodes})
+            separate = await memory.stored_entities(scope, uids)
+            assert found.entities == separate
+            assert sum(map(len, separate.values())) > len(uids)  # speakers and more
+
+
 async def test_entity_lane_adds_the_turns_of_the_named_speaker(memory: Memory) -> None:
     memory = extracting(memory)
     scope = new_scope()

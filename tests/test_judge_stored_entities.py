@@ -156,21 +156,31 @@ async def test_the_judge_gets_stored_entities_and_the_rewrite_keeps_to_the_speak
 
 
 async def test_a_hop_that_is_not_judged_reads_no_stored_entities(memory, monkeypatch):
+    """A judged hop reads its hits' entities in its search statement (no second statement);
+    a hop that is not judged does not ask for them."""
     scope = Scope(org_id=f"judge-{uuid.uuid4().hex[:8]}", project_id="chat", user_id="u")
     await memory.add(scope, [{"content": "Melanie plays the clarinet.", "producer": "Melanie",
                               "session_id": "s1"}])
-    reads: list[list[str]] = []
-    original = memory.stored_entities
+    asked: list[bool] = []
+    search, separate = memory.search_scored, []
 
-    async def counted(scope_, uids):
-        reads.append(list(uids))
-        return await original(scope_, uids)
+    async def counted(*args, **kwargs):
+        asked.append(kwargs.get("with_entities", False))
+        return await search(*args, **kwargs)
 
-    monkeypatch.setattr(memory, "stored_entities", counted)
+    async def stored_entities(*args, **kwargs):
+        separate.append(args)
+        return {}
+
+    monkeypatch.setattr(memory, "search_scored", counted)
+    monkeypatch.setattr(memory, "stored_entities", stored_entities)
     planner = RecordingPlanner(own_turns=True)
     await RetrievalAgent(memory, planner=planner, context=(0, 0), max_hops=1).aretrieve(
         QUESTION, scope=scope, k=3, strategy="chain")
-    assert reads == [] and planner.seen == []  # one hop, the hop limit: nothing judged
+    assert asked == [False] and planner.seen == []  # one hop, the hop limit: nothing judged
+    asked.clear()
     await RetrievalAgent(memory, planner=planner, context=(0, 0), max_hops=2).aretrieve(
         QUESTION, scope=scope, k=3, strategy="chain")
-    assert len(reads) == len(planner.seen) >= 1  # a read for each judged hop only
+    assert asked.count(True) == len(planner.seen) >= 1  # entities for each judged hop only
+    assert separate == []  # never a statement of their own
+    assert planner.seen[0] and any(e.text == "Melanie" for e in planner.seen[0][0])

@@ -17,6 +17,7 @@ from memroute.planners.llm.structured import StructuredLLM, extract_json, is_tra
 from memroute.planners.llm.backends import LangChainChat, make_backend
 from memroute.planners.llm.planner import LLMPlanner
 from memroute.planners.llm.tokens import count_messages
+from memroute.planners.llm.structured import request_tokens
 
 MESSAGES = [{"role": "system", "content": "Pick a route."},
             {"role": "user", "content": "<question>Who directed it?</question>"}]
@@ -53,8 +54,9 @@ async def test_json_mode_tolerates_fences_and_prose():
 async def test_usage_is_estimated_with_tiktoken_when_the_model_reports_none():
     structured, _ = llm([route("direct")], report_usage=False)
     result = await call(structured)
-    assert result.usage.estimated
-    assert result.usage.input_tokens == count_messages(MESSAGES)
+    assert result.usage.estimated  # the messages and the schema with_structured_output sends
+    assert result.usage.input_tokens == request_tokens(MESSAGES, RouteReply, structured.backend)
+    assert result.usage.input_tokens > count_messages(MESSAGES)
     assert result.usage.output_tokens > 0
 
 
@@ -85,7 +87,7 @@ async def test_repair_is_skipped_when_the_budget_has_no_call_left():
 
 async def test_a_prompt_over_the_input_ceiling_is_never_sent():
     structured, model = llm([route("direct")])
-    needed = with_margin(count_messages(MESSAGES))
+    needed = with_margin(request_tokens(MESSAGES, RouteReply, structured.backend))
     result = await call(structured, CallLimits(input_tokens=needed - 1))
     assert result.failure.kind == "budget_exhausted" and model.calls == []
     assert (await call(structured, CallLimits(input_tokens=needed))).value is not None
@@ -128,10 +130,11 @@ async def test_a_call_past_the_deadline_is_cancelled_and_charged():
 
 async def test_earlier_attempts_are_charged_against_the_limits():
     structured, model = llm([route("direct")])
-    estimate = count_messages(MESSAGES)
+    estimate = request_tokens(MESSAGES, RouteReply, structured.backend)
     result = await call(structured, CallLimits(llm_calls=3, prior_attempts=2))
     assert result.usage.llm_calls == 3 and result.usage.estimated
-    assert result.usage.input_tokens == 2 * estimate + estimate
+    # earlier attempts at their estimate, this one as the model reports it
+    assert result.usage.input_tokens == 2 * estimate + count_messages(MESSAGES)
     refused = await call(llm([route("direct")])[0], CallLimits(llm_calls=2, prior_attempts=2))
     assert refused.failure.kind == "budget_exhausted"
 

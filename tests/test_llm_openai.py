@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from memroute.strategies.budget import CallLimits
 from memroute.planners.llm.structured import StructuredLLM
 from memroute.planners.llm.backends import OpenAIChat
 from memroute.planners.llm.replies import RouteReply
+from memroute.planners.llm.tokens import count_messages, count_tokens
 
 FAST = GraphPolicies(llm_timeout_s=10.0, llm_max_attempts=2, retry_initial_interval_s=0.01,
                      retry_max_interval_s=0.02)
@@ -66,6 +68,18 @@ async def test_usage_comes_from_the_server_or_is_estimated(server):
     assert not reported.usage.estimated
     estimated = await ask(backend)
     assert estimated.usage.estimated and 0 < estimated.usage.input_tokens < 111
+
+
+async def test_the_estimate_counts_what_is_sent_the_response_format_included(server):
+    """Without reported usage, a call is charged the tokens of the request actually sent: its
+    messages and the ``json_schema`` response format (78-144 tokens of schema)."""
+    server.script = [reply(route("direct"), usage=False)]
+    backend = OpenAIChat(server.client(), "m", response_format="json_schema")
+    estimated = await ask(backend)
+    sent = server.requests[-1]
+    schema_tokens = count_tokens(json.dumps(sent["response_format"]["json_schema"]))
+    assert schema_tokens > 78
+    assert estimated.usage.input_tokens == count_messages(sent["messages"]) + schema_tokens
 
 
 async def test_request_carries_model_max_tokens_and_merged_system(server):

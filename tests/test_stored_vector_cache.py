@@ -72,3 +72,40 @@ async def test_restored_results_know_their_nucleus_rows(memory, searched) -> Non
     bare = [dataclasses.replace(r, nucleus_rows=None) for r in bare]
     restored = await memory.with_stored_embeddings(scope, bare)
     assert [r.nucleus_rows for r in restored] == [r.nucleus_rows for r in results]
+
+
+async def test_an_auto_question_is_embedded_once_while_the_planner_decides(memory):
+    """The router starts the question's embedding before the planner decides, and the first
+    search finds the vector kept: each query of the run is embedded once."""
+    import asyncio
+
+    from memroute import RetrievalAgent
+    from memroute.planners.offline.planner import OfflinePlanner
+
+    scope = Scope(org_id=f"vc-{uuid.uuid4().hex[:8]}", project_id="p", user_id="u")
+    await memory.add(scope, [{"content": t, "session_id": "s"} for t in TURNS])
+    view = copy.copy(memory)
+    view._query_vectors = type(memory._query_vectors)()
+    view.embedder = copy.copy(memory.embedder)
+    embedded: list[str] = []
+    planner = OfflinePlanner(use_nlp=True)
+    real_embed, real_route = memory.embedder.embed_query, planner.route
+
+    async def embed_query(text):
+        embedded.append(text)
+        return await real_embed(text)
+
+    async def route(query):
+        in_flight.append(bool(embedded))  # the question's embedding started before
+        await asyncio.sleep(0)
+        return await real_route(query)
+
+    in_flight: list[bool] = []
+    view.embedder.embed_query = embed_query
+    planner.route = route
+    question = "What does the person who moved to Lisbon love to eat?"
+    result = await RetrievalAgent(view, planner=planner, context=(0, 0)).aretrieve(
+        question, scope=scope, k=3, strategy="auto")
+    assert in_flight == [True]
+    assert embedded[0] == question
+    assert sorted(embedded) == sorted(dict.fromkeys(result.queries))  # each once

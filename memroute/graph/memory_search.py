@@ -75,15 +75,14 @@ def make_memory_search(resolve: ContextResolver):
         options = {"context": ctx.neighbours} if ctx.neighbours is not None else {}
         async with ctx.searches:
             started = time.time()
-            results = await ctx.memory.search_scored(task["scope"], task["query"], k=task["k"],
-                                                     filters=task["filters"], **options)
             # the chain's judge reads what the entity index stored for each hit (not after
-            # the last hop, which is not judged)
-            judged = (task["role"] == "chain" and results
+            # the last hop, which is not judged), read by the search statement itself
+            judged = (task["role"] == "chain"
                       and stop_before_judging(task["hop"], ctx.max_hops) is None)
-            stored = (await ctx.memory.stored_entities(
-                task["scope"], list({e.uid: None for r in results for e in r.episodes if e.uid}))
-                if judged else {})
+            results = await ctx.memory.search_scored(task["scope"], task["query"], k=task["k"],
+                                                     filters=task["filters"],
+                                                     with_entities=judged, **options)
+            stored = results.entities
             cost = node_cost(NODE, started, detail=f"{task['role']}: {task['query']}")
         pool = {}
         for rank, result in enumerate(results):

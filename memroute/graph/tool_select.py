@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from dataclasses import asdict
 from typing import Any
@@ -90,7 +92,17 @@ def make_tool_select(resolve: ContextResolver):
                 return _take_route(request, "direct", f"router skipped, budget: {skip}",
                                    "budget", node_cost(NODE, started), runtime,
                                    stop_reason=reason, notes=[f"router skipped: {reason}"])
-        decided = await step.ask_planner(lambda planner: planner.route(request["query"]))
+        # Every route searches the question first: its vector is computed (in the embedder's
+        # thread) while the planner decides, and that search finds it kept.
+        embedding = asyncio.ensure_future(
+            ctx.memory.embed_queries([request["query"]])
+            if ctx.memory.settings.query_cache_size else asyncio.sleep(0))
+        await asyncio.sleep(0)  # the embedding's first step hands it to its thread
+        try:
+            decided = await step.ask_planner(lambda planner: planner.route(request["query"]))
+        finally:
+            with contextlib.suppress(Exception):  # a failed embedding fails in the search
+                await embedding
         if decided.value is None:
             return _take_route(request, "direct", decided.failure, "fallback", decided.cost,
                                runtime, stop_reason=decided.failure, notes=[decided.failure])

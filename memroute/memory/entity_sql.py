@@ -131,9 +131,20 @@ async def entities_of(conn: AsyncConnection, schema: str, scope_key: str,
         f"SELECT episode_uid, entities FROM {schema}.sentences "
         "WHERE scope_key = %s AND episode_uid = ANY(%s) AND entities IS NOT NULL "
         "ORDER BY episode_uid, idx", [scope_key, list(dict.fromkeys(uids))])
-    out: dict[str, dict[str, Entity]] = {}
+    per_episode: dict[str, list] = {}
     for uid, entities in await cur.fetchall():
-        found = out.setdefault(uid, {})
-        for e in entities if isinstance(entities, list) else json.loads(entities):
-            found.setdefault(e["key"], Entity(e["text"], e["key"], e["label"]))
-    return {uid: list(found.values()) for uid, found in out.items()}
+        per_episode.setdefault(uid, []).append(entities)
+    return episode_entities(per_episode)
+
+
+def episode_entities(sentences: dict[str, list]) -> dict[str, list[Entity]]:
+    """Per episode uid, the entities stored for its sentences (``entities`` column values
+    in sentence order), each key once, first mention kept."""
+    out: dict[str, list[Entity]] = {}
+    for uid, rows in sentences.items():
+        found: dict[str, Entity] = {}
+        for entities in rows:
+            for e in entities if isinstance(entities, list) else json.loads(entities):
+                found.setdefault(e["key"], Entity(e["text"], e["key"], e["label"]))
+        out[uid] = list(found.values())
+    return out

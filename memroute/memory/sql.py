@@ -4,7 +4,7 @@ embeddings."""
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import NamedTuple
 
@@ -354,6 +354,9 @@ class SearchRead:
     windows: dict[str, list[str]]
     episodes: dict[str, EpisodeRow]
     vectors: dict[str, np.ndarray]
+    # per episode, its sentences' stored entities (JSON lists, in sentence order), when the
+    # search was asked for them; episodes stored without entities are left out
+    entities: dict[str, list[list[dict]]] = field(default_factory=dict)
 
 
 def _window_sql(schema: str) -> str:
@@ -380,17 +383,20 @@ def _window_sql(schema: str) -> str:
 
 def search_statement(schema: str, scope_key: str, embedding: np.ndarray,
                      filters: dict | None, *, limit: int, before: int, after: int,
-                     lanes: list[Lane] = ()) -> tuple[str, list]:
+                     lanes: list[Lane] = (), with_entities: bool = False) -> tuple[str, list]:
     """The statement of `read_search` and its parameters (the bench EXPLAINs it).
 
     The vector probe and the other ``lanes`` are fused by reciprocal rank in SQL: a nucleus
     (an episode) counts in each lane at its best sentence, and the windows and vectors of
-    every nucleus are read by the same statement."""
+    every nucleus are read by the same statement, with ``with_entities`` the stored entities
+    of their sentences too (from the same rows as the vectors)."""
     where, params = compile_filter(filters, "s")
     no_context = before == 0 and after == 0
     members = ("SELECT n.uid AS nucleus, x.* FROM nuclei n JOIN "
                f"{schema}.episodes x ON x.scope_key = %s AND x.uid = n.uid"
                if no_context else _window_sql(schema))
+    entities = ("jsonb_agg(s.entities ORDER BY s.idx) FILTER (WHERE s.entities IS NOT NULL)"
+                if with_entities else "NULL::jsonb")
     lane_ctes = "".join(f", {lane.ctes}" for lane in lanes)
     lane_rows = "".join(f"""
             UNION ALL
@@ -415,7 +421,8 @@ def search_statement(schema: str, scope_key: str, embedding: np.ndarray,
         ), members AS MATERIALIZED ({members}
         ), vectors AS (
             SELECT s.episode_uid,
-                   string_agg(vector_send(s.embedding), ''::bytea ORDER BY s.idx) AS embeddings
+                   string_agg(vector_send(s.embedding), ''::bytea ORDER BY s.idx) AS embeddings,
+                   {entities} AS entities
             FROM {schema}.sentences s
             WHERE s.scope_key = %s AND s.episode_uid IN (SELECT DISTINCT m.uid FROM members m)
             GROUP BY s.episode_uid
@@ -423,7 +430,7 @@ def search_statement(schema: str, scope_key: str, embedding: np.ndarray,
         SELECT m.nucleus, n.text, n.vector_score, n.lexical_score, n.fused, n.lanes_fused,
                (SELECT count(*) FROM hits),
                m.uid, m.session_id, m.producer, m.produced_at, m.content, m.metadata,
-               v.embeddings
+               v.embeddings, v.entities
         FROM members m JOIN nuclei n ON n.uid = m.nucleus
         LEFT JOIN vectors v ON v.episode_uid = m.uid
         ORDER BY n.fused DESC, n.vector_score DESC NULLS LAST, n.uid, m.produced_at, m.seq
@@ -453,16 +460,18 @@ def statement_timeout(timeout_ms: int) -> tuple[str, tuple]:
 async def read_search(conn: AsyncConnection, schema: str, scope_key: str,
                       embedding: np.ndarray, filters: dict | None, *, limit: int,
                       before: int, after: int, timeout_ms: int,
-                      lanes: list[Lane] = ()) -> SearchRead:
+                      lanes: list[Lane] = (), with_entities: bool = False) -> SearchRead:
     """The vector probe and the other ``lanes``, their fused nuclei (best first), the nuclei's
     context windows and the windows' stored vectors in one statement, sent with its HNSW
     settings and statement timeout in one round trip (pipeline mode). A nucleus no vector
     hit reached has a NaN vector score.
 
     ``hits`` is how many sentence hits the probe found (fewer than ``limit``: the scope,
-    after filters, is exhausted, or the scan reached ``hnsw.max_scan_tuples``)."""
+    after filters, is exhausted, or the scan reached ``hnsw.max_scan_tuples``).
+    ``with_entities``: the windows' stored entities too (`SearchRead.entities`)."""
     statement, params = search_statement(schema, scope_key, embedding, filters, limit=limit,
-                                         before=before, after=after, lanes=lanes)
+                                         before=before, after=after, lanes=lanes,
+                                         with_entities=with_entities)
     cur = conn.cursor(binary=True)
     # BEGIN, the transaction's HNSW settings, the statement and COMMIT in one pipeline, sent
     # by hand in autocommit mode: psycopg's own BEGIN (implicit or `conn.transaction()`)
@@ -486,9 +495,10 @@ async def read_search(conn: AsyncConnection, schema: str, scope_key: str,
     windows: dict[str, list[str]] = {}
     episodes: dict[str, EpisodeRow] = {}
     packed: dict[str, bytes] = {}
+    entities: dict[str, list[list[dict]]] = {}
     hits = 0
     for nucleus, text, vector_score, lexical_score, fused, lanes_fused, hits, *row, \
-            embeddings in await cur.fetchall():
+            embeddings, stored_entities in await cur.fetchall():
         if nucleus not in nuclei:
             nuclei[nucleus] = Nucleus(
                 nucleus, text, float("nan") if vector_score is None else float(vector_score),
@@ -499,5 +509,7 @@ async def read_search(conn: AsyncConnection, schema: str, scope_key: str,
             episodes[uid] = EpisodeRow(*row)
             if embeddings:
                 packed[uid] = embeddings
+            if stored_entities is not None:
+                entities[uid] = stored_entities
     vectors = dict(zip(packed, _vectors(list(packed.values()))))
-    return SearchRead(hits, list(nuclei.values()), windows, episodes, vectors)
+    return SearchRead(hits, list(nuclei.values()), windows, episodes, vectors, entities)

@@ -52,10 +52,13 @@ class SearchResults(list[ScoredResult]):
     """A list of `ScoredResult`, best first, with the search's stage timings in ms."""
 
     def __init__(self, items: list[ScoredResult] = (), timings: dict[str, float] | None = None,
-                 reranker: str = "none") -> None:
+                 reranker: str = "none", entities: dict[str, list[Entity]] | None = None) -> None:
         super().__init__(items)
         self.timings = timings or {}
         self.reranker = reranker
+        # with ``search_scored(with_entities=True)``: the stored entities of every episode in
+        # the results' windows, by uid, as `Memory.stored_entities` gives them
+        self.entities = entities or {}
 
 
 def _check_query(query: Any, what: str = "query") -> str:
@@ -108,8 +111,11 @@ class Memory:
         rerank scores the queries its searches have just embedded)."""
         name = self.embedder.name
         missing = [t for t in dict.fromkeys(texts) if (name, t) not in self._query_vectors]
-        for text, vector in zip(missing, await asyncio.gather(
-                *(self.embedder.embed_query(t) for t in missing))):
+        # one text is embedded without a task of its own: a caller's `ensure_future` has it
+        # in the embedder's thread after one step of the loop
+        computed = ([await self.embedder.embed_query(missing[0])] if len(missing) == 1 else
+                    await asyncio.gather(*(self.embedder.embed_query(t) for t in missing)))
+        for text, vector in zip(missing, computed):
             self._query_vectors[(name, text)] = vector
         vectors = []
         for text in texts:
@@ -335,6 +341,7 @@ class Memory:
         rerank: bool = True,
         fusion: str | None = None,
         entities: bool | None = None,
+        with_entities: bool = False,
     ) -> SearchResults:
         """Declarative search: sentences -> nuclei -> context windows -> rerank -> top k.
 
@@ -345,7 +352,8 @@ class Memory:
         ``queries`` are extra queries the reranker also scores against (multi-query rerank);
         per candidate the scores are fused with ``fusion`` (``max`` by default).
         ``entities``: the entity lane (`memroute.memory.entity_sql`), default
-        ``settings.entity_lane``.
+        ``settings.entity_lane``. ``with_entities``: also read the stored entities of the
+        results' episodes (`SearchResults.entities`), in the same statement.
         """
         scope = coerce_scope(scope)
         query = _check_query(query)
@@ -380,7 +388,8 @@ class Memory:
                 return await sql.read_search(
                     conn, self.schema, scope.key, embeddings[0], filters, limit=limit,
                     before=before, after=after,
-                    timeout_ms=self.settings.search_statement_timeout_ms, lanes=lanes)
+                    timeout_ms=self.settings.search_statement_timeout_ms, lanes=lanes,
+                    with_entities=with_entities)
             except QueryCanceled as exc:
                 if not lexical:
                     raise
@@ -392,7 +401,8 @@ class Memory:
                     conn, self.schema, scope.key, embeddings[0], filters, limit=limit,
                     before=before, after=after,
                     timeout_ms=self.settings.search_statement_timeout_ms,
-                    lanes=[lane for lane in lanes if lane.name != "lexical"])
+                    lanes=[lane for lane in lanes if lane.name != "lexical"],
+                    with_entities=with_entities)
 
         async def read():
             async with self._pool.connection() as conn:
@@ -401,11 +411,12 @@ class Memory:
                 timings["read_ms"] = (time.perf_counter() - t0) * 1000
                 nuclei, windows = found.nuclei, found.windows
                 episodes, stored = found.episodes, found.vectors
+                entities = entity_sql.episode_entities(found.entities)
                 # fewer than k episodes from the vector probe: a full probe names too few,
                 # and a short one may have stopped at the scan bound; `probe_nuclei` widens
                 # or settles it exactly, in statements of its own
                 if sum(not math.isnan(n.vector_score) for n in nuclei) >= k:
-                    return nuclei, windows, episodes, stored
+                    return nuclei, windows, episodes, stored, entities
                 t0 = time.perf_counter()
                 async with conn.transaction():
                     await conn.execute(*sql.statement_timeout(
@@ -422,10 +433,13 @@ class Memory:
                         episodes = {**episodes, **more_episodes}
                         stored = {**stored, **await sql.fetch_sentence_embeddings(
                             conn, self.schema, scope.key, new)}
+                        if with_entities:
+                            entities = {**entities, **await entity_sql.entities_of(
+                                conn, self.schema, scope.key, new)}
                 timings["widen_ms"] = (time.perf_counter() - t0) * 1000
-                return nuclei, windows, episodes, stored
+                return nuclei, windows, episodes, stored, entities
 
-        nuclei, windows, episodes, stored = await with_retry(read, "search")
+        nuclei, windows, episodes, stored, entities = await with_retry(read, "search")
         self._remember_vectors(scope.key, stored)
         nuclei = [n for n in nuclei if n.uid in windows]  # deleted between probe and fetch
         if not nuclei:
@@ -476,7 +490,8 @@ class Memory:
             )
             for n, score, vectors, rows in ranked
         ]
-        return SearchResults(results, timings, reranker)
+        shown_entities = {u: entities[u] for u in shown if u in entities}
+        return SearchResults(results, timings, reranker, shown_entities)
 
     async def with_stored_embeddings(self, scope: Scope | dict,
                                      results: list[ScoredResult]) -> list[ScoredResult]:

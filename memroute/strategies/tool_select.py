@@ -13,8 +13,9 @@ from memroute.strategies.base import CostProfile, Route
 from memroute.strategies.budget import CallLimits, profile_shortfall
 
 # The router call's own cost, measured by the agent benchmark on 100 shared HotpotQA
-# questions (the prompt's o200k_base size: 406 in + 15 out; docs/evaluation.md).
-COST_PROFILE = CostProfile(accuracy_score=0.0, token_cost=421.0, time_cost=0.0, llm_calls=1)
+# questions (o200k_base size of what is sent, the json_schema response format included:
+# 477 in + 15 out; docs/evaluation.md).
+COST_PROFILE = CostProfile(accuracy_score=0.0, token_cost=492.0, time_cost=0.0, llm_calls=1)
 
 
 def _after(limits: CallLimits, profile: CostProfile) -> CallLimits:

@@ -10,7 +10,15 @@ from pydantic import BaseModel
 
 from memroute.errors import InvalidInputError
 from memroute.settings import MemrouteSettings
-from memroute.planners.llm.structured import ChatBackend, Completion, FormatRejected, Message
+from memroute.planners.llm.structured import (
+    ChatBackend,
+    Completion,
+    FormatRejected,
+    Message,
+    format_tokens,
+    json_schema_format,
+)
+from memroute.planners.llm.tokens import count_tokens
 
 log = get_logger(__name__)
 
@@ -68,11 +76,17 @@ class OpenAIChat:
         self._formats = RESPONSE_FORMATS if response_format == "auto" else (response_format,)
         self._confirmed = response_format != "auto"
 
+    def response_format_tokens(self, schema: type[BaseModel]) -> int:
+        """Estimated input tokens of the schema the next request sends in its response
+        format (none for ``json_object`` and ``none``)."""
+        body = self._format(self._formats[0], schema)
+        sent = body and (body.get("json_schema") or body.get("schema"))
+        return count_tokens(json.dumps(sent)) if sent else 0
+
     @staticmethod
     def _format(kind: str, schema: type[BaseModel]) -> dict[str, Any] | None:
         if kind == "json_schema":
-            return {"type": "json_schema", "json_schema": {
-                "name": schema.__name__, "schema": schema.model_json_schema(), "strict": False}}
+            return json_schema_format(schema)
         if kind == "json_object_schema":
             return {"type": "json_object", "schema": schema.model_json_schema()}
         if kind == "json_object":
@@ -135,7 +149,12 @@ class LangChainChat:
         fields = getattr(type(model), "model_fields", {})
         self._cap_field = next((f for f in _MAX_TOKEN_FIELDS if f in fields), None)
         self.can_cap_output = self._cap_field is not None
-        self._structured = True
+        self._structured = _has_structured_output(model)
+
+    def response_format_tokens(self, schema: type[BaseModel]) -> int:
+        """Estimated input tokens of the schema ``with_structured_output`` sends (none when
+        the model has no structured output: the prompt alone asks for JSON)."""
+        return format_tokens(schema) if self._structured else 0
 
     def _capped(self, max_tokens: int | None) -> Any:
         if max_tokens is None or self._cap_field is None:
@@ -208,3 +227,16 @@ def openai_client_from_settings(settings: MemrouteSettings) -> Any:
     key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
     return AsyncOpenAI(base_url=settings.llm_base_url, api_key=key, max_retries=0,
                        timeout=settings.llm_timeout_s)
+
+
+def _has_structured_output(model: Any) -> bool:
+    """Whether a LangChain chat model can send a schema: `BaseChatModel`'s own
+    ``with_structured_output`` needs ``bind_tools``, which the base class does not have."""
+    try:
+        from langchain_core.language_models import BaseChatModel
+    except ImportError:
+        return True
+    kind = type(model)
+    return not (isinstance(model, BaseChatModel)
+                and kind.with_structured_output is BaseChatModel.with_structured_output
+                and kind.bind_tools is BaseChatModel.bind_tools)

@@ -19,6 +19,7 @@ import json
 import re
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from memroute._log import get_logger
@@ -40,6 +41,31 @@ Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content":
 _DEADLINE_MARGIN_S = 0.02
 MAX_RAW_CHARS = 4000  # of an invalid reply quoted back in the repair prompt
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
+
+
+def json_schema_format(schema: type[BaseModel]) -> dict[str, Any]:
+    """The ``json_schema`` response format asking for ``schema`` (OpenAI's form)."""
+    return {"type": "json_schema", "json_schema": {
+        "name": schema.__name__, "schema": schema.model_json_schema(), "strict": False}}
+
+
+@lru_cache(maxsize=64)
+def format_tokens(schema: type[BaseModel]) -> int:
+    """Estimated input tokens of the response format a structured call sends beside its
+    messages: the JSON of its `json_schema_format` (the largest form a backend sends)."""
+    return count_tokens(json.dumps(json_schema_format(schema)["json_schema"]))
+
+
+def request_tokens(messages: list[Message], schema: type[BaseModel] | None,
+                   backend: ChatBackend | None = None) -> int:
+    """Estimated input tokens of one request: its messages and, asking for ``schema``, the
+    response format ``backend`` sends (its ``response_format_tokens``, if it has one; else
+    the `json_schema_format`'s)."""
+    if schema is None:
+        return count_messages(messages)
+    sent = getattr(backend, "response_format_tokens", None)
+    return count_messages(messages) + (sent(schema) if sent is not None
+                                       else format_tokens(schema))
 
 
 @dataclass
@@ -153,7 +179,7 @@ class StructuredLLM:
         Earlier attempts of the same step (``limits.prior_attempts``) are charged a call and
         the prompt's estimated input tokens each. Raises only transient or unexpected errors.
         """
-        estimate = count_messages(messages)
+        estimate = request_tokens(messages, schema, self.backend)
         prior = limits.prior_attempts
         usage = Usage(llm_calls=prior, input_tokens=prior * estimate, estimated=prior > 0)
         raw: list[str] = []
@@ -162,7 +188,7 @@ class StructuredLLM:
         attempt = 0
         while attempt < (2 if self.repair else 1):
             if attempt:
-                estimate = count_messages(attempt_messages)
+                estimate = request_tokens(attempt_messages, schema, self.backend)
             short = self._shortfall(limits, usage, estimate, min_output_tokens)
             if short:
                 what = "repair re-prompt skipped, " if attempt else ""
@@ -251,7 +277,7 @@ async def complete_text(backend: ChatBackend, messages: list[Message],
     """A plain-text reply (no schema, no repair, no budget) and what it cost."""
     started = time.perf_counter()
     completion = await backend.complete(messages, None, max_tokens)
-    return completion.text, completion_usage(completion, count_messages(messages),
+    return completion.text, completion_usage(completion, request_tokens(messages, None),
                                              time.perf_counter() - started)
 
 

@@ -9,6 +9,9 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable
+from functools import lru_cache
+
+TEXT_CACHE_SIZE = 16_384  # folded texts and mention checks kept (a few MB at most)
 
 STOPWORDS = frozenset(
     """a about above after again against all also am an and any are as at be because been
@@ -52,8 +55,10 @@ _QUOTED = re.compile(r"[\"“”]([^\"“”]{2,80})[\"“”]")
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
+@lru_cache(maxsize=TEXT_CACHE_SIZE)
 def fold(text: str) -> str:
-    """Lowercase, accents removed, whitespace collapsed: the form entities are compared in."""
+    """Lowercase, accents removed, whitespace collapsed: the form entities are compared in.
+    Cached: a chain's judge compares every phrase of its evidence with the same question."""
     text = unicodedata.normalize("NFKD", text)
     text = "".join(ch for ch in text if not unicodedata.combining(ch))
     text = text.replace("’", "'").lower()
@@ -115,8 +120,10 @@ def _strip_article(folded: str) -> str:
     return folded[4:] if folded.startswith("the ") else folded
 
 
+@lru_cache(maxsize=TEXT_CACHE_SIZE)
 def mentioned(entity: str, text: str) -> bool:
-    """Whether ``entity`` (or every content word of it) already occurs in ``text``."""
+    """Whether ``entity`` (or every content word of it) already occurs in ``text`` (cached,
+    as `fold`)."""
     entity = re.sub(r"\s*\([^)]*\)\s*$", "", entity)  # "Kiss and Tell (1945 film)"
     e, t = _strip_article(fold(entity)), fold(text)
     if not e:
