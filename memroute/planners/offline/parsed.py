@@ -213,6 +213,16 @@ def _clear_bridge(query: str, evidence: list[str], entities: list[list[Entity]],
     return len(supports) == 1 or supports[0] >= ratio * supports[1]
 
 
+def bridge_found(query: str, bridge_query: str, fresh: list[str]) -> bool:
+    """Whether a new hit of the bridge's search is filed under the bridge: its title is named
+    by ``bridge_query`` and not by the question (untitled items, such as turns, never are)."""
+    for text in fresh:
+        title = split_title(text)[0]
+        if title is not None and mentioned(title, bridge_query) and not mentioned(title, query):
+            return True
+    return False
+
+
 def judge_with_entities(query: str, evidence: list[str], previous_queries: list[str],
                         heuristics: ChainHeuristics = ChainHeuristics(),
                         stored: EvidenceEntities = None) -> ChainJudgment:
@@ -239,6 +249,11 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
     allowed = h.attribute_rewrites if attribute else h.bridges
     if rewrites >= allowed:
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9)
+    if (h.bridge_found_stop and not attribute and rewrites == 1
+            and bridge_found(query, tried[-1], evidence[keep:])):
+        # the bridge's own facts came up: the third search, the runner-up bridges, was
+        # measured to add a supporting fact on few such questions
+        return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT)
     if (h.one_bridge_when_clear and not attribute and rewrites == 1
             and _clear_bridge(query, evidence[:keep], _item_entities(evidence[:keep], (
                 stored or [None] * len(evidence))[:keep]), tried[:1], h.clear_ratio)):
