@@ -24,11 +24,21 @@ OTHERS = ["Accra: Accra is the capital of Ghana.",
 
 def test_bridge_found_reads_the_titles_of_the_new_hits() -> None:
     bridge = "Shirley Temple government position held star"
-    assert bridge_found(QUESTION, bridge, [STAR])
-    assert not bridge_found(QUESTION, bridge, [ABOUT_STAR])  # filed under another title
-    assert not bridge_found(QUESTION, bridge, ["Shirley Temple Black was an ambassador."])
+    assert bridge_found(QUESTION, bridge, FILM, [STAR], True)
+    assert not bridge_found(QUESTION, bridge, FILM, [ABOUT_STAR], True)  # another title's
+    assert not bridge_found(QUESTION, bridge, FILM, ["Shirley Temple Black was an ambassador."],
+                            True)
     # a title the question names is the question's subject, not the bridge
-    assert not bridge_found(QUESTION, "Kiss and Tell star", [FILM[1]])
+    assert not bridge_found(QUESTION, "Kiss and Tell star", FILM, [FILM[1]], True)
+    # the first hop found nothing filed under the question's subject: not settled
+    assert not bridge_found(QUESTION, bridge, OTHERS, [STAR], True)
+    # a role of each of two named subjects: each needs its bridge found
+    asked = "Which film has the director who died later, Kiss and Tell or Accra?"
+    both = [*FILM, OTHERS[0]]
+    assert not bridge_found(asked, "Shirley Temple director died", both, [STAR], True)
+    assert bridge_found(asked, "Shirley Temple director died", both, [STAR], False)
+    assert bridge_found(asked, "Shirley Temple Ghana director died", both, [STAR, OTHERS[1]],
+                        True)
 
 
 def test_the_judge_stops_only_after_the_first_rewrite_found_its_bridge() -> None:

@@ -107,7 +107,9 @@ class ChainHeuristics:
     its predicate-only rewrite searching only that speaker's turns; ``bridge_found_stop``:
     whether a bridge question stops after its first rewrite when that search brought up the
     bridge's own facts (a new item filed under the bridge's title), the stop measured in
-    docs/evaluation.md ("Fewer searches on Wikipedia sets").
+    docs/evaluation.md ("Fewer searches on Wikipedia sets"); ``bridge_per_subject``: whether
+    the first rewrite of a question whose first hop found facts filed under two or more of
+    its named titles ("the director of A or of B") packs the best bridge of each.
     """
 
     bridges: int = 2
@@ -125,6 +127,7 @@ class ChainHeuristics:
     clear_ratio: float = 2.0
     own_turns: bool = True
     bridge_found_stop: bool = False
+    bridge_per_subject: bool = False
 
 
 def judge_evidence(query: str, evidence: list[str], previous_queries: list[str],
