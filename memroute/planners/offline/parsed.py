@@ -19,8 +19,11 @@
   (``"entities"``, the hidden slot's type first). With ``first_hop_stop`` /
   ``stop_when_filled`` the chain also stops once the unresolved slot is filled: an evidence
   item mentions what the last query searched together with a predicate word of the question
-  and, when the wh-word expects one, an entity of the answer's type. A rewrite only holds
-  words of the question and entities of the evidence.
+  and, when the wh-word expects one, an entity of the answer's type. With
+  ``bridge_found_stop`` a bridge chain stops after its first rewrite once the first hop
+  found facts filed under the question's subject and the bridge's search facts filed under
+  the bridge (`bridge_found`); ``bridge_per_subject`` packs one bridge per named title into
+  the first rewrite. A rewrite only holds words of the question and entities of the evidence.
 """
 
 from __future__ import annotations
