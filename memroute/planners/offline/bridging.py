@@ -127,7 +127,7 @@ class ChainHeuristics:
     clear_ratio: float = 2.0
     own_turns: bool = True
     bridge_found_stop: bool = False
-    bridge_per_subject: bool = False
+    bridge_per_subject: bool = True
 
 
 def judge_evidence(query: str, evidence: list[str], previous_queries: list[str],
