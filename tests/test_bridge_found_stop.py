@@ -71,3 +71,21 @@ async def test_on_a_store_the_chain_takes_two_searches_when_the_bridge_came_up(m
     assert len(await _chain(memory, [*FILM, ABOUT_STAR, *OTHERS], bridge_found_stop=True)) == 3
     # and with the stop off
     assert len(await _chain(memory, [*FILM, STAR, *OTHERS], bridge_found_stop=False)) == 3
+
+
+def test_a_role_of_two_named_subjects_bridges_from_each_in_one_rewrite() -> None:
+    asked = "Which film has the director who died later, The More The Merrier or Sleep, My Love?"
+    hop1 = ["The More the Merrier: The More the Merrier is a 1943 comedy film directed by "
+            "George Stevens and starring Jean Arthur.",
+            "Sleep, My Love: Sleep, My Love is a 1948 film noir directed by Douglas Sirk, "
+            "starring Claudette Colbert.",
+            "Sleep, My Love: It stars Claudette Colbert and Robert Cummings."]
+    both = judge_with_entities(asked, hop1, [asked], ChainHeuristics())
+    # the director of each, not the star named twice
+    assert both.new_query.startswith("George Stevens Douglas Sirk")
+    assert "director" in both.new_query
+    one = judge_with_entities(asked, hop1, [asked], ChainHeuristics(bridge_per_subject=False))
+    assert not ("George Stevens" in one.new_query and "Douglas Sirk" in one.new_query)
+    # one named title only: the usual single bridge
+    single = judge_with_entities(asked, hop1[:1], [asked], ChainHeuristics())
+    assert "Douglas Sirk" not in single.new_query
