@@ -104,7 +104,12 @@ class ChainHeuristics:
     that bridge was clearly the first hop's best (its stored-entity support at least
     ``clear_ratio`` times the runner-up's); ``own_turns``: whether a question naming exactly one
     speaker of the evidence (by its stored speakers) is judged as that speaker's attribute,
-    its predicate-only rewrite searching only that speaker's turns.
+    its predicate-only rewrite searching only that speaker's turns; ``bridge_found_stop``:
+    whether a bridge question stops after its first rewrite when that search brought up the
+    bridge's own facts (a new item filed under the bridge's title), the stop measured in
+    docs/evaluation.md ("Fewer searches on Wikipedia sets"); ``bridge_per_subject``: whether
+    the first rewrite of a question whose first hop found facts filed under two or more of
+    its named titles ("the director of A or of B") packs the best bridge of each.
     """
 
     bridges: int = 2
@@ -121,6 +126,8 @@ class ChainHeuristics:
     one_bridge_when_clear: bool = False
     clear_ratio: float = 2.0
     own_turns: bool = True
+    bridge_found_stop: bool = False
+    bridge_per_subject: bool = True
 
 
 def judge_evidence(query: str, evidence: list[str], previous_queries: list[str],

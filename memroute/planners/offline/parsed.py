@@ -19,8 +19,11 @@
   (``"entities"``, the hidden slot's type first). With ``first_hop_stop`` /
   ``stop_when_filled`` the chain also stops once the unresolved slot is filled: an evidence
   item mentions what the last query searched together with a predicate word of the question
-  and, when the wh-word expects one, an entity of the answer's type. A rewrite only holds
-  words of the question and entities of the evidence.
+  and, when the wh-word expects one, an entity of the answer's type. With
+  ``bridge_found_stop`` a bridge chain stops after its first rewrite once the first hop
+  found facts filed under the question's subject and the bridge's search facts filed under
+  the bridge (`bridge_found`); ``bridge_per_subject`` packs one bridge per named title into
+  the first rewrite. A rewrite only holds words of the question and entities of the evidence.
 """
 
 from __future__ import annotations
@@ -213,6 +216,41 @@ def _clear_bridge(query: str, evidence: list[str], entities: list[list[Entity]],
     return len(supports) == 1 or supports[0] >= ratio * supports[1]
 
 
+def bridge_found(query: str, bridge_query: str, kept: list[str], fresh: list[str],
+                 role_of_each: bool) -> bool:
+    """Whether the bridge's search settled the question: the first hop's ``kept`` items hold
+    facts filed under a title the question names, and a ``fresh`` hit is filed under the
+    bridge (a title ``bridge_query`` names and the question does not; untitled items, such
+    as turns, never are). When ``role_of_each`` (a described role, e.g. "the director") and
+    the question names two or more of those titles, each needs its own bridge found."""
+    named = {title for title, _ in map(split_title, kept)
+             if title is not None and mentioned(title, query)}
+    found = {title for title, _ in map(split_title, fresh)
+             if title is not None and mentioned(title, bridge_query)
+             and not mentioned(title, query)}
+    if not named or not found:
+        return False
+    return len(found) >= (len(named) if role_of_each and len(named) >= 2 else 1)
+
+
+def subject_bridges(query: str, evidence: list[str], tried: list[str],
+                    described: set[str]) -> list[str]:
+    """The best bridge of each title the question names, from the items filed under it that
+    state the role the question describes (``described``: its stems), if any do ("Which film
+    has the director who died later, A or B?": A's director, B's director)."""
+    by_title: dict[str, list[str]] = {}
+    for text in evidence:
+        title = split_title(text)[0]
+        if title is not None and mentioned(title, query):
+            by_title.setdefault(title, []).append(text)
+    bridges: list[str] = []
+    for items in by_title.values():
+        items = [t for t in items if _has_predicate(t, described)] or items
+        best = bridge_candidates(query, items, [*tried, *bridges])[:1]
+        bridges.extend(c.entity for c in best)
+    return list(dict.fromkeys(bridges))
+
+
 def judge_with_entities(query: str, evidence: list[str], previous_queries: list[str],
                         heuristics: ChainHeuristics = ChainHeuristics(),
                         stored: EvidenceEntities = None) -> ChainJudgment:
@@ -239,6 +277,12 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
     allowed = h.attribute_rewrites if attribute else h.bridges
     if rewrites >= allowed:
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9)
+    if (h.bridge_found_stop and not attribute and rewrites == 1
+            and bridge_found(query, tried[-1], evidence[:keep], evidence[keep:],
+                             bool(qp.hidden_head))):
+        # the bridge's own facts came up: the third search, the runner-up bridges, was
+        # measured to add a supporting fact on few such questions
+        return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT)
     if (h.one_bridge_when_clear and not attribute and rewrites == 1
             and _clear_bridge(query, evidence[:keep], _item_entities(evidence[:keep], (
                 stored or [None] * len(evidence))[:keep]), tried[:1], h.clear_ratio)):
@@ -274,6 +318,13 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
             return ChainJudgment(is_sufficient=False, evidence_indices=indices,
                                  new_query=words, confidence=BRIDGE_SURE,
                                  producer=speaker)
+    if h.bridge_per_subject and rewrites == 0 and qp.hidden_head:
+        bridges = subject_bridges(query, evidence[:keep], tried, _stems(qp.description))
+        if len(bridges) >= 2:
+            words = [w for w in dict.fromkeys([*qp.description, *qp.predicate])
+                     if not any(mentioned(w, b) for b in bridges)]
+            return ChainJudgment(is_sufficient=False, evidence_indices=indices,
+                                 new_query=" ".join([*bridges, *words]), confidence=BRIDGE_UNSURE)
     if h.bridge_from == "surface":
         judgment = judge_evidence(query, evidence, previous_queries, replace(h, bridges=allowed))
         if judgment.is_sufficient:
