@@ -38,8 +38,9 @@ from pydantic import BaseModel
 from memroute._log import get_logger
 from memroute.nlp import INSTALL_HINT, pipeline_available
 from memroute.planners.base import EvidenceEntities, PlannerResult
-from memroute.planners.offline.bridging import ChainHeuristics, judge_evidence
+from memroute.planners.offline.bridging import ChainHeuristics, bridge_candidates, judge_evidence
 from memroute.planners.offline.parsed import judge_with_entities, route_by_parse, split_by_parse
+from memroute.planners.offline.question_parse import read_question
 from memroute.planners.offline.question_syntax import route_by_syntax, subject_sub_queries
 from memroute.strategies.base import (
     MAX_REASON_CHARS,
@@ -56,6 +57,25 @@ T = TypeVar("T", bound=BaseModel)
 log = get_logger(__name__)
 
 
+def outward(question: str, previous_queries: list[str], evidence: list[str],
+            judgment: ChainJudgment) -> ChainJudgment:
+    """After a chain's first search found the innermost sub-question's answer, its first
+    bridge asks the next question outward: the question with the innermost sub-question
+    replaced by the bridge entity ("Who is the spouse of the performer of Green?" searched
+    "the performer of Green" and bridges to Tessa Marlow -> "Who is the spouse of Tessa
+    Marlow?")."""
+    innermost = read_question(question).innermost
+    tried = [q for q in previous_queries if q.strip()]
+    if not (innermost and tried == [innermost] and judgment.new_query
+            and not judgment.is_sufficient and not judgment.producer):
+        return judgment
+    best = bridge_candidates(question, evidence, tried)[:1]
+    if not best or not judgment.new_query.startswith(best[0].entity):
+        return judgment
+    asked = question.replace(innermost, best[0].entity, 1)
+    return judgment.model_copy(update={"new_query": asked})
+
+
 class OfflinePlanner:
     """Implements `memroute.planners.base.Planner` without an LLM.
 
@@ -63,6 +83,9 @@ class OfflinePlanner:
     ``use_nlp=False``, or when the model is missing (one warning), it uses the surface
     heuristics above. ``attribute_route``: where a named subject's direct attribute goes
     (``"chain"``: two searches, measured better on conversations than ``"direct"``).
+    ``innermost_first``: a chain's first search is the question's innermost sub-question
+    (`QuestionParse.innermost`, "the performer of Green" for "Who is the spouse of the
+    performer of Green?") rather than the whole question.
     """
 
     name = "offline"
@@ -70,7 +93,7 @@ class OfflinePlanner:
 
     def __init__(self, heuristics: ChainHeuristics | None = None, *,
                  use_nlp: bool = True, attribute_route: Route = "chain",
-                 **overrides: float) -> None:
+                 innermost_first: bool = True, **overrides: float) -> None:
         base = heuristics or ChainHeuristics()
         self.heuristics = ChainHeuristics(**{**base.__dict__, **overrides})
         if use_nlp:
@@ -82,6 +105,7 @@ class OfflinePlanner:
         self.use_nlp = use_nlp
         # where "one named subject with a direct attribute" goes (docs/evaluation.md)
         self.attribute_route = attribute_route
+        self.innermost_first = innermost_first
 
     @property
     def prompt_versions(self) -> dict[str, str]:
@@ -105,12 +129,16 @@ class OfflinePlanner:
 
     async def route(self, query: str) -> PlannerResult[RouteDecision]:
         def build() -> RouteDecision:
+            first = ""
             if self.use_nlp and query.strip():
                 route, reason, confidence = route_by_parse(query, self.attribute_route)
+                if route == "chain" and self.innermost_first:
+                    first = read_question(query).innermost
             else:
                 (route, reason), confidence = route_by_syntax(query), 0.5
             return RouteDecision(route=route, reason=f"{reason} (confidence {confidence:.2f})"
-                                 [:MAX_REASON_CHARS], confidence=confidence)
+                                 [:MAX_REASON_CHARS], confidence=confidence,
+                                 first_query=first[:MAX_REASON_CHARS])
         return await self._run(build)
 
     async def split(self, query: str) -> PlannerResult[SplitPlan]:
@@ -124,8 +152,9 @@ class OfflinePlanner:
                     hop: int, evidence_entities: EvidenceEntities = None,
                     ) -> PlannerResult[ChainJudgment]:
         if self.use_nlp and query.strip():
-            return await self._run(lambda: judge_with_entities(
+            return await self._run(lambda: outward(query, list(previous_queries), evidence,
+                                                   judge_with_entities(
                 query, list(evidence), list(previous_queries), self.heuristics,
-                evidence_entities))
+                evidence_entities)))
         return await self._run(lambda: judge_evidence(query, list(evidence),
                                                       list(previous_queries), self.heuristics))

@@ -1,0 +1,111 @@
+"""Nested questions search their innermost sub-question first (read from the dependency
+parse), and the title lane's bonus has diminishing returns per title."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memroute import RetrievalAgent, Scope
+from memroute.memory.rerankers import OfflineReranker, RerankCandidate, RerankQuery
+from memroute.planners.offline.planner import OfflinePlanner
+from memroute.planners.offline.question_parse import read_question
+
+
+@pytest.mark.parametrize(("question", "innermost"), [
+    # a role of a named thing, through a preposition or as a modifier of a role noun
+    ("Who is the spouse of the performer of Green Meadows?", "the performer of Green Meadows"),
+    ("Who is the spouse of the Green Meadows performer?", "the Green Meadows performer"),
+    # a relative clause nested in another description: the deepest one
+    ("What is the capital of the county that shares a border with the county where "
+     "Oskar Lindqvist was born?", "the county where Oskar Lindqvist was born"),
+    ("When did the city where the author of The Salt Orchard died become a capital?",
+     "the author of The Salt Orchard"),
+    # conversations: people, pets and places described through a named one
+    ("What does the person who moved to Lisbon love to eat?", "the person who moved to Lisbon"),
+    ("Where does the sister of Clara's husband work?", "the sister of Clara's husband"),
+    ("What is the name of the dog that Maria adopted last spring?",
+     "the dog that Maria adopted last spring"),
+])
+def test_innermost_sub_question_of_nested_questions(question: str, innermost: str) -> None:
+    assert read_question(question).innermost == innermost
+
+
+@pytest.mark.parametrize("question", [
+    "When is Yasmin's birthday?",  # a named subject's attribute: nothing nested
+    "Who is the performer of Green Meadows?",  # the description is the whole question
+    "Where does Karim study and where is Helga Brandt's office?",
+    "What did we talk about yesterday?",  # nothing named
+])
+def test_no_innermost_sub_question_when_nothing_is_nested(question: str) -> None:
+    assert read_question(question).innermost == ""
+
+
+async def test_the_chain_route_carries_the_innermost_sub_question() -> None:
+    question = "Who is the spouse of the performer of Green Meadows?"
+    decision = (await OfflinePlanner().route(question)).value
+    assert decision.route == "chain" and decision.first_query == "the performer of Green Meadows"
+    off = (await OfflinePlanner(innermost_first=False).route(question)).value
+    assert off.route == "chain" and off.first_query == ""
+    direct = (await OfflinePlanner().route("What did we talk about yesterday?")).value
+    assert direct.first_query == ""
+
+
+async def test_the_first_bridge_asks_the_next_question_outward() -> None:
+    question = "What does the person who moved to Lisbon love to eat?"
+    evidence = ["Clara moved to Lisbon in 2023.", "People in Lisbon love to eat custard tarts."]
+    judged = (await OfflinePlanner().judge(question, evidence,
+                                           ["the person who moved to Lisbon"], 1)).value
+    assert not judged.is_sufficient
+    assert judged.new_query == "What does Clara love to eat?"
+    # after a first search of the whole question, the bridge is as before
+    plain = (await OfflinePlanner().judge(question, evidence, [question], 1)).value
+    assert plain.new_query != judged.new_query and "Clara" in plain.new_query
+
+
+async def test_auto_searches_the_innermost_sub_question_first(memory) -> None:
+    """End to end: the first hop finds the performer, the bridge from it finds the spouse."""
+    scope = Scope(org_id="innermost", project_id="p", user_id="u")
+    await memory.add(scope, [
+        {"content": "Green Meadows is the debut album of Tessa Marlow.", "producer": "system"},
+        {"content": "Tessa Marlow married the drummer Jonah Pike in 2015.", "producer": "system"},
+        {"content": "Green Meadows park has a pond and two tennis courts.", "producer": "system"},
+        {"content": "The spouse of a performer often travels with the band.", "producer": "system"},
+    ])
+    agent = RetrievalAgent(memory, planner=OfflinePlanner())
+    result = await agent.aretrieve("Who is the spouse of the performer of Green Meadows?",
+                                   scope=scope, k=3)
+    assert result.route == "chain"
+    assert result.queries[:2] == ["the performer of Green Meadows",
+                                  "Who is the spouse of Tessa Marlow?"]
+    assert len(result.queries) <= 3
+    contents = [r.nucleus.content for r in result.results]
+    assert "Tessa Marlow married the drummer Jonah Pike in 2015." in contents
+
+
+async def test_title_bonus_diminishes_per_title() -> None:
+    """Three sentences of the named title and one of another: the title's best sentence gets
+    the whole bonus, its next ones half and a quarter, so the other title keeps its place."""
+    rng = np.random.default_rng(3)
+    query = RerankQuery("Who performed Green Meadows?", rng.normal(size=8).astype(np.float32))
+    texts = ["Green Meadows: It is an album.", "Green Meadows: It was recorded in Oslo.",
+             "Green Meadows: It has ten songs.", "Tessa Marlow: She performed an album.",
+             *(f"{t}: It is a place." for t in ("Oslo", "Appleton", "Bergen", "Lisbon"))]
+    vectors = [rng.normal(size=(1, 8)).astype(np.float32) for _ in texts]
+    candidates = [RerankCandidate(t, v) for t, v in zip(texts, vectors)]
+
+    async def scores(**kwargs) -> np.ndarray:
+        return (await OfflineReranker(**kwargs).score([query], candidates))[0]
+
+    base = await scores(title_weight=0.0)
+    whole = await scores(title_weight=0.2, title_decay=1.0)
+    halved = await scores(title_weight=0.2, title_decay=0.5)
+    assert (whole[:3] - base[:3]).tolist() == pytest.approx([0.1] * 3, abs=1e-6)
+    order = np.argsort(-base[:3])  # the title's sentences by their score without the bonus
+    assert (halved[order] - base[order]).tolist() == pytest.approx([0.1, 0.05, 0.025], abs=1e-6)
+    assert halved[3:].tolist() == pytest.approx(whole[3:].tolist(), abs=1e-6)  # other titles
+    # untitled candidates (conversation turns) rank as without the lane, whatever the decay
+    turns = [RerankCandidate(t.split(": ", 1)[1], v) for t, v in zip(texts, vectors)]
+    plain = (await OfflineReranker(title_weight=0.0).score([query], turns))[0]
+    assert (await OfflineReranker(title_decay=0.5).score([query], turns))[0].tolist() \
+        == pytest.approx(plain.tolist(), abs=1e-6)
