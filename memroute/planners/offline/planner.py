@@ -38,7 +38,7 @@ from pydantic import BaseModel
 from memroute._log import get_logger
 from memroute.nlp import INSTALL_HINT, pipeline_available
 from memroute.planners.base import EvidenceEntities, PlannerResult
-from memroute.planners.offline.bridging import ChainHeuristics, bridge_candidates, judge_evidence
+from memroute.planners.offline.bridging import ChainHeuristics, judge_evidence
 from memroute.planners.offline.parsed import judge_with_entities, route_by_parse, split_by_parse
 from memroute.planners.offline.question_parse import read_question
 from memroute.planners.offline.question_syntax import route_by_syntax, subject_sub_queries
@@ -55,25 +55,6 @@ from memroute.strategies.budget import CallLimits
 
 T = TypeVar("T", bound=BaseModel)
 log = get_logger(__name__)
-
-
-def outward(question: str, previous_queries: list[str], evidence: list[str],
-            judgment: ChainJudgment) -> ChainJudgment:
-    """After a chain's first search found the innermost sub-question's answer, its first
-    bridge asks the next question outward: the question with the innermost sub-question
-    replaced by the bridge entity ("Who is the spouse of the performer of Green?" searched
-    "the performer of Green" and bridges to Tessa Marlow -> "Who is the spouse of Tessa
-    Marlow?")."""
-    innermost = read_question(question).innermost
-    tried = [q for q in previous_queries if q.strip()]
-    if not (innermost and tried == [innermost] and judgment.new_query
-            and not judgment.is_sufficient and not judgment.producer):
-        return judgment
-    best = bridge_candidates(question, evidence, tried)[:1]
-    if not best or not judgment.new_query.startswith(best[0].entity):
-        return judgment
-    asked = question.replace(innermost, best[0].entity, 1)
-    return judgment.model_copy(update={"new_query": asked})
 
 
 class OfflinePlanner:
@@ -152,9 +133,8 @@ class OfflinePlanner:
                     hop: int, evidence_entities: EvidenceEntities = None,
                     ) -> PlannerResult[ChainJudgment]:
         if self.use_nlp and query.strip():
-            return await self._run(lambda: outward(query, list(previous_queries), evidence,
-                                                   judge_with_entities(
+            return await self._run(lambda: judge_with_entities(
                 query, list(evidence), list(previous_queries), self.heuristics,
-                evidence_entities)))
+                evidence_entities))
         return await self._run(lambda: judge_evidence(query, list(evidence),
                                                       list(previous_queries), self.heuristics))
