@@ -186,8 +186,9 @@ def _described(doc, head) -> set[int]:
 
 
 # How a named thing hangs below the noun it describes: through a preposition ("the
-# performer of Green"), a clause ("the county where Don Werner was born"), or, for a role
-# noun, any modifier ("the Green performer", "Clara's husband").
+# performer of Green") or a clause ("the county where Don Werner was born"). A possessive
+# or compound role ("Melanie's son", "the Green performer") is not one: in a conversation
+# it is the named speaker's own attribute, told in their own turns (LoCoMo lost with it).
 _DESCRIBES = frozenset({"prep", "relcl", "acl"})
 
 
@@ -196,9 +197,7 @@ def _describing_noun(token, named_tokens: set[int]):
     child, node = token, token.head
     while node.i != child.i:
         if node.pos_ in ("NOUN", "PRON") and node.i not in named_tokens \
-                and node.lower_ not in QUESTION_WORDS \
-                and (child.dep_ in _DESCRIBES
-                     or node.lemma_.lower() in PERSON_NOUNS | PLACE_NOUNS):
+                and node.lower_ not in QUESTION_WORDS and child.dep_ in _DESCRIBES:
             return node
         child, node = node, node.head
     return None
