@@ -190,6 +190,7 @@ def _described(doc, head) -> set[int]:
 # or compound role ("Melanie's son", "the Green performer") is not one: in a conversation
 # it is the named speaker's own attribute, told in their own turns (LoCoMo lost with it).
 _DESCRIBES = frozenset({"prep", "relcl", "acl"})
+_DO_SUPPORT = frozenset("do does did will would can could should".split())
 
 
 def _describing_noun(token, named_tokens: set[int]):
@@ -218,8 +219,11 @@ def _innermost(doc, spans, named_tokens: set[int]) -> str:
     nouns = [n for n in (_describing_noun(s.root, named_tokens) for s in spans) if n is not None]
     for head in sorted(nouns, key=lambda n: -_depth(n)):
         end = head.right_edge.i
-        if not any(t.i in named_tokens for t in doc[max(_described(doc, head)) + 1:end + 1]):
-            end = min(end, max(_described(doc, head)))  # the question's verb, misparsed
+        if any(t.lower_ in _DO_SUPPORT for t in doc[:head.i]) and not any(
+                t.i in named_tokens for t in doc[max(_described(doc, head)) + 1:end + 1]):
+            # "Where did the man who leads the Accra office study?": after "did" the last
+            # word is the question's own verb, which the small model parses into the clause
+            end = min(end, max(_described(doc, head)))
         while end > head.i and (doc[end].is_punct or doc[end].tag_ == "POS"):
             end -= 1
         start = head.left_edge.i
