@@ -45,11 +45,12 @@ def test_no_innermost_sub_question_when_nothing_is_nested(question: str) -> None
 
 async def test_the_chain_route_carries_the_innermost_sub_question() -> None:
     question = "Who is the spouse of the performer of Green Meadows?"
-    decision = (await OfflinePlanner().route(question)).value
+    decision = (await OfflinePlanner(innermost_first=True).route(question)).value
     assert decision.route == "chain" and decision.first_query == "the performer of Green Meadows"
-    off = (await OfflinePlanner(innermost_first=False).route(question)).value
+    off = (await OfflinePlanner().route(question)).value  # the default: the whole question
     assert off.route == "chain" and off.first_query == ""
-    direct = (await OfflinePlanner().route("What did we talk about yesterday?")).value
+    direct = (await OfflinePlanner(innermost_first=True).route(
+        "What did we talk about yesterday?")).value
     assert direct.first_query == ""
 
 
@@ -63,7 +64,7 @@ async def test_auto_searches_the_innermost_sub_question_first(memory) -> None:
         {"content": "Green Meadows park has a pond and two tennis courts.", "producer": "system"},
         {"content": "The spouse of a performer often travels with the band.", "producer": "system"},
     ])
-    agent = RetrievalAgent(memory, planner=OfflinePlanner())
+    agent = RetrievalAgent(memory, planner=OfflinePlanner(innermost_first=True))
     result = await agent.aretrieve("Who is the spouse of the performer of Green Meadows?",
                                    scope=scope, k=3)
     assert result.route == "chain"

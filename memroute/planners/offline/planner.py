@@ -66,7 +66,8 @@ class OfflinePlanner:
     (``"chain"``: two searches, measured better on conversations than ``"direct"``).
     ``innermost_first``: a chain's first search is the question's innermost sub-question
     (`QuestionParse.innermost`, "the performer of Green" for "Who is the spouse of the
-    performer of Green?") rather than the whole question.
+    performer of Green?") rather than the whole question; off by default (within noise on
+    the sentence-protocol sets, docs/evaluation.md).
     """
 
     name = "offline"
@@ -74,7 +75,7 @@ class OfflinePlanner:
 
     def __init__(self, heuristics: ChainHeuristics | None = None, *,
                  use_nlp: bool = True, attribute_route: Route = "chain",
-                 innermost_first: bool = True, **overrides: float) -> None:
+                 innermost_first: bool = False, **overrides: float) -> None:
         base = heuristics or ChainHeuristics()
         self.heuristics = ChainHeuristics(**{**base.__dict__, **overrides})
         if use_nlp:
