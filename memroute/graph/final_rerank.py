@@ -1,4 +1,4 @@
-"""``final_rerank``: rerank the pooled evidence against every query used, keep the top k."""
+"""``final_rerank``: rerank the pooled evidence against the question and every query used, keep the top k."""
 
 from __future__ import annotations
 
@@ -46,7 +46,8 @@ def make_final_rerank(resolve: ContextResolver):
         ctx = await resolve(runtime.context)
         started = time.time()
         own, pool = own_turns_first(list((state.get("pool") or {}).values()))
-        queries = list(dict.fromkeys(state.get("queries") or [state["query"]]))
+        # the question is scored too when a chain's first search was a part of it
+        queries = list(dict.fromkeys([state["query"], *(state.get("queries") or [])]))
         k = state["k"]
         results, left = own[:k], k - len(own[:k])
         if pool and left and len(queries) <= 1:

@@ -55,8 +55,9 @@ def _request(state: RetrievalState, ctx: RetrievalContext, started_at: float) ->
 
 
 def _take_route(request: dict[str, Any], route: Route, reason: str, source: str,
-                cost: NodeCost, runtime: Runtime, **extra: Any) -> Command:
-    """Record the route and send the request to its first node."""
+                cost: NodeCost, runtime: Runtime, first_query: str = "", **extra: Any) -> Command:
+    """Record the route and send the request to its first node (a chain's first search:
+    ``first_query`` when the planner gave one, else the question)."""
     runtime.stream_writer(as_payload(RouteChosen(route, reason, source)))
     if "notes" in extra:
         extra["notes"] = Overwrite(list(extra["notes"]))
@@ -68,7 +69,9 @@ def _take_route(request: dict[str, Any], route: Route, reason: str, source: str,
         goto: Any = ["split_plan", send_search(update, request["query"], "split",
                                                beside_planner=True)]
     else:
-        goto = send_search(update, request["query"], route, hop=1 if route == "chain" else 0)
+        first = first_query.strip() if route == "chain" else ""
+        goto = send_search(update, first or request["query"], route,
+                           hop=1 if route == "chain" else 0)
     return Command(update=update, goto=goto)
 
 
@@ -113,6 +116,7 @@ def make_tool_select(resolve: ContextResolver):
             if why:
                 reason, source = why, "budget"
         return _take_route(request, route, reason, source, decided.cost, runtime,
+                           first_query=decided.value.first_query,
                            notes=[reason] if source == "budget" else [])
 
     return tool_select

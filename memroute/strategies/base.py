@@ -44,6 +44,9 @@ class RouteDecision(BaseModel):
     route: Route
     reason: str = Field(default="", max_length=MAX_REASON_CHARS)
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)  # None: not stated
+    # the chain's first search, when it is not the question itself: the innermost
+    # sub-question of a nested question ("the performer of Green"); "" searches the question
+    first_query: str = Field(default="", max_length=MAX_REASON_CHARS)
 
 
 class SplitPlan(BaseModel):

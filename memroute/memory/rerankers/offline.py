@@ -86,14 +86,23 @@ class OfflineReranker:
     titles, with ``title_weight``: a passage's sentences after the first do not name their
     subject, its title does. Untitled candidates (conversation turns) score 0 there, so a
     store without titles ranks as without the term.
+
+    The title bonus has diminishing returns per title: among the candidates filed under the
+    same titles, the ``title_full`` scoring best without it get it whole (a fact and the
+    sentence after it), each further one ``title_decay`` times the one before. A title the
+    query names thus lifts its best sentences, and more of them do not push a second title
+    out of the top k.
     """
 
     name = "offline-dense-bm25"
 
     def __init__(self, weights: tuple[float, float, float] = (0.6, 0.15, 0.25),
-                 title_weight: float = 0.2) -> None:
+                 title_weight: float = 0.2, title_full: int = 2,
+                 title_decay: float = 0.5) -> None:
         self.weights = weights
         self.title_weight = title_weight
+        self.title_full = title_full
+        self.title_decay = title_decay
 
     async def score(
         self, queries: list[RerankQuery], candidates: list[RerankCandidate]
@@ -120,8 +129,25 @@ class OfflineReranker:
             # Raw cosine keeps its scale across queries; BM25 is only comparable within one.
             out[qi] = w_max * best[qi] + w_mean * mean[qi] + w_bm25 * 0.5 * _minmax(lexical[qi])
             if titled is not None:
-                out[qi] += self.title_weight * 0.5 * _minmax(titled[qi])
+                bonus = self.title_weight * 0.5 * _minmax(titled[qi])
+                out[qi] += bonus * _title_shares(titles, out[qi], self.title_full,
+                                                 self.title_decay)
         return out
+
+
+def _title_shares(titles: list[str], scores: np.ndarray, full: int, decay: float) -> np.ndarray:
+    """Each candidate's share of its title bonus: 1 for the ``full`` best by ``scores`` among
+    the candidates filed under the same titles, then ``decay``, ``decay ** 2``, ... (untitled
+    candidates: 1, their bonus is 0)."""
+    shares = np.ones(len(titles), dtype=np.float32)
+    if decay >= 1.0:
+        return shares
+    seen: dict[str, int] = {}
+    for i in np.argsort(-scores, kind="stable"):
+        if titles[i]:
+            rank = seen[titles[i]] = seen.get(titles[i], -1) + 1
+            shares[i] = decay ** max(0, rank - full + 1)
+    return shares
 
 
 def _bm25(texts: list[str], queries: list[RerankQuery]) -> np.ndarray:

@@ -40,6 +40,7 @@ from memroute.nlp import INSTALL_HINT, pipeline_available
 from memroute.planners.base import EvidenceEntities, PlannerResult
 from memroute.planners.offline.bridging import ChainHeuristics, judge_evidence
 from memroute.planners.offline.parsed import judge_with_entities, route_by_parse, split_by_parse
+from memroute.planners.offline.question_parse import read_question
 from memroute.planners.offline.question_syntax import route_by_syntax, subject_sub_queries
 from memroute.strategies.base import (
     MAX_REASON_CHARS,
@@ -63,6 +64,10 @@ class OfflinePlanner:
     ``use_nlp=False``, or when the model is missing (one warning), it uses the surface
     heuristics above. ``attribute_route``: where a named subject's direct attribute goes
     (``"chain"``: two searches, measured better on conversations than ``"direct"``).
+    ``innermost_first``: a chain's first search is the question's innermost sub-question
+    (`QuestionParse.innermost`, "the performer of Green" for "Who is the spouse of the
+    performer of Green?") rather than the whole question; off by default (within noise on
+    the sentence-protocol sets, docs/evaluation.md).
     """
 
     name = "offline"
@@ -70,7 +75,7 @@ class OfflinePlanner:
 
     def __init__(self, heuristics: ChainHeuristics | None = None, *,
                  use_nlp: bool = True, attribute_route: Route = "chain",
-                 **overrides: float) -> None:
+                 innermost_first: bool = False, **overrides: float) -> None:
         base = heuristics or ChainHeuristics()
         self.heuristics = ChainHeuristics(**{**base.__dict__, **overrides})
         if use_nlp:
@@ -82,6 +87,7 @@ class OfflinePlanner:
         self.use_nlp = use_nlp
         # where "one named subject with a direct attribute" goes (docs/evaluation.md)
         self.attribute_route = attribute_route
+        self.innermost_first = innermost_first
 
     @property
     def prompt_versions(self) -> dict[str, str]:
@@ -105,12 +111,16 @@ class OfflinePlanner:
 
     async def route(self, query: str) -> PlannerResult[RouteDecision]:
         def build() -> RouteDecision:
+            first = ""
             if self.use_nlp and query.strip():
                 route, reason, confidence = route_by_parse(query, self.attribute_route)
+                if route == "chain" and self.innermost_first:
+                    first = read_question(query).innermost
             else:
                 (route, reason), confidence = route_by_syntax(query), 0.5
             return RouteDecision(route=route, reason=f"{reason} (confidence {confidence:.2f})"
-                                 [:MAX_REASON_CHARS], confidence=confidence)
+                                 [:MAX_REASON_CHARS], confidence=confidence,
+                                 first_query=first[:MAX_REASON_CHARS])
         return await self._run(build)
 
     async def split(self, query: str) -> PlannerResult[SplitPlan]:
