@@ -5,7 +5,8 @@ only: ``/proc/sys/vm/drop_caches``), starts the server and times the first ``--q
 searches (the default search, k = 10) of HotpotQA questions:
 
 - ``cold``: no warming;
-- ``background``: `Memory.open`'s background warm-up (the default), searches start at once;
+- ``background``: `Memory.open`'s background warm-up (``MEMROUTE_WARM_ON_OPEN``), searches
+  start at once;
 - ``warmed``: ``memroute db warm`` first (its time reported), then the searches.
 
 A search past the statement timeout goes on without its full-text lane (counted) or fails

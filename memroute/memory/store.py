@@ -182,8 +182,8 @@ class Memory:
     async def warm(self) -> WarmReport:
         """Read this store's tables and indexes into memory (``pg_prewarm`` where the server
         has it, else the embedded server's files), so searches after a cold start read no
-        disk. Idempotent; reads only this store's schema. `open` does it in the background
-        for the embedded server (``MEMROUTE_WARM_ON_OPEN``)."""
+        disk. Idempotent; reads only this store's schema. With ``MEMROUTE_WARM_ON_OPEN``,
+        `open` does it in the background for the embedded server."""
         report = await warm_schema(self._pool, self.schema,
                                         data_directory=self._embedded_pgdata,
                                         stop=self._stop_warming)
