@@ -22,7 +22,6 @@ from memroute._log import get_logger
 from memroute.errors import InvalidInputError
 
 from memroute.memory import connect, entity_sql, lookup, sql
-from memroute.memory.warm import WarmReport, warm_schema
 from memroute.memory.embedders import Embedder
 from memroute.memory.limits import (
     MAX_CONTEXT,
@@ -45,6 +44,7 @@ from memroute.memory.rerankers.base import CREDITS, ContextCandidate, rank_in_co
 from memroute.memory.retry import with_retry
 from memroute.memory.schema import check_identifier
 from memroute.memory.server import pgdata_path
+from memroute.memory.warm import WarmReport, warm_schema
 from memroute.memory.writes import EpisodeWriter
 from memroute.nlp import Entity
 from memroute.settings import MemrouteSettings, get_settings
@@ -185,8 +185,8 @@ class Memory:
         disk. Idempotent; reads only this store's schema. With ``MEMROUTE_WARM_ON_OPEN``,
         `open` does it in the background for the embedded server."""
         report = await warm_schema(self._pool, self.schema,
-                                        data_directory=self._embedded_pgdata,
-                                        stop=self._stop_warming)
+                                   data_directory=self._embedded_pgdata,
+                                   stop=self._stop_warming)
         log.info("memory.warm", schema=self.schema, **report.as_dict())
         return report
 
