@@ -31,6 +31,9 @@ _SKIPPED_LABELS = frozenset({"CARDINAL", "ORDINAL", "PERCENT", "QUANTITY", "MONE
 # parse's time grows with the text (8,000 characters took ~2 s on a busy machine).
 MAX_PARSED_QUERY_CHARS = 500
 PARSE_CACHE_SIZE = 1024  # texts whose parse is kept
+# lexemes the query pipeline's vocabulary may reach (764 at load; ~5 new per question)
+# before a fresh pipeline replaces it
+QUERY_VOCAB_LIMIT = 100_000
 
 _lock = threading.Lock()  # guards loading
 # One pipeline per role, each used by one thread at a time (spaCy does not promise that one
@@ -192,7 +195,10 @@ def extract_entities(texts: list[str], batch_size: int = 64) -> list[list[Entity
         ModelUnavailableError: the model is not installed.
     """
     nlp = load_pipeline(INGEST)
-    with _use[INGEST], _blas_threads().limit(limits=1, user_api="blas"):
+    # the memory zone frees the words these texts added to the vocabulary (~4 per Wikipedia
+    # sentence, without bound over a long ingestion); the Docs die inside it, as plain
+    # `Entity` values leave it
+    with _use[INGEST], _blas_threads().limit(limits=1, user_api="blas"), nlp.memory_zone():
         return [entities_of(doc) for doc in nlp.pipe(
             texts, batch_size=batch_size, disable=not_needed_for_entities(nlp))]
 
@@ -208,4 +214,11 @@ def parse(text: str) -> Doc:
     """
     nlp = load_pipeline(QUERY)
     with _use[QUERY]:
-        return nlp(text)
+        doc = nlp(text)
+        if len(nlp.vocab) > QUERY_VOCAB_LIMIT:
+            # cached parses keep the Docs, so no memory zone: a fresh pipeline replaces this
+            # one (its Docs stay valid) once its vocabulary has grown this much
+            with _lock:
+                if _pipelines.get(QUERY) is nlp:
+                    del _pipelines[QUERY]
+        return doc

@@ -36,6 +36,11 @@ class MemrouteSettings(BaseSettings):
     pool_max_size: int = 8
     pool_timeout_s: float = 30.0
     maintenance_work_mem: str = "1GB"
+    # read the embedded server's store into memory in the background after `Memory.open`
+    # (memroute.memory.warm). Off: on a cold 1M-sentence store the reading competed with the
+    # first searches for the disk (docs/benchmarks.md, "A cold store"); `memroute db warm`
+    # warms on demand.
+    warm_on_open: bool = False
 
     embedder: str = "minilm"  # minilm | e5 | openai:<model> | sentence-transformers
     reranker: str = "offline"  # offline | flashrank[:<model>] | none

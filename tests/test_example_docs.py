@@ -72,4 +72,4 @@ def test_cli_snippets_run(env) -> None:
         result = runner.invoke(app, args[1:])
         assert result.exit_code == 0, f"{command}\n{result.output}"
         ran += 1
-    assert ran == 8
+    assert ran == 9

@@ -10,6 +10,7 @@ import time
 import uuid
 
 import pytest
+from psycopg.errors import QueryCanceled
 
 from benchmarks.synthetic import fill_word_store, random_words, vocabulary
 from memroute.errors import StatementTimeoutError
@@ -99,3 +100,26 @@ async def test_a_cancelled_statement_is_a_typed_error_and_not_retried(memory: Me
     with pytest.raises(StatementTimeoutError, match="search"):
         await with_retry(slow, "search")
     assert calls == 1 and time.perf_counter() - start < 3
+
+
+async def test_a_timed_out_search_statement_leaves_its_connection_usable(
+        memory: Memory, word_scope: Scope) -> None:
+    """Searches that time out on a connection whose statements psycopg would prepare (after
+    5 runs) must not poison it: the next searches on it succeed (they failed with
+    "prepared statement _pg3_N does not exist" before)."""
+    embedding = (await memory.embed_queries(["ferry timetable"]))[0]
+    lanes = [sql.lexical_lane_sql(memory.schema, word_scope.key, long_query(), None, 10)]
+    outcomes = []
+    async with memory._pool.connection() as conn:
+        for run in range(12):
+            timeout_ms = 1 if run in (4, 5, 6) else 30_000
+            try:
+                found = await sql.read_search(conn, memory.schema, word_scope.key, embedding,
+                                              None, limit=30, before=1, after=2,
+                                              timeout_ms=timeout_ms, lanes=lanes)
+                outcomes.append(len(found.nuclei))
+            except QueryCanceled:
+                outcomes.append("timeout")
+    assert outcomes[4:7].count("timeout") >= 1
+    assert all(isinstance(n, int) and n > 0 for n in outcomes[7:])
+    assert outcomes[7:] == [outcomes[0]] * 5

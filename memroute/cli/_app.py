@@ -179,11 +179,11 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
-async def open_memory():
+async def open_memory(settings=None):
     from memroute.memory import Memory
     from memroute.settings import get_settings
 
-    return await Memory.open(settings=get_settings())
+    return await Memory.open(settings=settings or get_settings())
 
 
 # -- the app -------------------------------------------------------------------------------

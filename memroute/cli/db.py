@@ -193,3 +193,31 @@ async def _backfill(batch: int) -> int:
         return await memory.backfill_entities(batch)
     finally:
         await memory.close()
+
+
+@db_app.command("warm")
+def db_warm(json_output: JsonOpt = False, debug: DebugOpt = False) -> None:
+    """Read the store's tables and indexes into memory (after a restart or a long idle), so
+    the first searches read no disk. Uses pg_prewarm where the server has it, else the
+    embedded server's files; reads only this store's schema. Safe to rerun."""
+    setup_command(json_output, debug)
+    report = run(_warm())
+    if json_output:
+        out.emit_json(report.as_dict())
+    elif report.method == "none":
+        out.stdout_console().print(f"not warmed: {report.reason}")
+    else:
+        out.stdout_console().print(
+            f"read {report.bytes / 2**20:,.1f} MiB of {report.relations} relation(s) "
+            f"with {report.method} in {report.seconds:.2f} s")
+
+
+async def _warm():
+    from memroute.settings import get_settings
+
+    # open without the background warm-up: this command is the warm-up
+    memory = await open_memory(get_settings().model_copy(update={"warm_on_open": False}))
+    try:
+        return await memory.warm()
+    finally:
+        await memory.close()

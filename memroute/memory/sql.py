@@ -478,13 +478,17 @@ async def read_search(conn: AsyncConnection, schema: str, scope_key: str,
     # would wait for the server once more.
     autocommit = conn.autocommit
     await conn.set_autocommit(True)
+    # Nothing in the pipeline is prepared: psycopg can record as prepared a statement whose
+    # Parse a failed pipeline (a statement timeout) skipped, and every later search on that
+    # connection then fails ("prepared statement _pg3_N does not exist"). Planning the
+    # statement costs ~0.5 ms (docs/benchmarks.md).
     try:
         async with conn.pipeline():
-            await conn.execute("BEGIN")
-            await conn.execute(*statement_timeout(timeout_ms))
-            await conn.execute(*hnsw_settings(limit))
-            await cur.execute(statement, params)
-            await conn.execute("COMMIT")
+            await conn.execute("BEGIN", prepare=False)
+            await conn.execute(*statement_timeout(timeout_ms), prepare=False)
+            await conn.execute(*hnsw_settings(limit), prepare=False)
+            await cur.execute(statement, params, prepare=False)
+            await conn.execute("COMMIT", prepare=False)
     finally:
         if conn.info.transaction_status != TransactionStatus.IDLE:  # the pipeline failed
             with contextlib.suppress(psycopg.Error):

@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -41,6 +43,8 @@ from memroute.memory.rerankers import RerankCandidate, Reranker, RerankQuery
 from memroute.memory.rerankers.base import CREDITS, ContextCandidate, rank_in_context
 from memroute.memory.retry import with_retry
 from memroute.memory.schema import check_identifier
+from memroute.memory.server import pgdata_path
+from memroute.memory.warm import WarmReport, warm_schema
 from memroute.memory.writes import EpisodeWriter
 from memroute.nlp import Entity
 from memroute.settings import MemrouteSettings, get_settings
@@ -105,6 +109,8 @@ class Memory:
         self._query_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         # (scope key, episode uid) -> the episode's stored sentence vectors, newest last
         self._stored_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._stop_warming = threading.Event()
+        self._warming: asyncio.Task[WarmReport] | None = None
 
     async def embed_queries(self, texts: list[str]) -> list[np.ndarray]:
         """Query vectors, reusing the last ``settings.query_cache_size`` computed (a final
@@ -161,10 +167,41 @@ class Memory:
         pool, url = await connect.open_pool(dsn, schema, embedder, settings)
         log.debug("memory.open", schema=schema, embedder=embedder.name,
                   reranker=getattr(reranker, "name", "none"))
-        return cls(pool, schema=schema, embedder=embedder, reranker=reranker, settings=settings,
-                   url=url)
+        memory = cls(pool, schema=schema, embedder=embedder, reranker=reranker,
+                     settings=settings, url=url)
+        if settings.warm_on_open and memory._embedded_pgdata is not None:
+            memory._warming = asyncio.ensure_future(memory._warm_in_background())
+        return memory
+
+    @property
+    def _embedded_pgdata(self) -> Path | None:
+        """The data directory of the embedded server this Memory started or reuses."""
+        home = getattr(getattr(self._pool, "guard", None), "home", None)
+        return pgdata_path(home) if home is not None else None
+
+    async def warm(self) -> WarmReport:
+        """Read this store's tables and indexes into memory (``pg_prewarm`` where the server
+        has it, else the embedded server's files), so searches after a cold start read no
+        disk. Idempotent; reads only this store's schema. With ``MEMROUTE_WARM_ON_OPEN``,
+        `open` does it in the background for the embedded server."""
+        report = await warm_schema(self._pool, self.schema,
+                                   data_directory=self._embedded_pgdata,
+                                   stop=self._stop_warming)
+        log.info("memory.warm", schema=self.schema, **report.as_dict())
+        return report
+
+    async def _warm_in_background(self) -> WarmReport | None:
+        try:
+            return await self.warm()
+        except Exception as exc:  # a failed warm-up costs speed only: searches still work
+            log.warning("memory.warm_failed", schema=self.schema, error=str(exc))
+            return None
 
     async def close(self) -> None:
+        if self._warming is not None:
+            self._stop_warming.set()  # the file reader stops at its next chunk
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._warming
         await self._pool.close()
 
     async def __aenter__(self) -> Memory:

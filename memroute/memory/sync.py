@@ -11,6 +11,7 @@ from memroute._loop import CallerLoop, LoopHandle
 from memroute.errors import InvalidInputError
 from memroute.memory.models import Episode, Scope, ScoredResult, StoredEpisode
 from memroute.memory.store import Memory, SearchResults
+from memroute.memory.warm import WarmReport
 from memroute.nlp import Entity
 
 
@@ -74,6 +75,9 @@ class SyncMemory:
 
     def stored_entities(self, scope: Scope | dict, uids: list[str]) -> dict[str, list[Entity]]:
         return self.loop.run_as_sync(self.memory.stored_entities(scope, uids))
+
+    def warm(self) -> WarmReport:
+        return self.loop.run_as_sync(self.memory.warm())
 
     def close(self) -> None:
         self.loop.run_as_sync(self.memory.close())
