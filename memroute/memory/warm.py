@@ -37,18 +37,16 @@ WITH own AS (
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
     WHERE n.nspname = %s AND c.relkind IN ('r', 'i', 'm')
 )
-SELECT oid::regclass::text, relkind, pg_relation_filepath(oid), pg_relation_size(oid),
-       relname = 'sentences_embedding' AS vector_index
+SELECT oid::regclass::text, pg_relation_filepath(oid), pg_relation_size(oid)
 FROM (SELECT oid, relname, relkind FROM own
       UNION ALL SELECT reltoastrelid, '', 't' FROM own WHERE reltoastrelid <> 0) rels
-ORDER BY vector_index DESC, relkind = 'i' DESC, pg_relation_size(oid) DESC
+ORDER BY relname = 'sentences_embedding' DESC, relkind = 'i' DESC, pg_relation_size(oid) DESC
 """
 
 
 @dataclass(frozen=True)
 class Relation:
     name: str
-    kind: str
     path: str | None  # relative to the data directory
     size: int
 
@@ -71,8 +69,7 @@ class WarmReport:
 
 async def schema_relations(conn: AsyncConnection, schema: str) -> list[Relation]:
     cur = await conn.execute(RELATIONS_SQL, (schema,))
-    return [Relation(name, kind, path, size) for name, kind, path, size, _ in
-            await cur.fetchall()]
+    return [Relation(*row) for row in await cur.fetchall()]
 
 
 async def _has_pg_prewarm(conn: AsyncConnection) -> bool:
