@@ -502,3 +502,31 @@ def test_ask_planner_offline_never_reaches_the_configured_model(
         assert server.requests == []
     finally:
         server.close()
+
+
+def test_a_closed_pipe_ends_the_command_quietly(tmp_path: Path) -> None:
+    """`memroute ... | head`: the reader leaving is no error to report (exit 1, no message),
+    while other failures still are."""
+    import typer
+
+    from memroute.cli._app import MemrouteGroup
+
+    pipe = typer.Typer(cls=MemrouteGroup)
+
+    @pipe.command()
+    def lines(broken: bool = True) -> None:
+        typer.echo("first line")
+        if broken:
+            raise BrokenPipeError(32, "Broken pipe")
+        raise RuntimeError("not a pipe")
+
+    @pipe.command()
+    def other() -> None:
+        pass
+
+    runner = CliRunner()
+    closed = runner.invoke(pipe, ["lines"])
+    assert closed.exit_code == 1
+    assert "error" not in closed.stderr and "BrokenPipe" not in closed.stderr
+    failed = runner.invoke(pipe, ["lines", "--no-broken"])
+    assert failed.exit_code == 1 and "unexpected RuntimeError: not a pipe" in failed.stderr

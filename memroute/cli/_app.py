@@ -122,6 +122,8 @@ class MemrouteGroup(TyperGroup):
             raise  # --help, usage errors and aborts are handled (and printed) by typer
         except KeyboardInterrupt:
             raise typer.Abort() from None
+        except BrokenPipeError:
+            raise  # the reader left (`memroute ... | head`): click exits quietly, as Unix tools do
         except Exception as exc:
             if state.debug:
                 raise
