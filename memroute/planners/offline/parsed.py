@@ -38,6 +38,7 @@ from memroute.planners.base import EvidenceEntities
 from memroute.planners.offline.bridging import ChainHeuristics, bridge_candidates, judge_evidence
 from memroute.planners.offline.entities import (
     STOPWORDS,
+    first_person,
     fold,
     key_terms,
     mentioned,
@@ -271,8 +272,10 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
     # a question about one named speaker: what it asks is told in their own turns, whose
     # capitalised words ("Thanks", "Wow", the other speaker) are no bridges; searching
     # only those turns stands for the name, and every other word of the question stays
-    own_words = key_terms(query, drop=[n for n in qp.named
-                                       if entity_key(n) == entity_key(speaker)]) if speaker else []
+    names = [n for n in qp.named if entity_key(n) == entity_key(speaker)]
+    own_words = key_terms(query, drop=names) if speaker else []
+    if own_words and h.own_query == "first_person":
+        own_words = [first_person(query, [*names, speaker])]
     attribute = attribute or bool(own_words)
     allowed = h.attribute_rewrites if attribute else h.bridges
     if rewrites >= allowed:
