@@ -44,6 +44,12 @@ def test_attribute_rewrite_searches_the_named_speakers_own_turns() -> None:
                                stored).new_query == "LGBTQ events joined"
     assert judge_with_entities(named, TURNS, [named], ChainHeuristics(own_turns=True),
                                stored).new_query == "What LGBTQ events have I joined?"
+    # the parse's name swallowed a word ("John taken"): the speaker's name in the question counts
+    swallowed = "What test has John taken multiple times?"
+    judged = judge_with_entities(swallowed, ["I failed the test.", "Oh no."], [swallowed],
+                                 ChainHeuristics(), [[speaker("John")], [speaker("Maria")]])
+    assert judged.producer == "John"
+    assert judged.new_query == "What test have I taken multiple times?"
     # two named speakers: no single subject whose turns to search
     both = "What song did Melanie play for Caroline?"
     assert judge_with_entities(both, TURNS, [both], ChainHeuristics(own_turns=True),

@@ -180,9 +180,13 @@ def _item_entities(evidence: list[str], stored: EvidenceEntities) -> list[list[E
 
 def _subject_speaker(stored: EvidenceEntities, qp: QuestionParse) -> str:
     """The speaker, as stored, whom the question names, when it names exactly one (its own
-    turns are where its attributes are told); else ""."""
+    turns are where its attributes are told); else "". A speaker counts as named by the
+    parse's names or by the name as a whole word of the question: the small model's names
+    can swallow a neighbour ("John taken" in "What test has John taken ...?")."""
     speakers = {e.key: e.text for ents in stored or [] for e in ents or []
-                if e.label == SPEAKER_LABEL and e.key in qp.named_keys}
+                if e.label == SPEAKER_LABEL and (
+                    e.key in qp.named_keys
+                    or re.search(rf"(?<!\w){re.escape(e.text)}(?!\w)", qp.text))}
     return next(iter(speakers.values())) if len(speakers) == 1 else ""
 
 
@@ -272,10 +276,10 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
     # a question about one named speaker: what it asks is told in their own turns, whose
     # capitalised words ("Thanks", "Wow", the other speaker) are no bridges; searching
     # only those turns stands for the name, and every other word of the question stays
-    names = [n for n in qp.named if entity_key(n) == entity_key(speaker)]
+    names = [*(n for n in qp.named if entity_key(n) == entity_key(speaker)), speaker]
     own_words = key_terms(query, drop=names) if speaker else []
     if own_words and h.own_query == "first_person":
-        own_words = [first_person(query, [*names, speaker])]
+        own_words = [first_person(query, names)]
     attribute = attribute or bool(own_words)
     allowed = h.attribute_rewrites if attribute else h.bridges
     if rewrites >= allowed:
