@@ -36,6 +36,7 @@ from memroute.memory.titles import split_title
 from memroute.nlp import SPEAKER_LABEL, Entity, entity_key, extract_entities
 from memroute.planners.base import EvidenceEntities
 from memroute.planners.offline.bridging import ChainHeuristics, bridge_candidates, judge_evidence
+from memroute.planners.offline.dates import date_window, without_dates
 from memroute.planners.offline.entities import (
     STOPWORDS,
     first_person,
@@ -281,7 +282,10 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
     if own_words and h.own_query == "first_person":
         own_words = [first_person(query, names)]
     attribute = attribute or bool(own_words)
-    allowed = h.attribute_rewrites if attribute else h.bridges
+    # a date the question states: the speaker's turns of those days get one more search
+    dated_span = (date_window(query, h.date_pad_days)
+                  if own_words and h.own_dated_search else None)
+    allowed = (h.attribute_rewrites + (dated_span is not None)) if attribute else h.bridges
     if rewrites >= allowed:
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9)
     if (h.bridge_found_stop and not attribute and rewrites == 1
@@ -321,10 +325,18 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
         # turns), so the predicate words are searched alone; facts filed under a title
         # name their subject there, so those get the bridge
         words = " ".join(own_words or qp.predicate)
-        if query_key(words) not in {query_key(q) for q in tried}:
+        searched = {query_key(q) for q in tried}
+        if query_key(words) not in searched:
             return ChainJudgment(is_sufficient=False, evidence_indices=indices,
                                  new_query=words, confidence=BRIDGE_SURE,
                                  producer=speaker)
+        dated = without_dates(words) if dated_span is not None else ""
+        if dated and query_key(dated) not in searched:
+            # the same, in the speaker's turns of the days the question states
+            return ChainJudgment(is_sufficient=False, evidence_indices=indices,
+                                 new_query=dated, confidence=BRIDGE_SURE, producer=speaker,
+                                 produced_after=dated_span[0].isoformat(),
+                                 produced_before=dated_span[1].isoformat())
     if h.bridge_per_subject and rewrites == 0 and qp.hidden_head:
         bridges = subject_bridges(query, evidence[:keep], tried, _stems(qp.description))
         if len(bridges) >= 2:
