@@ -13,7 +13,9 @@
   attribute gets one rewrite, its predicate words alone when most of the top evidence is
   someone's turns (a stored speaker; without stored entities: untitled items), else a
   bridge. A question that names exactly one speaker of the evidence is such an attribute,
-  and its rewrite searches only that speaker's turns (``own_turns``); other
+  and its rewrite, the question in that speaker's first person (``own_query``), searches
+  only that speaker's turns (``own_turns``), then, when it states a full date, the same
+  without the date among that speaker's turns of those days (``own_dated_search``); other
   questions get ``bridges`` rewrites, the surface bridge candidates packed into the last one
   (``bridge_from="surface"``), or entities the NER of the evidence vouches for
   (``"entities"``, the hidden slot's type first). With ``first_hop_stop`` /
