@@ -26,9 +26,13 @@ def test_attribute_rewrite_searches_the_named_speakers_own_turns() -> None:
     stored = [[speaker("Melanie")], [speaker("Caroline")]]
     own = judge_with_entities(QUESTION, TURNS, [QUESTION], ChainHeuristics(own_turns=True),
                               stored)
-    assert not own.is_sufficient and own.new_query == "instruments play"
+    # the speaker tells it in the first person: the rewrite asks as they would
+    assert not own.is_sufficient and own.new_query == "What instruments do I play?"
     assert own.producer == "Melanie"
     assert ChainHeuristics().own_turns  # the default
+    words = ChainHeuristics(own_turns=True, own_query="key_terms")
+    assert judge_with_entities(QUESTION, TURNS, [QUESTION], words,
+                               stored).new_query == "instruments play"
     # off, or nothing stored: the same rewrite over everyone's turns
     assert judge_with_entities(QUESTION, TURNS, [QUESTION], ChainHeuristics(own_turns=False),
                                stored).producer == ""
@@ -36,8 +40,16 @@ def test_attribute_rewrite_searches_the_named_speakers_own_turns() -> None:
                                None).producer == ""
     # every other word of the question stays: the speaker's turns stand for the name
     named = "What LGBTQ events has Melanie joined?"
-    assert judge_with_entities(named, TURNS, [named], ChainHeuristics(own_turns=True),
+    assert judge_with_entities(named, TURNS, [named], words,
                                stored).new_query == "LGBTQ events joined"
+    assert judge_with_entities(named, TURNS, [named], ChainHeuristics(own_turns=True),
+                               stored).new_query == "What LGBTQ events have I joined?"
+    # the parse's name swallowed a word ("John taken"): the speaker's name in the question counts
+    swallowed = "What test has John taken multiple times?"
+    judged = judge_with_entities(swallowed, ["I failed the test.", "Oh no."], [swallowed],
+                                 ChainHeuristics(), [[speaker("John")], [speaker("Maria")]])
+    assert judged.producer == "John"
+    assert judged.new_query == "What test have I taken multiple times?"
     # two named speakers: no single subject whose turns to search
     both = "What song did Melanie play for Caroline?"
     assert judge_with_entities(both, TURNS, [both], ChainHeuristics(own_turns=True),
@@ -54,10 +66,11 @@ def test_speakers_tell_turns_from_titled_facts() -> None:
                Entity("John Crome", "john crome", "PERSON")],
               [Entity("John Crome", "john crome", "PERSON")]]
     judgment = judge_with_entities(question, facts, [question], ChainHeuristics(), stored)
-    assert judgment.new_query != "born"  # untitled text alone would search the predicate
+    # untitled text alone would search the predicate
+    assert judgment.new_query not in ("born", "When was I born?")
     turns = judge_with_entities(question, facts, [question], ChainHeuristics(),
                                 [[*s, speaker("Arthur Blake")] for s in stored])
-    assert turns.new_query == "born"
+    assert turns.new_query == "When was I born?"  # a speaker's own turns, in the first person
 
 
 def test_attribute_question_stops_after_one_search_when_its_speaker_answers() -> None:
@@ -138,7 +151,7 @@ async def test_the_judge_gets_stored_entities_and_the_rewrite_keeps_to_the_speak
     planner = RecordingPlanner(own_turns=True)
     agent = RetrievalAgent(memory, planner=planner, context=(0, 0))
     result = await agent.aretrieve(QUESTION, scope=scope, k=3, strategy="chain")
-    assert result.queries == [QUESTION, "instruments play"]
+    assert result.queries == [QUESTION, "What instruments do I play?"]
     first = planner.seen[0]
     assert first and all(entities is not None for entities in first)
     assert all(any(e.label == SPEAKER_LABEL for e in entities) for entities in first)
@@ -184,3 +197,29 @@ async def test_a_hop_that_is_not_judged_reads_no_stored_entities(memory, monkeyp
     assert asked.count(True) == len(planner.seen) >= 1  # entities for each judged hop only
     assert separate == []  # never a statement of their own
     assert planner.seen[0] and any(e.text == "Melanie" for e in planner.seen[0][0])
+
+
+def test_first_person_words_a_question_as_its_subject_would() -> None:
+    """The own-turns rewrite (`ChainHeuristics.own_query="first_person"`): the name, its
+    possessive and the third-person pronouns become the speaker's own words."""
+    from memroute.planners.offline.entities import first_person
+    cases = {
+        ("What did Caroline research?", "Caroline"): "What did I research?",
+        ("What is Caroline's identity?", "Caroline"): "What is my identity?",
+        ("What activities has Melanie done with her family?", "Melanie"):
+            "What activities have I done with my family?",
+        ("Who supports Caroline when she has a bad day?", "Caroline"):
+            "Who supports me when I have a bad day?",
+        ("What type of pizza is James' favorite?", "James"): "What type of pizza is my favorite?",
+        ("Does Jon like his studio?", "Jon"): "Do I like my studio?",
+        ("Is Gina a dancer?", "Gina"): "Am I a dancer?",
+        # another person named stays named
+        ("What book did Melanie read from Caroline's suggestion?", "Melanie"):
+            "What book did I read from Caroline's suggestion?",
+    }
+    for (question, name), expected in cases.items():
+        assert first_person(question, [name]) == expected
+    # the rewrite names nothing the question and the evidence do not: "I" is no entity
+    from memroute.strategies.chain_of_query import ungrounded_entities
+    assert ungrounded_entities(first_person("What did James' dog eat?", ["James"]),
+                               ["What did James' dog eat?"]) == []

@@ -76,7 +76,9 @@ def make_chain_judge(resolve: ContextResolver):
         if decision == strategy.OUT_OF_TIME:
             decision = f"{decision} ({NODE})"
         goto = (send_search(state, judgment.new_query, "chain", hop + 1,
-                            producer=judgment.producer)
+                            producer=judgment.producer,
+                            produced_after=judgment.produced_after,
+                            produced_before=judgment.produced_before)
                 if decision == strategy.CONTINUE else "final_rerank")
         return _end(state, decision, runtime, decided.cost, judgment, chosen, goto)
 

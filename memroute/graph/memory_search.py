@@ -39,13 +39,20 @@ class SearchTask(TypedDict):
 
 
 def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0, *,
-                beside_planner: bool = False, producer: str = "") -> Send:
+                beside_planner: bool = False, producer: str = "", produced_after: str = "",
+                produced_before: str = "") -> Send:
     """One search of ``query`` (a rewrite fetches more results: `search_k`), among
-    ``producer``'s episodes only when one is given."""
+    ``producer``'s episodes only when one is given, and among those produced in
+    ``[produced_after, produced_before)`` when given."""
     filters = state.get("filters")
-    if producer:
-        own = {"producer": producer}
-        filters = {"$and": [filters, own]} if filters else own
+    narrower = [{"producer": producer}] if producer else []
+    if produced_after:
+        narrower.append({"produced_at": {"$gte": produced_after}})
+    if produced_before:
+        narrower.append({"produced_at": {"$lt": produced_before}})
+    if narrower:
+        parts = [filters, *narrower] if filters else narrower
+        filters = {"$and": parts} if len(parts) > 1 else parts[0]
     task = SearchTask(query=query, role=role, hop=hop, scope=state["scope"],
                       k=search_k(state["k"], query, state["query"], MAX_K), filters=filters)
     if beside_planner:

@@ -65,6 +65,10 @@ class ChainJudgment(BaseModel):
     # search ``new_query`` among this producer's episodes only (a conversation's speaker);
     # "" searches them all
     producer: str = Field(default="", max_length=MAX_PRODUCER_CHARS)
+    # and among episodes produced in [produced_after, produced_before) (ISO-8601; "" leaves
+    # that side open): a date the question states
+    produced_after: str = Field(default="", max_length=40)
+    produced_before: str = Field(default="", max_length=40)
 
 
 @dataclass

@@ -104,7 +104,17 @@ class ChainHeuristics:
     that bridge was clearly the first hop's best (its stored-entity support at least
     ``clear_ratio`` times the runner-up's); ``own_turns``: whether a question naming exactly one
     speaker of the evidence (by its stored speakers) is judged as that speaker's attribute,
-    its predicate-only rewrite searching only that speaker's turns; ``bridge_found_stop``:
+    its rewrite searching only that speaker's turns; ``own_query``: that rewrite's words,
+    ``"first_person"`` (the question as the speaker would say it: "What did I research?") or
+    ``"key_terms"`` (the question's content words without the name: "research"); first
+    person was measured better on every LoCoMo question type, on the conversations tuned on
+    and on those not (docs/evaluation.md, "LoCoMo multi-hop on conversations not tuned on");
+    ``own_dated_search``: whether such a question that states a full date ("on 3 May, 2023",
+    "in October 2023") gets one more search, its rewrite without the date among that
+    speaker's turns of those days, ``date_pad_days`` either side (`dates.date_window`);
+    its hits share the top k with the undated search's, rank by rank (measured in
+    docs/evaluation.md, "LoCoMo multi-hop on conversations not tuned on");
+    ``bridge_found_stop``:
     whether a bridge question stops after its first rewrite when that search brought up the
     bridge's own facts (a new item filed under the bridge's title), the stop measured in
     docs/evaluation.md ("Fewer searches on Wikipedia sets"); ``bridge_per_subject``: whether
@@ -126,6 +136,9 @@ class ChainHeuristics:
     one_bridge_when_clear: bool = False
     clear_ratio: float = 2.0
     own_turns: bool = True
+    own_query: str = "first_person"
+    own_dated_search: bool = True
+    date_pad_days: int = 7
     bridge_found_stop: bool = False
     bridge_per_subject: bool = True
 

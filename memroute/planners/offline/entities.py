@@ -146,3 +146,40 @@ def key_terms(query: str, drop: Iterable[str] = ()) -> list[str]:
             continue
         out.setdefault(low, word)
     return list(out.values())
+
+
+_OBJECT_BEFORE = frozenset("to with for about of from by at on like supports support "
+                           "helped help gave give told tell".split())
+_I_AGREES = {"has": "have", "does": "do", "is": "am"}
+
+
+def _agree(verb: str) -> str:
+    """The first-person form of "has"/"does"/"is", its capital kept."""
+    agreed = _I_AGREES[verb.lower()]
+    return agreed.capitalize() if verb[:1].isupper() else agreed
+
+
+def first_person(question: str, names: Iterable[str]) -> str:
+    """The question as its subject would word it about themselves: ``names`` (one person)
+    become "I"/"me", their possessive "my", and third-person pronouns follow ("What did
+    Caroline research?" -> "What did I research?", "What does Melanie do with her kids?" ->
+    "What do I do with my kids?"). A speaker's turns tell their facts in the first person."""
+    text = question
+    for name in sorted({n for n in names if n.strip()}, key=len, reverse=True):
+        bare = re.escape(re.sub(r"['’]s$", "", name.strip()))
+        text = re.sub(rf"\b{bare}(?:['’]s\b|['’](?!\w))", "my", text)  # "James'" too
+        text = re.sub(rf"(\b\w+\s+)?\b{bare}\b",
+                      lambda m: (m.group(1) or "") + (
+                          "me" if m.group(1) and fold(m.group(1).strip()) in _OBJECT_BEFORE
+                          else "I"), text)
+    text = re.sub(r"\b(?:she|he)\b", "I", text, flags=re.I)
+    text = re.sub(r"\bhis\b", "my", text, flags=re.I)
+    text = re.sub(r"\bhim\b", "me", text, flags=re.I)
+    # "her": possessive before a word, else an object
+    text = re.sub(r"\bher\b(?=\s+(?!to\b|with\b|for\b|about\b|when\b|and\b|in\b|on\b|at\b)\w)",
+                  "my", text, flags=re.I)
+    text = re.sub(r"\bher\b", "me", text, flags=re.I)
+    text = re.sub(r"\b(?:herself|himself)\b", "myself", text, flags=re.I)
+    text = re.sub(r"\b(has|does|is) I\b", lambda m: _agree(m.group(1)) + " I", text, flags=re.I)
+    text = re.sub(r"\bI (has|does|is)\b", lambda m: "I " + _I_AGREES[m.group(1)], text)
+    return text[:1].upper() + text[1:]

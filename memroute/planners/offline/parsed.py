@@ -13,7 +13,9 @@
   attribute gets one rewrite, its predicate words alone when most of the top evidence is
   someone's turns (a stored speaker; without stored entities: untitled items), else a
   bridge. A question that names exactly one speaker of the evidence is such an attribute,
-  and its rewrite searches only that speaker's turns (``own_turns``); other
+  and its rewrite, the question in that speaker's first person (``own_query``), searches
+  only that speaker's turns (``own_turns``), then, when it states a full date, the same
+  without the date among that speaker's turns of those days (``own_dated_search``); other
   questions get ``bridges`` rewrites, the surface bridge candidates packed into the last one
   (``bridge_from="surface"``), or entities the NER of the evidence vouches for
   (``"entities"``, the hidden slot's type first). With ``first_hop_stop`` /
@@ -36,8 +38,10 @@ from memroute.memory.titles import split_title
 from memroute.nlp import SPEAKER_LABEL, Entity, entity_key, extract_entities
 from memroute.planners.base import EvidenceEntities
 from memroute.planners.offline.bridging import ChainHeuristics, bridge_candidates, judge_evidence
+from memroute.planners.offline.dates import date_window, without_dates
 from memroute.planners.offline.entities import (
     STOPWORDS,
+    first_person,
     fold,
     key_terms,
     mentioned,
@@ -179,9 +183,13 @@ def _item_entities(evidence: list[str], stored: EvidenceEntities) -> list[list[E
 
 def _subject_speaker(stored: EvidenceEntities, qp: QuestionParse) -> str:
     """The speaker, as stored, whom the question names, when it names exactly one (its own
-    turns are where its attributes are told); else ""."""
+    turns are where its attributes are told); else "". A speaker counts as named by the
+    parse's names or by the name as a whole word of the question: the small model's names
+    can swallow a neighbour ("John taken" in "What test has John taken ...?")."""
     speakers = {e.key: e.text for ents in stored or [] for e in ents or []
-                if e.label == SPEAKER_LABEL and e.key in qp.named_keys}
+                if e.label == SPEAKER_LABEL and (
+                    e.key in qp.named_keys
+                    or re.search(rf"(?<!\w){re.escape(e.text)}(?!\w)", qp.text))}
     return next(iter(speakers.values())) if len(speakers) == 1 else ""
 
 
@@ -271,10 +279,15 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
     # a question about one named speaker: what it asks is told in their own turns, whose
     # capitalised words ("Thanks", "Wow", the other speaker) are no bridges; searching
     # only those turns stands for the name, and every other word of the question stays
-    own_words = key_terms(query, drop=[n for n in qp.named
-                                       if entity_key(n) == entity_key(speaker)]) if speaker else []
+    names = [*(n for n in qp.named if entity_key(n) == entity_key(speaker)), speaker]
+    own_words = key_terms(query, drop=names) if speaker else []
+    if own_words and h.own_query == "first_person":
+        own_words = [first_person(query, names)]
     attribute = attribute or bool(own_words)
-    allowed = h.attribute_rewrites if attribute else h.bridges
+    # a date the question states: the speaker's turns of those days get one more search
+    dated_span = (date_window(query, h.date_pad_days)
+                  if own_words and h.own_dated_search else None)
+    allowed = (h.attribute_rewrites + (dated_span is not None)) if attribute else h.bridges
     if rewrites >= allowed:
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9)
     if (h.bridge_found_stop and not attribute and rewrites == 1
@@ -314,10 +327,18 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
         # turns), so the predicate words are searched alone; facts filed under a title
         # name their subject there, so those get the bridge
         words = " ".join(own_words or qp.predicate)
-        if query_key(words) not in {query_key(q) for q in tried}:
+        searched = {query_key(q) for q in tried}
+        if query_key(words) not in searched:
             return ChainJudgment(is_sufficient=False, evidence_indices=indices,
                                  new_query=words, confidence=BRIDGE_SURE,
                                  producer=speaker)
+        dated = without_dates(words) if dated_span is not None else ""
+        if dated and query_key(dated) not in searched:
+            # the same, in the speaker's turns of the days the question states
+            return ChainJudgment(is_sufficient=False, evidence_indices=indices,
+                                 new_query=dated, confidence=BRIDGE_SURE, producer=speaker,
+                                 produced_after=dated_span[0].isoformat(),
+                                 produced_before=dated_span[1].isoformat())
     if h.bridge_per_subject and rewrites == 0 and qp.hidden_head:
         bridges = subject_bridges(query, evidence[:keep], tried, _stems(qp.description))
         if len(bridges) >= 2:
