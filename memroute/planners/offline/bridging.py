@@ -109,7 +109,13 @@ class ChainHeuristics:
     bridge's own facts (a new item filed under the bridge's title), the stop measured in
     docs/evaluation.md ("Fewer searches on Wikipedia sets"); ``bridge_per_subject``: whether
     the first rewrite of a question whose first hop found facts filed under two or more of
-    its named titles ("the director of A or of B") packs the best bridge of each.
+    its named titles ("the director of A or of B") packs the best bridge of each;
+    ``one_rewrite_in_sight``: whether a bridge question whose first hop already holds the
+    bridge's own facts (`parsed.bridge_in_sight`) gets one rewrite, packing the best
+    bridges, instead of ``bridges``; ``subjects_after_search``: whether a comparison or
+    coordination of two named subjects (`parsed.compared_subjects`) goes to a chain that
+    searches the question first and then the sub-query of each subject whose facts that
+    search did not bring up (instead of a split searching the question and both).
     """
 
     bridges: int = 2
@@ -128,6 +134,8 @@ class ChainHeuristics:
     own_turns: bool = True
     bridge_found_stop: bool = False
     bridge_per_subject: bool = True
+    one_rewrite_in_sight: bool = False
+    subjects_after_search: bool = False
 
 
 def judge_evidence(query: str, evidence: list[str], previous_queries: list[str],

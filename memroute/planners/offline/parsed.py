@@ -90,6 +90,32 @@ def split_by_parse(query: str) -> list[str]:
     return read_question(query).clauses or subject_sub_queries(query)
 
 
+SUBJECTS_AFTER_SEARCH = "subjects searched after the question: "
+
+
+def compared_subjects(query: str) -> list[str]:
+    """The two sub-queries of a comparison or coordination of two named subjects ("Which
+    was founded first, A or B?" -> "A founded", "B founded"), else []: the questions
+    `ChainHeuristics.subjects_after_search` searches first and splits only as needed."""
+    route, reason, _ = route_by_parse(query)
+    if route != "split" or reason == "coordinated clauses with their own subjects":
+        return []
+    subs = subject_sub_queries(query)
+    return subs if len(subs) == 2 else []
+
+
+def subjects_missed(query: str, kept: list[str], subs: list[str],
+                    tried: list[str]) -> list[str]:
+    """The sub-queries whose subject the question's search found no facts filed under (a
+    title the question and the sub-query name) and that were not searched yet. Untitled
+    items (conversation turns) cover no subject."""
+    covered = {title for text in kept for title, _ in map(split_title, text.splitlines() or [text])
+               if title is not None and mentioned(title, query)}
+    searched = {query_key(q) for q in tried}
+    return [s for s in subs if query_key(s) not in searched
+            and not any(mentioned(title, s) for title in covered)]
+
+
 def _stems(words: list[str]) -> set[str]:
     return {fold(w)[:4] for w in words if len(w) >= 3}  # "stud" for study, studied
 
@@ -233,6 +259,21 @@ def bridge_found(query: str, bridge_query: str, kept: list[str], fresh: list[str
     return len(found) >= (len(named) if role_of_each and len(named) >= 2 else 1)
 
 
+def bridge_in_sight(query: str, evidence: list[str]) -> bool:
+    """Whether the first hop already shows where the bridge is: facts are filed under at
+    least one title the question names, and for each such title, its facts mention another
+    title the evidence holds facts under (that title's own facts came up too). Untitled
+    items (conversation turns) never count."""
+    titled = [(title, sentence) for text in evidence for title, sentence in
+              map(split_title, text.splitlines() or [text]) if title is not None]
+    named = {title for title, _ in titled if mentioned(title, query)}
+    others = {title for title, _ in titled} - named
+    if not named or not others:
+        return False
+    return all(any(mentioned(other, " \n ".join(s for t, s in titled if t == title))
+                   for other in others) for title in named)
+
+
 def subject_bridges(query: str, evidence: list[str], tried: list[str],
                     described: set[str]) -> list[str]:
     """The best bridge of each title the question names, from the items filed under it that
@@ -263,6 +304,16 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
     keep = min(h.keep, len(evidence))
     indices = list(range(keep))
     tried = [q for q in previous_queries if q.strip()]
+    subjects = compared_subjects(query) if h.subjects_after_search else []
+    if subjects:
+        # a comparison searched as a chain: the question's search first, then each subject
+        # whose facts it did not bring up (docs/evaluation.md, "Where the searches go")
+        left = subjects_missed(query, evidence[:keep], subjects, tried)
+        if not left:
+            return ChainJudgment(is_sufficient=True, evidence_indices=indices,
+                                 confidence=SUFFICIENT)
+        return ChainJudgment(is_sufficient=False, evidence_indices=indices, new_query=left[0],
+                             confidence=BRIDGE_SURE)
     rewrites = max(0, len(tried) - 1)
     fresh_from = keep if rewrites else None
     attribute = (bool(qp.named) and not qp.hidden_head
@@ -275,6 +326,8 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
                                        if entity_key(n) == entity_key(speaker)]) if speaker else []
     attribute = attribute or bool(own_words)
     allowed = h.attribute_rewrites if attribute else h.bridges
+    if h.one_rewrite_in_sight and not attribute and bridge_in_sight(query, evidence[:keep]):
+        allowed = min(allowed, 1)  # its one rewrite packs the best bridges
     if rewrites >= allowed:
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9)
     if (h.bridge_found_stop and not attribute and rewrites == 1
