@@ -66,7 +66,8 @@ def test_a_bridge_in_sight_gets_one_packed_rewrite() -> None:
                                   ChainHeuristics(one_rewrite_in_sight=True, keep=4))
     assert not goes_on.is_sufficient
     # and off, the chain keeps its two rewrites
-    off = judge_with_entities(QUESTION, [*FILM, STAR], [QUESTION], ChainHeuristics(keep=3))
+    off = judge_with_entities(QUESTION, [*FILM, STAR], [QUESTION],
+                              ChainHeuristics(keep=3, one_rewrite_in_sight=False))
     assert "Corliss Archer" not in off.new_query
 
 
@@ -76,6 +77,11 @@ def test_a_comparison_searches_only_the_subjects_the_question_missed() -> None:
     assert subjects_missed(COMPARED, [*OAKRIDGE, *PINECREST], subs, [COMPARED]) == []
     assert subjects_missed(COMPARED, [*OAKRIDGE, *ELSEWHERE], subs, [COMPARED]) == [subs[1]]
     assert subjects_missed(COMPARED, ELSEWHERE, subs, [COMPARED, subs[0]]) == [subs[1]]
+    # facts filed under a subject that do not name it ("Its library ...") do not cover it:
+    # the page came up, not its own statement of what the subject is
+    assert subjects_missed(COMPARED, [OAKRIDGE[1], *PINECREST], subs, [COMPARED]) == [subs[0]]
+    assert subjects_missed(COMPARED, ["Oakridge College: Oakridge College", *PINECREST], subs,
+                           [COMPARED]) == [subs[0]]
     # turns name their subjects but are filed under no title: both are searched
     assert subjects_missed(COMPARED, ["Oakridge College was founded in 1887."], subs,
                            [COMPARED]) == subs
@@ -105,7 +111,7 @@ async def test_on_a_store_a_comparison_takes_one_search_per_missing_subject(memo
     assert route == "chain" and queries == [COMPARED, compared_subjects(COMPARED)[1]]
     # off: the split searches the question and both subjects
     route, queries = await _searched(memory, [*OAKRIDGE, *PINECREST, *ELSEWHERE], COMPARED,
-                                     OfflinePlanner())
+                                     OfflinePlanner(subjects_after_search=False))
     assert route == "split" and len(queries) == 3
 
 
@@ -114,7 +120,8 @@ async def test_on_a_store_a_bridge_in_sight_takes_two_searches(memory) -> None:
     _, queries = await _searched(memory, facts, QUESTION,
                                  OfflinePlanner(one_rewrite_in_sight=True, keep=4), "chain")
     assert len(queries) == 2 and queries[1].startswith("Shirley Temple")
-    _, queries = await _searched(memory, facts, QUESTION, OfflinePlanner(keep=4), "chain")
+    _, queries = await _searched(memory, facts, QUESTION,
+                                 OfflinePlanner(keep=4, one_rewrite_in_sight=False), "chain")
     assert len(queries) == 3
 
 
@@ -127,10 +134,10 @@ class _OneSubQuery(OfflinePlanner):
 
 async def test_a_split_can_search_its_sub_queries_alone(memory) -> None:
     facts = [*OAKRIDGE, *PINECREST, *ELSEWHERE]
-    route, queries = await _searched(memory, facts, COMPARED,
-                                     OfflinePlanner(split_question_search=False))
+    route, queries = await _searched(memory, facts, COMPARED, OfflinePlanner(
+        split_question_search=False, subjects_after_search=False))
     assert route == "split" and sorted(queries) == sorted(compared_subjects(COMPARED))
     # fewer than two sub-queries left: the question is searched with it
-    route, queries = await _searched(memory, facts, COMPARED,
-                                     _OneSubQuery(split_question_search=False))
+    route, queries = await _searched(memory, facts, COMPARED, _OneSubQuery(
+        split_question_search=False, subjects_after_search=False))
     assert route == "split" and COMPARED in queries and len(queries) == 2

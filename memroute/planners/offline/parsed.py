@@ -106,11 +106,15 @@ def compared_subjects(query: str) -> list[str]:
 
 def subjects_missed(query: str, kept: list[str], subs: list[str],
                     tried: list[str]) -> list[str]:
-    """The sub-queries whose subject the question's search found no facts filed under (a
-    title the question and the sub-query name) and that were not searched yet. Untitled
-    items (conversation turns) cover no subject."""
-    covered = {title for text in kept for title, _ in map(split_title, text.splitlines() or [text])
-               if title is not None and mentioned(title, query)}
+    """The sub-queries not searched yet whose subject the question's search did not cover.
+    A subject is covered by a fact filed under its title (one the question and the sub-query
+    name) that names it and says more ("George Andreadis (1936 - 2015) was a Greek
+    novelist", not only "He died in 2015."): the page's own statement of what it is, where
+    compared attributes are told. Untitled items (conversation turns) cover no subject."""
+    covered = {title for text in kept
+               for title, sentence in map(split_title, text.splitlines() or [text])
+               if title is not None and mentioned(title, query) and mentioned(title, sentence)
+               and len(sentence.split()) >= len(title.split()) + 2}
     searched = {query_key(q) for q in tried}
     return [s for s in subs if query_key(s) not in searched
             and not any(mentioned(title, s) for title in covered)]
