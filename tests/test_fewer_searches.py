@@ -89,6 +89,8 @@ def test_a_comparison_searches_only_the_subjects_the_question_missed() -> None:
     assert compared_subjects("Where does Karim study and where is Helga Brandt's office?") == []
     assert compared_subjects("Which film has the director who died first, Green or Blue?") == []
     assert compared_subjects("When was Oakridge College founded?") == []
+    # sub-queries a split would drop (comparison wording) leave no two subjects
+    assert compared_subjects("What did Jon and Gina compare their journeys to?") == []
 
 
 async def _searched(memory, facts: list[str], question: str, planner: OfflinePlanner,

@@ -49,6 +49,7 @@ from memroute.planners.offline.question_syntax import (
     subject_sub_queries,
 )
 from memroute.strategies.base import ChainJudgment, query_key
+from memroute.strategies.split_query import clean_sub_queries
 
 SUFFICIENT = 0.85
 # Confidence in a bridge rewrite (not in sufficiency: the chain goes on either way).
@@ -100,7 +101,7 @@ def compared_subjects(query: str) -> list[str]:
     route, reason, _ = route_by_parse(query)
     if route != "split" or reason == "coordinated clauses with their own subjects":
         return []
-    subs = subject_sub_queries(query)
+    subs = clean_sub_queries(query, subject_sub_queries(query))  # as a split would search
     return subs if len(subs) == 2 else []
 
 
