@@ -59,6 +59,10 @@ def test_a_bridge_in_sight_gets_one_packed_rewrite() -> None:
     after = judge_with_entities(QUESTION, [*FILM, STAR, OTHERS[0]], [QUESTION, first.new_query],
                                 on)
     assert after.is_sufficient
+    # a single bridge written by another planner (a cascade's LLM) keeps the second rewrite
+    single = judge_with_entities(QUESTION, [*FILM, STAR, OTHERS[0]],
+                                 [QUESTION, "Shirley Temple government position"], on)
+    assert not single.is_sufficient and single.new_query
     # not in sight: the usual two rewrites, the first one a single bridge
     usual = judge_with_entities(QUESTION, [*FILM, *OTHERS], [QUESTION], on)
     assert not usual.is_sufficient and "Corliss Archer" not in usual.new_query

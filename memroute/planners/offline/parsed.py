@@ -279,6 +279,16 @@ def bridge_in_sight(query: str, evidence: list[str]) -> bool:
                    for other in others) for title in named)
 
 
+def packed_rewrite(query: str, kept: list[str], tried: list[str]) -> bool:
+    """Whether the first rewrite (``tried[1]``) searched two or more of the first hop's
+    bridge candidates together, as the one rewrite of a bridge in sight does; a single
+    bridge (another planner's rewrite, in a cascade) leaves the chain its second rewrite."""
+    if len(tried) < 2:
+        return False
+    return sum(mentioned(c.entity, tried[1])
+               for c in bridge_candidates(query, kept, tried[:1])) >= 2
+
+
 def subject_bridges(query: str, evidence: list[str], tried: list[str],
                     described: set[str]) -> list[str]:
     """The best bridge of each title the question names, from the items filed under it that
@@ -331,7 +341,8 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
                                        if entity_key(n) == entity_key(speaker)]) if speaker else []
     attribute = attribute or bool(own_words)
     allowed = h.attribute_rewrites if attribute else h.bridges
-    if h.one_rewrite_in_sight and not attribute and bridge_in_sight(query, evidence[:keep]):
+    if (h.one_rewrite_in_sight and not attribute and bridge_in_sight(query, evidence[:keep])
+            and (rewrites == 0 or packed_rewrite(query, evidence[:keep], tried))):
         allowed = min(allowed, 1)  # its one rewrite packs the best bridges
     if rewrites >= allowed:
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9)
