@@ -1,10 +1,11 @@
 """The offline planner's decisions from a parsed question and the entities of the evidence.
 
 - **route**: coordinated clauses with their own subjects, or a comparison/coordination of
-  named subjects -> ``split``; a noun the question describes but does not name (a relative
-  clause, a role of a named thing) or a nested relation -> ``chain``; one named subject with a
-  direct attribute -> ``attribute_route`` (``chain`` by default); nothing named -> ``direct``.
-  Each with a confidence.
+  named subjects -> ``split`` (of exactly two, with ``subjects_after_search``: a chain that
+  searches the question first, then the subjects it did not cover); a noun the question
+  describes but does not name (a relative clause, a role of a named thing) or a nested
+  relation -> ``chain``; one named subject with a direct attribute -> ``attribute_route``
+  (``chain`` by default); nothing named -> ``direct``. Each with a confidence.
 - **split**: one question per coordinated clause, else one sub-query per named subject with
   the question's relation words.
 - **judge** (defaults in `ChainHeuristics`, measured in docs/evaluation.md) reads the
@@ -23,7 +24,9 @@
   ``bridge_found_stop`` a bridge chain stops after its first rewrite once the first hop
   found facts filed under the question's subject and the bridge's search facts filed under
   the bridge (`bridge_found`); ``bridge_per_subject`` packs one bridge per named title into
-  the first rewrite. A rewrite only holds words of the question and entities of the evidence.
+  the first rewrite; with ``one_rewrite_in_sight`` a first hop that already holds the
+  bridge's own facts (`bridge_in_sight`) gets one packed rewrite. A rewrite only holds
+  words of the question and entities of the evidence.
 """
 
 from __future__ import annotations
