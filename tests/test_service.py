@@ -101,7 +101,7 @@ async def test_rest_round_trip(tenant_factory) -> None:
     assert set(found["timings"]) >= {"embed_ms", "read_ms"}
 
     got = (await t.client.post("/v1/retrieve", json={
-        "scope": t.scope, "query": "What do Alice and Bob do?", "k": 4,
+        "scope": t.scope, "query": "What does Alice do and what does Bob do?", "k": 4,
         "budget": {"max_llm_calls": 2}})).json()
     assert got["route"] == "split" and len(got["queries"]) == 3 and got["stop_reason"]
     assert {"f1", "f2"} <= {r["uid"] for r in got["results"]}
@@ -121,7 +121,7 @@ async def test_retrieve_stream_sends_the_agents_steps(tenant_factory) -> None:
     await t.client.post("/v1/episodes", json={"scope": t.scope, "episodes": [
         {"content": c} for c in FACTS]})
     async with t.client.stream("POST", "/v1/retrieve/stream", json={
-            "scope": t.scope, "query": "What do Alice and Bob do?"}) as response:
+            "scope": t.scope, "query": "What does Alice do and what does Bob do?"}) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         body = (await response.aread()).decode()
     events = sse_events(body)
@@ -291,8 +291,8 @@ async def exercise_mcp(client: Client, other_project: str = "elsewhere") -> None
     assert not page.is_error and text.startswith("Showing") and "Miso" in text.split("\n2.")[0]
     past = await client.call_tool("memory_search", {"query": "Bob's cat", "page": 9})
     assert "past the end" in past.content[0].text
-    got = await client.call_tool("memory_retrieve", {"query": "What do Alice and Bob do?",
-                                                     "k": 4})
+    got = await client.call_tool("memory_retrieve", {
+        "query": "What does Alice do and what does Bob do?", "k": 4})
     data = got.structured_content
     assert not got.is_error and data["route"] == "split" and len(data["queries"]) == 3
     assert data["stop_reason"] and {"m1", "m2"} <= {r["uid"] for r in data["results"]}

@@ -21,9 +21,12 @@ def _fan_out(state: RetrievalState, sub_queries: list[str], update: dict,
              runtime: Runtime) -> Command:
     """Search every sub-query, concurrently (`Send`); with none, go on to the final rerank.
     The original query's search was sent beside this node (`tool_select`), so it ran while
-    the planner decided, and its hits are in the pool."""
+    the planner decided, and its hits are in the pool; when it was not (the planner chose
+    the sub-queries alone), it is searched here unless two or more sub-queries are left."""
     runtime.stream_writer(as_payload(SubQueries(sub_queries)))
-    goto = [send_search(state, q, "split") for q in sub_queries] or "final_rerank"
+    queries = (sub_queries if state.get("question_searched", True) or len(sub_queries) >= 2
+               else [state["query"], *sub_queries])
+    goto = [send_search(state, q, "split") for q in queries] or "final_rerank"
     return Command(update={**update, "sub_queries": sub_queries}, goto=goto)
 
 

@@ -190,6 +190,7 @@ class RetrievalState(RetrievalInput, RetrievalOutput, total=False):
     hop: int  # ChainOfQuery searches done so far
     last_hits: list[str]  # uids of the latest ChainOfQuery search, best first
     selected: Annotated[list[str], operator.add]  # uids the chain judge marked as evidence
+    question_searched: bool  # a split: the question's own search was sent beside the planner
 
 
 OUTPUT_KEYS = tuple(RetrievalOutput.__annotations__)

@@ -55,19 +55,23 @@ def _request(state: RetrievalState, ctx: RetrievalContext, started_at: float) ->
 
 
 def _take_route(request: dict[str, Any], route: Route, reason: str, source: str,
-                cost: NodeCost, runtime: Runtime, first_query: str = "", **extra: Any) -> Command:
+                cost: NodeCost, runtime: Runtime, first_query: str = "",
+                search_question: bool = True, **extra: Any) -> Command:
     """Record the route and send the request to its first node (a chain's first search:
-    ``first_query`` when the planner gave one, else the question)."""
+    ``first_query`` when the planner gave one, else the question; a split's planner, and the
+    question's search beside it unless ``search_question`` is false)."""
     runtime.stream_writer(as_payload(RouteChosen(route, reason, source)))
     if "notes" in extra:
         extra["notes"] = Overwrite(list(extra["notes"]))
     update = {**request, "route": route, "route_reason": reason, "costs": Overwrite([cost]),
-              **extra}
-    if route == "split":
+              "question_searched": route == "split" and search_question, **extra}
+    if route == "split" and not search_question:
+        goto: Any = "split_plan"  # the sub-queries alone (the question, if none is left)
+    elif route == "split":
         # The original query is searched while the planner splits it: the final rerank
         # needs its hits anyway, and this way one search hides behind planning.
-        goto: Any = ["split_plan", send_search(update, request["query"], "split",
-                                               beside_planner=True)]
+        goto = ["split_plan", send_search(update, request["query"], "split",
+                                          beside_planner=True)]
     else:
         first = first_query.strip() if route == "chain" else ""
         goto = send_search(update, first or request["query"], route,
@@ -117,6 +121,7 @@ def make_tool_select(resolve: ContextResolver):
                 reason, source = why, "budget"
         return _take_route(request, route, reason, source, decided.cost, runtime,
                            first_query=decided.value.first_query,
+                           search_question=decided.value.search_question,
                            notes=[reason] if source == "budget" else [])
 
     return tool_select

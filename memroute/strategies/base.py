@@ -47,6 +47,9 @@ class RouteDecision(BaseModel):
     # the chain's first search, when it is not the question itself: the innermost
     # sub-question of a nested question ("the performer of Green"); "" searches the question
     first_query: str = Field(default="", max_length=MAX_REASON_CHARS)
+    # a split: whether the question itself is searched beside its sub-queries (False: the
+    # sub-queries alone, one search less; the final rerank still scores the question)
+    search_question: bool = True
 
 
 class SplitPlan(BaseModel):

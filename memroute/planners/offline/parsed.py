@@ -1,10 +1,11 @@
 """The offline planner's decisions from a parsed question and the entities of the evidence.
 
 - **route**: coordinated clauses with their own subjects, or a comparison/coordination of
-  named subjects -> ``split``; a noun the question describes but does not name (a relative
-  clause, a role of a named thing) or a nested relation -> ``chain``; one named subject with a
-  direct attribute -> ``attribute_route`` (``chain`` by default); nothing named -> ``direct``.
-  Each with a confidence.
+  named subjects -> ``split`` (of exactly two, with ``subjects_after_search``: a chain that
+  searches the question first, then the subjects it did not cover); a noun the question
+  describes but does not name (a relative clause, a role of a named thing) or a nested
+  relation -> ``chain``; one named subject with a direct attribute -> ``attribute_route``
+  (``chain`` by default); nothing named -> ``direct``. Each with a confidence.
 - **split**: one question per coordinated clause, else one sub-query per named subject with
   the question's relation words.
 - **judge** (defaults in `ChainHeuristics`, measured in docs/evaluation.md) reads the
@@ -25,7 +26,9 @@
   ``bridge_found_stop`` a bridge chain stops after its first rewrite once the first hop
   found facts filed under the question's subject and the bridge's search facts filed under
   the bridge (`bridge_found`); ``bridge_per_subject`` packs one bridge per named title into
-  the first rewrite. A rewrite only holds words of the question and entities of the evidence.
+  the first rewrite; with ``one_rewrite_in_sight`` a first hop that already holds the
+  bridge's own facts (`bridge_in_sight`) gets one packed rewrite. A rewrite only holds
+  words of the question and entities of the evidence.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from memroute.planners.offline.question_syntax import (
     subject_sub_queries,
 )
 from memroute.strategies.base import ChainJudgment, query_key
+from memroute.strategies.split_query import clean_sub_queries
 
 SUFFICIENT = 0.85
 # Confidence in a bridge rewrite (not in sufficiency: the chain goes on either way).
@@ -92,6 +96,36 @@ def route_by_parse(query: str, attribute_route: str = "direct") -> tuple[str, st
 def split_by_parse(query: str) -> list[str]:
     """One question per coordinated clause, else one sub-query per named subject."""
     return read_question(query).clauses or subject_sub_queries(query)
+
+
+SUBJECTS_AFTER_SEARCH = "subjects searched after the question: "
+
+
+def compared_subjects(query: str) -> list[str]:
+    """The two sub-queries of a comparison or coordination of two named subjects ("Which
+    was founded first, A or B?" -> "A founded", "B founded"), else []: the questions
+    `ChainHeuristics.subjects_after_search` searches first and splits only as needed."""
+    route, reason, _ = route_by_parse(query)
+    if route != "split" or reason == "coordinated clauses with their own subjects":
+        return []
+    subs = clean_sub_queries(query, subject_sub_queries(query))  # as a split would search
+    return subs if len(subs) == 2 else []
+
+
+def subjects_missed(query: str, kept: list[str], subs: list[str],
+                    tried: list[str]) -> list[str]:
+    """The sub-queries not searched yet whose subject the question's search did not cover.
+    A subject is covered by a fact filed under its title (one the question and the sub-query
+    name) that names it and says more ("George Andreadis (1936 - 2015) was a Greek
+    novelist", not only "He died in 2015."): the page's own statement of what it is, where
+    compared attributes are told. Untitled items (conversation turns) cover no subject."""
+    covered = {title for text in kept
+               for title, sentence in map(split_title, text.splitlines() or [text])
+               if title is not None and mentioned(title, query) and mentioned(title, sentence)
+               and len(sentence.split()) >= len(title.split()) + 2}
+    searched = {query_key(q) for q in tried}
+    return [s for s in subs if query_key(s) not in searched
+            and not any(mentioned(title, s) for title in covered)]
 
 
 def _stems(words: list[str]) -> set[str]:
@@ -241,6 +275,31 @@ def bridge_found(query: str, bridge_query: str, kept: list[str], fresh: list[str
     return len(found) >= (len(named) if role_of_each and len(named) >= 2 else 1)
 
 
+def bridge_in_sight(query: str, evidence: list[str]) -> bool:
+    """Whether the first hop already shows where the bridge is: facts are filed under at
+    least one title the question names, and for each such title, its facts mention another
+    title the evidence holds facts under (that title's own facts came up too). Untitled
+    items (conversation turns) never count."""
+    titled = [(title, sentence) for text in evidence for title, sentence in
+              map(split_title, text.splitlines() or [text]) if title is not None]
+    named = {title for title, _ in titled if mentioned(title, query)}
+    others = {title for title, _ in titled} - named
+    if not named or not others:
+        return False
+    return all(any(mentioned(other, " \n ".join(s for t, s in titled if t == title))
+                   for other in others) for title in named)
+
+
+def packed_rewrite(query: str, kept: list[str], tried: list[str]) -> bool:
+    """Whether the first rewrite (``tried[1]``) searched two or more of the first hop's
+    bridge candidates together, as the one rewrite of a bridge in sight does; a single
+    bridge (another planner's rewrite, in a cascade) leaves the chain its second rewrite."""
+    if len(tried) < 2:
+        return False
+    return sum(mentioned(c.entity, tried[1])
+               for c in bridge_candidates(query, kept, tried[:1])) >= 2
+
+
 def subject_bridges(query: str, evidence: list[str], tried: list[str],
                     described: set[str]) -> list[str]:
     """The best bridge of each title the question names, from the items filed under it that
@@ -271,6 +330,16 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
     keep = min(h.keep, len(evidence))
     indices = list(range(keep))
     tried = [q for q in previous_queries if q.strip()]
+    subjects = compared_subjects(query) if h.subjects_after_search else []
+    if subjects:
+        # a comparison searched as a chain: the question's search first, then each subject
+        # whose facts it did not bring up (docs/evaluation.md, "Where the searches go")
+        left = subjects_missed(query, evidence[:keep], subjects, tried)
+        if not left:
+            return ChainJudgment(is_sufficient=True, evidence_indices=indices,
+                                 confidence=SUFFICIENT)
+        return ChainJudgment(is_sufficient=False, evidence_indices=indices, new_query=left[0],
+                             confidence=BRIDGE_SURE)
     rewrites = max(0, len(tried) - 1)
     fresh_from = keep if rewrites else None
     attribute = (bool(qp.named) and not qp.hidden_head
@@ -288,6 +357,9 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
     dated_span = (date_window(query, h.date_pad_days)
                   if own_words and h.own_dated_search else None)
     allowed = (h.attribute_rewrites + (dated_span is not None)) if attribute else h.bridges
+    if (h.one_rewrite_in_sight and not attribute and bridge_in_sight(query, evidence[:keep])
+            and (rewrites == 0 or packed_rewrite(query, evidence[:keep], tried))):
+        allowed = min(allowed, 1)  # its one rewrite packs the best bridges
     if rewrites >= allowed:
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9)
     if (h.bridge_found_stop and not attribute and rewrites == 1
