@@ -72,13 +72,18 @@ async def test_usage_comes_from_the_server_or_is_estimated(server):
 
 async def test_the_estimate_counts_what_is_sent_the_response_format_included(server):
     """Without reported usage, a call is charged the tokens of the request actually sent: its
-    messages and the ``json_schema`` response format (78-144 tokens of schema)."""
+    messages and the ``json_schema`` response format (55-106 tokens of schema: no docstring,
+    no field titles)."""
     server.script = [reply(route("direct"), usage=False)]
     backend = OpenAIChat(server.client(), "m", response_format="json_schema")
     estimated = await ask(backend)
     sent = server.requests[-1]
     schema_tokens = count_tokens(json.dumps(sent["response_format"]["json_schema"]))
-    assert schema_tokens > 78
+    assert schema_tokens > 50
+    schema = sent["response_format"]["json_schema"]["schema"]
+    assert "description" not in schema and schema["required"] == ["route"]
+    assert all("title" not in field for field in schema["properties"].values())
+    assert schema["properties"]["route"]["enum"] == ["direct", "split", "chain"]
     assert estimated.usage.input_tokens == count_messages(sent["messages"]) + schema_tokens
 
 
