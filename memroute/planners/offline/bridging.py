@@ -84,16 +84,17 @@ def bridge_query(query: str, entity: str) -> str:
 @dataclass(frozen=True)
 class BridgeRanking:
     """How the parse-based judge reorders the surface bridge candidates with the entities of
-    the evidence (stored by the index, else parsed); every factor 1 (``described`` 0) keeps
-    the surface order. A candidate's score is multiplied by ``unvouched`` when no entity or
-    title of the items naming it has its key (a capitalised word such as "Federal"), by
-    ``titled`` when it is the title of an evidence item (a fact filed under it), by
+    the evidence (stored by the index, else parsed). A candidate's score is multiplied by
+    ``unvouched`` when no entity or title of the items naming it has its key (a capitalised
+    word such as "Federal"), by ``titled`` when it is the title of an evidence item, by
     ``typed`` when its entity's label fits the hidden slot (`QuestionParse.hidden_labels`),
     by ``labels[label]`` for its entity's label, by ``subject`` when an item naming it also
-    names the question's subject, and by 1 + ``described`` x the question's description and
-    predicate words its items state, and by 1 + ``near`` / d for d the fewest words between it
-    and one of those words in a sentence ("owned by Accolade Wines": 1). Only the first rewrite's candidates are reordered
-    unless ``later``."""
+    names the question's subject, by 1 + ``described`` x the question's description and
+    predicate words its items state, and by 1 + ``near`` / d, d the fewest words between it
+    and one of those words in a sentence ("owned by Accolade Wines": 1). Every factor 1
+    (``described`` and ``near`` 0) keeps the surface order. Only the first rewrite's
+    candidates are reordered unless ``later``. Measured in docs/evaluation.md ("The first
+    bridge"); only ``unvouched`` is a default (`ChainHeuristics.ranking`)."""
 
     unvouched: float = 1.0
     titled: float = 1.0
@@ -106,8 +107,10 @@ class BridgeRanking:
 
     @property
     def neutral(self) -> bool:
+        """Whether it keeps the surface order."""
         return (self.unvouched == self.titled == self.typed == self.subject == 1.0
-                and not self.described and not self.near and all(w == 1.0 for w in self.labels.values()))
+                and not self.described and not self.near
+                and all(w == 1.0 for w in self.labels.values()))
 
 
 @dataclass(frozen=True)

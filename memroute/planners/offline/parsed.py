@@ -306,7 +306,8 @@ def rank_bridges(query: str, evidence: list[str], tried: list[str],
     # "Drive" is vouched for by a fact filed under "Drive (2011 film)"
     titles = {entity_key(re.sub(r"\s*\([^)]*\)\s*$", "", t)) for t in (
         split_title(line)[0] for text in evidence for line in text.splitlines()) if t}
-    subject = [any(e.key in qp.named_keys for e in ents) or any(mentioned(n, text) for n in qp.named)
+    subject = [any(e.key in qp.named_keys for e in ents)
+               or any(mentioned(n, text) for n in qp.named)
                for text, ents in zip(evidence, entities, strict=True)]
     stems = _stems([*qp.description, *qp.predicate])
     near_stems = {_stem(w) for w in [*qp.description, *qp.predicate] if len(w) >= 3}
