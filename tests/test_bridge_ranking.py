@@ -68,6 +68,24 @@ def test_later_rewrites_keep_the_surface_order_unless_asked() -> None:
     assert later.new_query != default.new_query
 
 
+def test_each_compared_subject_bridges_through_an_entity() -> None:
+    """One bridge per compared subject (`bridge_per_subject`) is ranked the same way."""
+    asked = "Which film has the director who died later, Night Harbor or Blue Coast?"
+    hop1 = ["Night Harbor: Directed by Tom Varga, the film stars Ilse Kern.",
+            "Blue Coast: Blue Coast is a 1950 film directed by Anna Roth."]
+    stored = [[Entity("Tom Varga", "tom varga", "PERSON"), Entity("Ilse Kern", "ilse kern",
+                                                                  "PERSON")],
+              [Entity("Blue Coast", "blue coast", "WORK_OF_ART"),
+               Entity("Anna Roth", "anna roth", "PERSON")]]
+    assert ChainHeuristics().ranking.subjects  # the default
+    for entities in (stored, None):  # stored, or the NER of the evidence
+        assert judge_with_entities(asked, hop1, [asked], ChainHeuristics(),
+                                   entities).new_query.startswith("Tom Varga Anna Roth")
+    first_only = ChainHeuristics(ranking=BridgeRanking(unvouched=0.3))
+    assert judge_with_entities(asked, hop1, [asked], first_only,
+                               stored).new_query.startswith("Directed Anna Roth")
+
+
 def test_a_ranking_from_json() -> None:
     heuristics = ChainHeuristics(**json.loads('{"ranking": {"unvouched": 0.5, "titled": 2}}'))
     assert heuristics.ranking == BridgeRanking(unvouched=0.5, titled=2.0)

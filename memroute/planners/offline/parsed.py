@@ -240,19 +240,27 @@ def bridge_found(query: str, bridge_query: str, kept: list[str], fresh: list[str
 
 
 def subject_bridges(query: str, evidence: list[str], tried: list[str],
-                    described: set[str]) -> list[str]:
+                    described: set[str], heuristics: ChainHeuristics | None = None,
+                    stored: EvidenceEntities = None) -> list[str]:
     """The best bridge of each title the question names, from the items filed under it that
     state the role the question describes (``described``: its stems), if any do ("Which film
-    has the director who died later, A or B?": A's director, B's director)."""
-    by_title: dict[str, list[str]] = {}
-    for text in evidence:
+    has the director who died later, A or B?": A's director, B's director); ranked by
+    ``heuristics.ranking`` when given (`rank_bridges`)."""
+    stored = stored if stored is not None and len(stored) == len(evidence) else None
+    by_title: dict[str, list[int]] = {}
+    for i, text in enumerate(evidence):
         title = split_title(text)[0]
         if title is not None and mentioned(title, query):
-            by_title.setdefault(title, []).append(text)
+            by_title.setdefault(title, []).append(i)
     bridges: list[str] = []
-    for items in by_title.values():
-        items = [t for t in items if _has_predicate(t, described)] or items
-        best = bridge_candidates(query, items, [*tried, *bridges])[:1]
+    for indices in by_title.values():
+        indices = [i for i in indices if _has_predicate(evidence[i], described)] or indices
+        items = [evidence[i] for i in indices]
+        if heuristics is None:
+            best = bridge_candidates(query, items, [*tried, *bridges])[:1]
+        else:
+            best = rank_bridges(query, items, [*tried, *bridges], heuristics,
+                                None if stored is None else [stored[i] for i in indices])[:1]
         bridges.extend(c.entity for c in best)
     return list(dict.fromkeys(bridges))
 
@@ -408,7 +416,9 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
                                  new_query=words, confidence=BRIDGE_SURE,
                                  producer=speaker)
     if h.bridge_per_subject and rewrites == 0 and qp.hidden_head:
-        bridges = subject_bridges(query, evidence[:keep], tried, _stems(qp.description))
+        bridges = subject_bridges(query, evidence[:keep], tried, _stems(qp.description),
+                                  h if h.ranking.subjects else None,
+                                  None if stored is None else stored[:keep])
         if len(bridges) >= 2:
             words = [w for w in dict.fromkeys([*qp.description, *qp.predicate])
                      if not any(mentioned(w, b) for b in bridges)]
