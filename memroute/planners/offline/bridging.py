@@ -93,10 +93,10 @@ class BridgeRanking:
     predicate words its items state, and by 1 + ``near`` / d, d the fewest words between it
     and one of those words in a sentence ("owned by Accolade Wines": 1). Every factor 1
     (``described`` and ``near`` 0) keeps the surface order. Only the first rewrite's
-    candidates are reordered unless ``later``; ``subjects``: the one bridge per compared
-    subject (`ChainHeuristics.bridge_per_subject`) is chosen in this order too. Measured in docs/evaluation.md ("The first
-    bridge"); ``unvouched=0.3`` and ``subjects`` are the defaults of
-    `ChainHeuristics.ranking`."""
+    candidates are reordered unless ``later``; with ``subjects`` the first rewrite's bridge
+    per compared subject (`ChainHeuristics.bridge_per_subject`) is chosen in this order too.
+    Measured in docs/evaluation.md ("The first bridge"); ``unvouched=0.3`` and ``subjects``
+    are the defaults of `ChainHeuristics.ranking`."""
 
     unvouched: float = 1.0
     titled: float = 1.0
