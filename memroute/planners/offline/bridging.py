@@ -3,7 +3,7 @@ search next, and the grounded rewrite that searches it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from memroute.memory.titles import split_title
 from memroute.strategies.base import ChainJudgment
@@ -82,6 +82,41 @@ def bridge_query(query: str, entity: str) -> str:
 
 
 @dataclass(frozen=True)
+class BridgeRanking:
+    """How the parse-based judge reorders the surface bridge candidates with the entities of
+    the evidence (stored by the index, else parsed). A candidate's score is multiplied by
+    ``unvouched`` when no entity or title of the items naming it has its key (a capitalised
+    word such as "Federal"), by ``titled`` when it is the title of an evidence item, by
+    ``typed`` when its entity's label fits the hidden slot (`QuestionParse.hidden_labels`),
+    by ``labels[label]`` for its entity's label, by ``subject`` when an item naming it also
+    names the question's subject, by 1 + ``described`` x the question's description and
+    predicate words its items state, and by 1 + ``near`` / d, d the fewest words between it
+    and one of those words in a sentence ("owned by Accolade Wines": 1). Every factor 1
+    (``described`` and ``near`` 0) keeps the surface order. Only the first rewrite's
+    candidates are reordered unless ``later``; with ``subjects`` the first rewrite's bridge
+    per compared subject (`ChainHeuristics.bridge_per_subject`) is chosen in this order too.
+    Measured in docs/evaluation.md ("The first bridge"); ``unvouched=0.3`` and ``subjects``
+    are the defaults of `ChainHeuristics.ranking`."""
+
+    unvouched: float = 1.0
+    titled: float = 1.0
+    typed: float = 1.0
+    labels: dict[str, float] = field(default_factory=dict)
+    subject: float = 1.0
+    described: float = 0.0
+    near: float = 0.0
+    later: bool = False
+    subjects: bool = False
+
+    @property
+    def neutral(self) -> bool:
+        """Whether it keeps the surface order."""
+        return (self.unvouched == self.titled == self.typed == self.subject == 1.0
+                and not self.described and not self.near
+                and all(w == 1.0 for w in self.labels.values()))
+
+
+@dataclass(frozen=True)
 class ChainHeuristics:
     """How the offline judge bridges (defaults measured on the development data).
 
@@ -128,7 +163,9 @@ class ChainHeuristics:
     (`parsed.subjects_missed`), instead of a split searching the question and both. Both on
     by default: together, searches per auto question 2.91 -> 2.32 on HotpotQA 300 (recall
     -0.2 points), 2Wiki 2.93 -> 2.40 (+0.0), MuSiQue 2.96 -> 2.83 (+0.25), LoCoMo unchanged
-    (docs/evaluation.md, "Where the searches go").
+    (docs/evaluation.md, "Where the searches go");
+    ``ranking`` (parse-based judge, surface bridges): how the entities of the evidence
+    reorder the bridge candidates (`BridgeRanking`; a dict of its fields is accepted).
     """
 
     bridges: int = 2
@@ -152,6 +189,14 @@ class ChainHeuristics:
     bridge_per_subject: bool = True
     one_rewrite_in_sight: bool = True
     subjects_after_search: bool = True
+    # an unvouched first bridge weighs 0.3, a compared subject's bridge too (docs/evaluation.md,
+    # "The first bridge": auto 0.0 HotpotQA 300, +1.1 2Wiki, +0.7 MuSiQue, LoCoMo -0.05)
+    ranking: BridgeRanking = field(
+        default_factory=lambda: BridgeRanking(unvouched=0.3, subjects=True))
+
+    def __post_init__(self) -> None:
+        if isinstance(self.ranking, dict):  # from JSON (benchmarks, settings)
+            object.__setattr__(self, "ranking", BridgeRanking(**self.ranking))
 
 
 def judge_evidence(query: str, evidence: list[str], previous_queries: list[str],

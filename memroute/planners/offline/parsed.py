@@ -40,7 +40,13 @@ from dataclasses import replace
 from memroute.memory.titles import split_title
 from memroute.nlp import SPEAKER_LABEL, Entity, entity_key, extract_entities
 from memroute.planners.base import EvidenceEntities
-from memroute.planners.offline.bridging import ChainHeuristics, bridge_candidates, judge_evidence
+from memroute.planners.offline.bridging import (
+    BridgeCandidate,
+    ChainHeuristics,
+    bridge_candidates,
+    bridge_query,
+    judge_evidence,
+)
 from memroute.planners.offline.dates import date_window, without_dates
 from memroute.planners.offline.entities import (
     STOPWORDS,
@@ -301,21 +307,112 @@ def packed_rewrite(query: str, kept: list[str], tried: list[str]) -> bool:
 
 
 def subject_bridges(query: str, evidence: list[str], tried: list[str],
-                    described: set[str]) -> list[str]:
+                    described: set[str], heuristics: ChainHeuristics | None = None,
+                    stored: EvidenceEntities = None) -> list[str]:
     """The best bridge of each title the question names, from the items filed under it that
     state the role the question describes (``described``: its stems), if any do ("Which film
-    has the director who died later, A or B?": A's director, B's director)."""
-    by_title: dict[str, list[str]] = {}
-    for text in evidence:
+    has the director who died later, A or B?": A's director, B's director); ranked by
+    ``heuristics.ranking`` when given (`rank_bridges`)."""
+    stored = stored if stored is not None and len(stored) == len(evidence) else None
+    by_title: dict[str, list[int]] = {}
+    for i, text in enumerate(evidence):
         title = split_title(text)[0]
         if title is not None and mentioned(title, query):
-            by_title.setdefault(title, []).append(text)
+            by_title.setdefault(title, []).append(i)
     bridges: list[str] = []
-    for items in by_title.values():
-        items = [t for t in items if _has_predicate(t, described)] or items
-        best = bridge_candidates(query, items, [*tried, *bridges])[:1]
+    for indices in by_title.values():
+        indices = [i for i in indices if _has_predicate(evidence[i], described)] or indices
+        items = [evidence[i] for i in indices]
+        if heuristics is None:
+            best = bridge_candidates(query, items, [*tried, *bridges])[:1]
+        else:
+            best = rank_bridges(query, items, [*tried, *bridges], heuristics,
+                                None if stored is None else [stored[i] for i in indices])[:1]
         bridges.extend(c.entity for c in best)
     return list(dict.fromkeys(bridges))
+
+
+def _stem(word: str) -> str:
+    """A word's first four letters once a plural, past or -ing ending is cut ("owned",
+    "owns" -> "own")."""
+    word = fold(word)
+    for end in ("ing", "ed", "es", "s"):
+        if word.endswith(end) and len(word) - len(end) >= 3:
+            word = word[:-len(end)]
+            break
+    return word[:4]
+
+
+def _distance(key: str, text: str, stems: set[str]) -> int | None:
+    """The fewest words between ``key`` (an entity key) and a word starting with one of
+    ``stems`` in one line of ``text``; ``None`` when no line holds both."""
+    target = key.split()
+    best = None
+    for line in text.splitlines():
+        words = entity_key(split_title(line)[1]).split()
+        starts = [i for i in range(len(words) - len(target) + 1)
+                  if words[i:i + len(target)] == target]
+        if not starts:
+            continue
+        hits = [j for j, w in enumerate(words) if any(w.startswith(s) for s in stems)
+                and not any(i <= j < i + len(target) for i in starts)]
+        for i in starts:
+            for j in hits:
+                d = i - j if j < i else j - (i + len(target) - 1)
+                best = d if best is None else min(best, d)
+    return best
+
+
+def rank_bridges(query: str, evidence: list[str], tried: list[str],
+                 heuristics: ChainHeuristics = ChainHeuristics(), stored: EvidenceEntities = None,
+                 fresh_from: int | None = None) -> list[BridgeCandidate]:
+    """The surface bridge candidates (`bridge_candidates`), reordered by
+    ``heuristics.ranking`` with the entities of the items that name each (`BridgeRanking`)."""
+    h = heuristics
+    candidates = bridge_candidates(query, evidence, tried, fresh_from=fresh_from,
+                                   fresh_weight=h.fresh_weight)
+    r = h.ranking
+    if r.neutral or not candidates:
+        return candidates
+    qp = read_question(query)
+    entities = _item_entities(evidence, stored if stored is not None and len(stored) == len(
+        evidence) else None)
+    texts = [f" {entity_key(text)} " for text in evidence]
+    # "Drive" is vouched for by a fact filed under "Drive (2011 film)"
+    titles = {entity_key(re.sub(r"\s*\([^)]*\)\s*$", "", t)) for t in (
+        split_title(line)[0] for text in evidence for line in text.splitlines()) if t}
+    subject = [any(e.key in qp.named_keys for e in ents)
+               or any(mentioned(n, text) for n in qp.named)
+               for text, ents in zip(evidence, entities, strict=True)]
+    stems = _stems([*qp.description, *qp.predicate])
+    near_stems = {_stem(w) for w in [*qp.description, *qp.predicate] if len(w) >= 3}
+    out = []
+    for candidate in candidates:
+        key = entity_key(candidate.entity)
+        items = [i for i, (text, ents) in enumerate(zip(texts, entities, strict=True))
+                 if f" {key} " in text or any(e.key == key for e in ents)]
+        titled = key in titles
+        labels = [e.label for i in items for e in entities[i] if e.key == key]
+        label = next((lb for lb in labels if lb != "TITLE"), labels[0] if labels else None)
+        factor = 1.0
+        if label is None and not titled:
+            factor *= r.unvouched
+        if titled:
+            factor *= r.titled
+        if label is not None:
+            factor *= r.labels.get(label, 1.0)
+            if qp.hidden_labels and label in qp.hidden_labels:
+                factor *= r.typed
+        if any(subject[i] for i in items):
+            factor *= r.subject
+        if r.described and stems:
+            factor *= 1.0 + r.described * max((_overlap(evidence[i], stems) for i in items),
+                                              default=0)
+        if r.near and near_stems:
+            found = [d for i in items if (d := _distance(key, evidence[i], near_stems))]
+            factor *= 1.0 + r.near / min(found) if found else 1.0
+        out.append(BridgeCandidate(candidate.entity, candidate.score * factor))
+    return sorted(out, key=lambda c: -c.score)
 
 
 def judge_with_entities(query: str, evidence: list[str], previous_queries: list[str],
@@ -412,12 +509,25 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
                                  produced_after=dated_span[0].isoformat(),
                                  produced_before=dated_span[1].isoformat())
     if h.bridge_per_subject and rewrites == 0 and qp.hidden_head:
-        bridges = subject_bridges(query, evidence[:keep], tried, _stems(qp.description))
+        bridges = subject_bridges(query, evidence[:keep], tried, _stems(qp.description),
+                                  h if h.ranking.subjects else None,
+                                  None if stored is None else stored[:keep])
         if len(bridges) >= 2:
             words = [w for w in dict.fromkeys([*qp.description, *qp.predicate])
                      if not any(mentioned(w, b) for b in bridges)]
             return ChainJudgment(is_sufficient=False, evidence_indices=indices,
                                  new_query=" ".join([*bridges, *words]), confidence=BRIDGE_UNSURE)
+    if h.bridge_from == "surface" and not h.ranking.neutral and (rewrites == 0
+                                                                 or h.ranking.later):
+        ranked = rank_bridges(query, evidence, tried, h, stored, fresh_from)
+        if not ranked:
+            return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9)
+        last = rewrites + 1 == allowed
+        bridge = " ".join(c.entity for c in ranked[:h.pack if last else 1])
+        clear = len(ranked) == 1 or ranked[0].score >= 2 * ranked[1].score
+        return ChainJudgment(is_sufficient=False, evidence_indices=indices,
+                             new_query=bridge_query(query, bridge),
+                             confidence=BRIDGE_SURE if clear else BRIDGE_UNSURE)
     if h.bridge_from == "surface":
         judgment = judge_evidence(query, evidence, previous_queries, replace(h, bridges=allowed))
         if judgment.is_sufficient:
