@@ -73,6 +73,27 @@ async def test_judge_reply_reads_the_evidence_and_previous_queries_of_the_prompt
     assert empty.error is None and empty.value.is_sufficient
 
 
+async def test_the_judge_prompt_names_the_question_once_and_earlier_rewrites_in_full():
+    chat = ScriptedPlannerChat()
+    sent: list[str] = []
+    complete = chat.complete
+
+    async def recording(messages, schema, max_tokens):
+        sent.append(messages[-1]["content"])
+        return await complete(messages, schema, max_tokens)
+
+    chat.complete = recording
+    planner = LLMPlanner(chat)
+    first = await planner.judge(BRIDGE, EVIDENCE, [f" {BRIDGE.upper()} "], hop=1)
+    assert sent[-1].count("Harbor Lights born") == 1  # in <question> only
+    assert "- (the question)" in sent[-1]
+    # the scripted model reads "(the question)" back: the same decisions as before
+    assert first.value == judge_evidence(BRIDGE, EVIDENCE, [BRIDGE])
+    second = await planner.judge(BRIDGE, EVIDENCE, [BRIDGE, "Mara Quinlan born"], hop=2)
+    assert "- (the question)\n- Mara Quinlan born" in sent[-1]
+    assert second.value == judge_evidence(BRIDGE, EVIDENCE, [BRIDGE, "Mara Quinlan born"])
+
+
 def test_an_unknown_schema_is_refused():
     from pydantic import BaseModel
 

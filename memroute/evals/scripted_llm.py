@@ -21,6 +21,7 @@ import time
 
 from pydantic import BaseModel
 
+from memroute.planners.llm.prompting import THE_QUESTION
 from memroute.planners.llm.replies import JudgeReply, RouteReply, SplitReply
 from memroute.planners.llm.structured import Completion, Message
 from memroute.planners.llm.tokens import encoding
@@ -73,7 +74,8 @@ def planner_reply(messages: list[Message], schema: type[BaseModel],
         return json.dumps({"sub_queries": subs})
     if schema is JudgeReply:
         evidence = _lines(_between(user, "evidence"), re.compile(r"^\[\d+\] "))
-        previous = _lines(_between(user, "previous_queries"), re.compile(r"^- "))
+        previous = [question if q == THE_QUESTION else q for q in
+                    _lines(_between(user, "previous_queries"), re.compile(r"^- "))]
         return judge_evidence(question, evidence, previous).model_dump_json()
     raise ValueError(f"no scripted reply for {schema.__name__}")
 

@@ -94,7 +94,7 @@ class LLMPlanner:
         """(``evidence_entities`` is not sent: the model reads the evidence itself.)"""
         result = await self._ask(self.llm, JUDGE, replies.JudgeReply,
                                  query=as_data(query, QUESTION_CHARS),
-                                 previous=format_queries(previous_queries),
+                                 previous=format_queries(previous_queries, query),
                                  evidence=format_evidence(evidence, query, previous_queries))
         return result.to_planner(result.value and replies.to_judgment(
             result.value, min(len(evidence), JUDGE_ITEMS)))

@@ -84,5 +84,12 @@ def format_evidence(evidence: list[str], question: str = "",
                      for i, text in enumerate(evidence[:JUDGE_ITEMS])) or "(none)"
 
 
-def format_queries(queries: list[str]) -> str:
-    return "\n".join(f"- {as_data(q, QUERY_CHARS)}" for q in queries) or "(none)"
+THE_QUESTION = "(the question)"  # an earlier query that was the question itself
+
+
+def format_queries(queries: list[str], question: str = "") -> str:
+    """The earlier queries, one per line; the question itself (searched first) as
+    `THE_QUESTION`, not repeated (~20 tokens a judge request)."""
+    asked = " ".join(question.split()).casefold()
+    return "\n".join(f"- {THE_QUESTION}" if asked and " ".join(q.split()).casefold() == asked
+                     else f"- {as_data(q, QUERY_CHARS)}" for q in queries) or "(none)"
