@@ -160,10 +160,11 @@ class ChainHeuristics:
     bridges, instead of ``bridges``; ``subjects_after_search``: whether a comparison or
     coordination of two named subjects (`parsed.compared_subjects`) goes to a chain that
     searches the question first and then the sub-query of each subject it did not cover
-    (`parsed.subjects_missed`), instead of a split searching the question and both. Both on
-    by default: together, searches per auto question 2.91 -> 2.32 on HotpotQA 300 (recall
-    -0.2 points), 2Wiki 2.93 -> 2.40 (+0.0), MuSiQue 2.96 -> 2.83 (+0.25), LoCoMo unchanged
-    (docs/evaluation.md, "Where the searches go");
+    (`parsed.subjects_missed`), instead of a split searching the question and both (on:
+    searches per auto question 2.91 -> 2.52 on HotpotQA 300, 2Wiki 2.93 -> 2.59, recall
+    within noise, LoCoMo unchanged). ``one_rewrite_in_sight`` is off: with the bridge
+    ranking below it saved 0.13-0.19 searches and lost recall on every Wikipedia set
+    (HotpotQA 800 -0.5 points, 2Wiki -0.7; docs/evaluation.md, "Where the searches go");
     ``ranking`` (parse-based judge, surface bridges): how the entities of the evidence
     reorder the bridge candidates (`BridgeRanking`; a dict of its fields is accepted).
     """
@@ -187,7 +188,7 @@ class ChainHeuristics:
     date_pad_days: int = 7
     bridge_found_stop: bool = False
     bridge_per_subject: bool = True
-    one_rewrite_in_sight: bool = True
+    one_rewrite_in_sight: bool = False
     subjects_after_search: bool = True
     # an unvouched first bridge weighs 0.3, a compared subject's bridge too (docs/evaluation.md,
     # "The first bridge": auto 0.0 HotpotQA 300, +1.1 2Wiki, +0.7 MuSiQue, LoCoMo -0.05)
