@@ -167,8 +167,7 @@ class ChainHeuristics:
     ``ranking`` (parse-based judge, surface bridges): how the entities of the evidence
     reorder the bridge candidates (`BridgeRanking`; a dict of its fields is accepted);
     ``follow_found_bridge`` (parse-based judge): whether the second rewrite of a bridge
-    question whose first rewrite searched one bridge and brought up facts filed under it
-    (`followed_facts`)
+    question whose first rewrite brought up facts filed under its bridge (`followed_facts`)
     follows the chain from those facts (``follow_pack`` of their entities, then the best
     runner-up bridges of the first hop up to ``pack``, plus the question's relation words)
     instead of packing the first hop's runner-up bridges only), those entities ranked by

@@ -525,10 +525,8 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
                      if not any(mentioned(w, b) for b in bridges)]
             return ChainJudgment(is_sufficient=False, evidence_indices=indices,
                                  new_query=" ".join([*bridges, *words]), confidence=BRIDGE_UNSURE)
-    if (h.follow_found_bridge and not attribute and rewrites == 1 and allowed > 1
-            and not packed_rewrite(query, evidence[:keep], tried)):
-        # the first rewrite found its one bridge's facts: the next bridge is named there
-        # (bridges searched together, as each compared subject's, are no one chain)
+    if h.follow_found_bridge and not attribute and rewrites == 1 and allowed > 1:
+        # the first rewrite found its bridge's facts: the next bridge is named there
         followed = rank_bridges(query, followed_facts(query, tried[-1], evidence[keep:]),
                                 tried, replace(h, ranking=h.follow_ranking))
         if followed:
