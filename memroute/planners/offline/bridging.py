@@ -165,13 +165,7 @@ class ChainHeuristics:
     -0.2 points), 2Wiki 2.93 -> 2.40 (+0.0), MuSiQue 2.96 -> 2.83 (+0.25), LoCoMo unchanged
     (docs/evaluation.md, "Where the searches go");
     ``ranking`` (parse-based judge, surface bridges): how the entities of the evidence
-    reorder the bridge candidates (`BridgeRanking`; a dict of its fields is accepted);
-    ``follow_found_bridge`` (parse-based judge): whether the second rewrite of a bridge
-    question whose first rewrite brought up facts filed under its bridge (`followed_facts`)
-    follows the chain from those facts (``follow_pack`` of their entities, then the best
-    runner-up bridges of the first hop up to ``pack``, plus the question's relation words)
-    instead of packing the first hop's runner-up bridges only), those entities ranked by
-    ``follow_ranking``.
+    reorder the bridge candidates (`BridgeRanking`; a dict of its fields is accepted).
     """
 
     bridges: int = 2
@@ -195,9 +189,6 @@ class ChainHeuristics:
     bridge_per_subject: bool = True
     one_rewrite_in_sight: bool = True
     subjects_after_search: bool = True
-    follow_found_bridge: bool = False
-    follow_pack: int = 3
-    follow_ranking: BridgeRanking = field(default_factory=BridgeRanking)
     # an unvouched first bridge weighs 0.3, a compared subject's bridge too (docs/evaluation.md,
     # "The first bridge": auto 0.0 HotpotQA 300, +1.1 2Wiki, +0.7 MuSiQue, LoCoMo -0.05)
     ranking: BridgeRanking = field(
@@ -206,8 +197,6 @@ class ChainHeuristics:
     def __post_init__(self) -> None:
         if isinstance(self.ranking, dict):  # from JSON (benchmarks, settings)
             object.__setattr__(self, "ranking", BridgeRanking(**self.ranking))
-        if isinstance(self.follow_ranking, dict):
-            object.__setattr__(self, "follow_ranking", BridgeRanking(**self.follow_ranking))
 
 
 def judge_evidence(query: str, evidence: list[str], previous_queries: list[str],

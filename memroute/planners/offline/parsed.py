@@ -281,14 +281,6 @@ def bridge_found(query: str, bridge_query: str, kept: list[str], fresh: list[str
     return len(found) >= (len(named) if role_of_each and len(named) >= 2 else 1)
 
 
-def followed_facts(query: str, rewrite: str, fresh: list[str]) -> list[str]:
-    """The ``fresh`` hits of a rewrite filed under its bridge: a title ``rewrite`` names and
-    the question does not (untitled items, such as turns, never are)."""
-    return [text for text in fresh
-            if (title := split_title(text)[0]) is not None and mentioned(title, rewrite)
-            and not mentioned(title, query)]
-
-
 def bridge_in_sight(query: str, evidence: list[str]) -> bool:
     """Whether the first hop already shows where the bridge is: facts are filed under at
     least one title the question names, and for each such title, its facts mention another
@@ -525,18 +517,6 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
                      if not any(mentioned(w, b) for b in bridges)]
             return ChainJudgment(is_sufficient=False, evidence_indices=indices,
                                  new_query=" ".join([*bridges, *words]), confidence=BRIDGE_UNSURE)
-    if h.follow_found_bridge and not attribute and rewrites == 1 and allowed > 1:
-        # the first rewrite found its bridge's facts: the next bridge is named there
-        followed = rank_bridges(query, followed_facts(query, tried[-1], evidence[keep:]),
-                                tried, replace(h, ranking=h.follow_ranking))
-        if followed:
-            chosen = [c.entity for c in followed[:h.follow_pack]]
-            runners = bridge_candidates(query, evidence, [*tried, *chosen], fresh_from=keep,
-                                        fresh_weight=h.fresh_weight)
-            chosen += [c.entity for c in runners[:max(0, h.pack - len(chosen))]]
-            bridge = " ".join(chosen)
-            return ChainJudgment(is_sufficient=False, evidence_indices=indices,
-                                 new_query=bridge_query(query, bridge), confidence=BRIDGE_UNSURE)
     if h.bridge_from == "surface" and not h.ranking.neutral and (rewrites == 0
                                                                  or h.ranking.later):
         ranked = rank_bridges(query, evidence, tried, h, stored, fresh_from)
