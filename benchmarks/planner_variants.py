@@ -7,7 +7,9 @@ line per strategy: the headline recall, searches per question, p50, per type and
 
 ``--planner`` holds `OfflinePlanner` keyword arguments (``use_nlp``, ``attribute_route`` and
 any `ChainHeuristics` field); ``--rewrite-factor`` overrides
-`memroute.strategies.base.REWRITE_RESULTS_FACTOR`; ``--lane`` turns the entity lane on.
+`memroute.strategies.base.REWRITE_RESULTS_FACTOR`; ``--lane`` turns the entity lane on;
+``--dump-pool`` writes each question's pool before the final rerank (read by
+`benchmarks.rerank_headroom`).
 """
 
 from __future__ import annotations
@@ -56,13 +58,9 @@ def main() -> None:
     parser.add_argument("--lane", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--strategy", default="auto")
     parser.add_argument("--out", type=Path, default=Path("bench-out/variants"))
-    parser.add_argument("--final-allocation", default=None,
-                        help="overrides memroute.graph.final_rerank.FINAL_ALLOCATION")
     parser.add_argument("--dump-pool", type=Path, default=None,
                         help="write each question's pool before the final rerank (JSONL)")
     args = parser.parse_args()
-    if args.final_allocation is not None:
-        final_rerank.FINAL_ALLOCATION = args.final_allocation
     if args.dump_pool is not None:
         dump_pools(args.dump_pool)
     if args.rewrite_factor is not None:

@@ -38,8 +38,7 @@ def fuse_scores(matrix: np.ndarray, how: str = "max") -> np.ndarray:
     """One score per candidate from a queries x candidates matrix.
 
     ``max`` keeps a candidate that answers any one query (what a sub-query or a hop is
-    for); ``mean`` rewards candidates relevant to all queries; ``rrf`` fuses the ranks; ``gap``
-    is ``max`` of each query's scores less that query's best (each query's best scores 0).
+    for); ``mean`` rewards candidates relevant to all queries; ``rrf`` fuses the ranks.
     """
     if matrix.shape[0] == 1:
         return matrix[0]
@@ -47,12 +46,10 @@ def fuse_scores(matrix: np.ndarray, how: str = "max") -> np.ndarray:
         return matrix.max(axis=0)
     if how == "mean":
         return matrix.mean(axis=0)
-    if how == "gap":
-        return (matrix - matrix.max(axis=1, keepdims=True)).max(axis=0)
     if how == "rrf":
         ranks = (-matrix).argsort(axis=1).argsort(axis=1)
         return (1.0 / (60.0 + ranks + 1)).sum(axis=0)
-    raise ValueError(f"unknown fusion {how!r}: use max, mean, gap or rrf")
+    raise ValueError(f"unknown fusion {how!r}: use max, mean or rrf")
 
 
 @dataclass(frozen=True)
