@@ -7,7 +7,9 @@ line per strategy: the headline recall, searches per question, p50, per type and
 
 ``--planner`` holds `OfflinePlanner` keyword arguments (``use_nlp``, ``attribute_route`` and
 any `ChainHeuristics` field); ``--rewrite-factor`` overrides
-`memroute.strategies.base.REWRITE_RESULTS_FACTOR`; ``--lane`` turns the entity lane on.
+`memroute.strategies.base.REWRITE_RESULTS_FACTOR`; ``--lane`` turns the entity lane on;
+``--dump-pool`` writes each question's pool before the final rerank (read by
+`benchmarks.rerank_headroom`).
 """
 
 from __future__ import annotations
@@ -17,10 +19,32 @@ import asyncio
 import json
 from pathlib import Path
 
+import memroute.graph.final_rerank as final_rerank
 import memroute.strategies.base as strategy_base
 from memroute.evals.runner import EvalConfig, run_eval
 from memroute.planners.offline.planner import OfflinePlanner
 from memroute.settings import get_settings
+
+
+def dump_pools(path: Path) -> None:
+    """Append each question's pool (as the final rerank receives it) to ``path``: the
+    question, the queries used and every pooled record's episode contents, uid and query."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = final_rerank.record_decision
+
+    async def dumping(state, stop_reason):
+        pool = list((state.get("pool") or {}).values())
+        with path.open("a") as out:
+            out.write(json.dumps({
+                "query": state["query"], "queries": list(state.get("queries") or []),
+                "pool": [{"uid": r["uid"], "query": r["query"], "score": r["rerank_score"],
+                          "own": r["extra"].get("own_rank"),
+                          "episodes": [[e.get("uid"), e.get("content"),
+                                        (e.get("metadata") or {}).get("dia_id")]
+                                       for e in r["episodes"]]} for r in pool]}) + "\n")
+        await record(state, stop_reason)
+
+    final_rerank.record_decision = dumping
 
 
 def main() -> None:
@@ -34,7 +58,11 @@ def main() -> None:
     parser.add_argument("--lane", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--strategy", default="auto")
     parser.add_argument("--out", type=Path, default=Path("bench-out/variants"))
+    parser.add_argument("--dump-pool", type=Path, default=None,
+                        help="write each question's pool before the final rerank (JSONL)")
     args = parser.parse_args()
+    if args.dump_pool is not None:
+        dump_pools(args.dump_pool)
     if args.rewrite_factor is not None:
         strategy_base.REWRITE_RESULTS_FACTOR = args.rewrite_factor
     settings = get_settings()
