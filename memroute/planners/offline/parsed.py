@@ -57,6 +57,7 @@ from memroute.planners.offline.entities import (
 )
 from memroute.planners.offline.question_parse import QuestionParse, read_question
 from memroute.planners.offline.question_syntax import (
+    COMPARISON,
     has_nested_relation,
     route_by_syntax,
     subject_sub_queries,
@@ -108,11 +109,14 @@ SUBJECTS_AFTER_SEARCH = "subjects searched after the question: "
 
 
 def compared_subjects(query: str) -> list[str]:
-    """The two sub-queries of a comparison or coordination of two named subjects ("Which
-    was founded first, A or B?" -> "A founded", "B founded"), else []: the questions
-    `ChainHeuristics.subjects_after_search` searches first and splits only as needed."""
+    """The two sub-queries of a comparison of two named subjects ("Which was founded first,
+    A or B?" -> "A founded", "B founded"), else []: the questions
+    `ChainHeuristics.subjects_after_search` searches first and splits only as needed. A
+    coordination ("Where do Priya and Jonah live?") asks two facts, not one compared
+    attribute, and stays a split: its searches run at once (in a conversation no subject
+    is ever covered by the question's search, so a chain would only run them in turn)."""
     route, reason, _ = route_by_parse(query)
-    if route != "split" or reason == "coordinated clauses with their own subjects":
+    if route != "split" or reason != COMPARISON:
         return []
     subs = clean_sub_queries(query, subject_sub_queries(query))  # as a split would search
     return subs if len(subs) == 2 else []

@@ -68,6 +68,9 @@ _ATTRIBUTE_NOUNS = frozenset("kind type sort form genre".split())
 _DESCRIPTOR = re.compile(rf"\b(starring|alongside|featuring|by|with)\s+(both\s+)?(the\s+)?{_MASK}",
                          re.I)
 
+COMPARISON = "comparison of several subjects"  # a route reason
+
+
 def _phrase_spans(query: str) -> list[tuple[int, int, str]]:
     spans: list[tuple[int, int, str]] = []
     cursor = 0
@@ -194,7 +197,7 @@ def route_by_syntax(query: str) -> tuple[str, str]:
         if compares_a_role(query, subjects) and (comparative or shared):
             return "chain", "compares a role of its subjects (a dependency chain per subject)"
         if comparative:
-            return "split", "comparison of several subjects"
+            return "split", COMPARISON
         if (shared or not nested) and not asks_for_hidden_entity(query, subjects):
             return "split", "coordination of several subjects"
     if nested:
