@@ -157,8 +157,8 @@ class ChainHeuristics:
     its named titles ("the director of A or of B") packs the best bridge of each;
     ``one_rewrite_in_sight``: whether a bridge question whose first hop already holds the
     bridge's own facts (`parsed.bridge_in_sight`) gets one rewrite, packing the best
-    bridges, instead of ``bridges``; ``subjects_after_search``: whether a comparison or
-    coordination of two named subjects (`parsed.compared_subjects`) goes to a chain that
+    bridges, instead of ``bridges``; ``subjects_after_search``: whether a comparison of
+    two named subjects (`parsed.compared_subjects`; a coordination stays a split) goes to a chain that
     searches the question first and then the sub-query of each subject it did not cover
     (`parsed.subjects_missed`), instead of a split searching the question and both (on:
     searches per auto question 2.91 -> 2.52 on HotpotQA 300, 2Wiki 2.93 -> 2.59, recall

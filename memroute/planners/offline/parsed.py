@@ -1,7 +1,7 @@
 """The offline planner's decisions from a parsed question and the entities of the evidence.
 
 - **route**: coordinated clauses with their own subjects, or a comparison/coordination of
-  named subjects -> ``split`` (of exactly two, with ``subjects_after_search``: a chain that
+  named subjects -> ``split`` (a comparison of exactly two, with ``subjects_after_search``: a chain that
   searches the question first, then the subjects it did not cover); a noun the question
   describes but does not name (a relative clause, a role of a named thing) or a nested
   relation -> ``chain``; one named subject with a direct attribute -> ``attribute_route``
