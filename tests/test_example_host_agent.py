@@ -48,10 +48,11 @@ async def test_host_streams_memroute_steps_as_a_subgraph(host, memory: Memory,
     inner = [(ns, mode, chunk) for ns, mode, chunk in steps if ns]
     assert inner and all(ns[0].startswith("memroute:") for ns, _, _ in inner)
     inner_nodes = [node for _, mode, chunk in inner if mode == "updates" for node in chunk]
-    assert inner_nodes[:2] == ["tool_select", "split_plan"]
+    # the question's own search runs beside the planner's split: either may report first
+    assert inner_nodes[0] == "tool_select" and "split_plan" in inner_nodes[1:3]
     assert inner_nodes.count("memory_search") == 3 and inner_nodes[-1] == "final_rerank"
     events = [chunk["event"] for _, mode, chunk in inner if mode == "custom"]
-    assert events[:2] == ["route", "sub_queries"] and events[-1] == "final"
+    assert events[0] == "route" and "sub_queries" in events[1:3] and events[-1] == "final"
 
     # The host sees memroute's narrow output only, never its working state.
     (memroute_update,) = [chunk["memroute"] for ns, mode, chunk in steps
