@@ -539,8 +539,14 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
         last = rewrites + 1 == allowed
         bridge = " ".join(c.entity for c in ranked[:h.pack if last else 1])
         clear = len(ranked) == 1 or ranked[0].score >= 2 * ranked[1].score
+        # the runner-ups packed into a second search of the same hop, from this hop's
+        # ranking (not after the first bridge's search)
+        runner_ups = (" ".join(c.entity for c in ranked[1:1 + h.pack])
+                      if h.bridges_at_once and rewrites == 0 and allowed == 2 else "")
         return ChainJudgment(is_sufficient=False, evidence_indices=indices,
                              new_query=bridge_query(query, bridge),
+                             concurrent_searches=[ChainSearch(query=bridge_query(
+                                 query, runner_ups))] if runner_ups else [],
                              confidence=BRIDGE_SURE if clear else BRIDGE_UNSURE)
     if h.bridge_from == "surface":
         judgment = judge_evidence(query, evidence, previous_queries, replace(h, bridges=allowed))
