@@ -78,7 +78,8 @@ def main() -> None:
         print(json.dumps({
             "dataset": args.dataset, "name": args.name, "strategy": strategy,
             "lane": settings.entity_lane, head: figures[head],
-            "searches": figures.get("queries_mean"), "p50_ms": figures["latency_ms_p50"],
+            "searches": figures.get("queries_mean"), "rounds": figures.get("search_rounds_mean"),
+            "p50_ms": figures["latency_ms_p50"],
             "types": {t: round(x[head], 4) for t, x in figures.get("types", {}).items()},
             "routes": {r: [x["n"], round(x[head], 4)] for r, x in figures["routes"].items()},
             "stops": figures.get("stop_reasons")}))

@@ -82,6 +82,7 @@ class RetrievalResult:
     notes: list[str] = field(default_factory=list)
     route_reason: str = ""
     planner: str = ""
+    search_rounds: int = 0  # rounds of searches one after another (concurrent ones: one)
 
     @classmethod
     def from_output(cls, output: dict[str, Any]) -> RetrievalResult:
@@ -95,7 +96,8 @@ class RetrievalResult:
                    sub_queries=list(output.get("sub_queries") or []),
                    hops=list(output.get("hops") or []), notes=list(output.get("notes") or []),
                    route_reason=output.get("route_reason", ""),
-                   planner=output.get("planner", ""))
+                   planner=output.get("planner", ""),
+                   search_rounds=int(output.get("search_rounds") or 0))
 
     def trace(self) -> dict[str, Any]:
         """Everything but the evidence objects, as JSON-ready data."""

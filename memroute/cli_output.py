@@ -150,9 +150,13 @@ def hops_table(hops: list[dict[str, Any]]) -> Table:
     for hop in hops:
         sufficient = hop.get("is_sufficient")
         confidence = hop.get("confidence")
-        then = (f"next: {hop.get('new_query')}" if hop.get("decision") == "continue"
+        # a hop's concurrent searches, one per line
+        queries = "\n".join([hop.get("query", ""), *(hop.get("concurrent_queries") or [])])
+        following = "\n".join([hop.get("new_query", ""),
+                               *(hop.get("new_concurrent_queries") or [])])
+        then = (f"next: {following}" if hop.get("decision") == "continue"
                 else f"stop: {hop.get('decision')}")
-        table.add_row(str(hop.get("hop")), hop.get("query", ""),
+        table.add_row(str(hop.get("hop")), queries,
                       "-" if sufficient is None else ("yes" if sufficient else "no"),
                       "-" if confidence is None else f"{confidence:.2f}",
                       ",".join(str(i) for i in hop.get("evidence_indices") or []) or "-", then)

@@ -20,6 +20,7 @@ from langgraph._internal import _serde
 from memroute import Budget, RetrievalAgent, Scope
 from memroute.agent import RetrievalResult
 from memroute.graph import GraphPolicies, build_retrieval_graph
+from memroute.planners.offline.planner import OfflinePlanner
 
 FAST = GraphPolicies(llm_timeout_s=10.0, llm_max_attempts=2, retry_initial_interval_s=0.01,
                      retry_max_interval_s=0.02)
@@ -156,3 +157,23 @@ async def test_agent_passes_plain_input(memory, corpus) -> None:
     request = agent._input(DIRECT_Q, corpus, 3, None, "auto", Budget(max_llm_calls=2))
     assert plain_paths(request) == []
     assert request["scope"] == corpus.as_dict() and request["budget"]["max_llm_calls"] == 2
+
+
+async def test_a_hop_sending_two_searches_checkpoints_and_reruns(memory, corpus, saver) -> None:
+    """A chain hop fanning out (a comparison's two subjects, `ChainJudgment.concurrent_searches`)
+    checkpoints as plain data, and a second run on the thread starts from hop 0 again."""
+    query = "Who has been to more countries, Caroline or Melanie?"
+    agent = RetrievalAgent(memory, planner=OfflinePlanner(), policies=FAST)
+    graph = build_retrieval_graph(policies=FAST).compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": f"t-{uuid.uuid4().hex[:8]}"}}
+    for _ in range(2):
+        output = await graph.ainvoke({"query": query, "scope": corpus.as_dict(), "k": 10},
+                                     config, context=agent.context())
+        assert output["route"] == "chain" and len(output["queries"]) == 3
+        assert output["search_rounds"] == 2 and [h["hop"] for h in output["hops"]] == [1, 2]
+    checkpoints = [c async for c in saver.alist(config)]
+    for tuple_ in checkpoints:
+        assert plain_paths(tuple_.checkpoint["channel_values"]) == []
+        assert plain_paths([value for _, _, value in tuple_.pending_writes or []]) == []
+    state = await graph.aget_state(config)
+    assert {k: state.values[k] for k in output} == output

@@ -12,6 +12,7 @@ from memroute.planners.offline.bridging import ChainHeuristics
 from memroute.planners.offline.dates import date_window, without_dates
 from memroute.planners.offline.parsed import judge_with_entities
 from memroute.planners.offline.planner import OfflinePlanner
+from memroute.strategies.base import ChainSearch
 
 
 def utc(*args: int) -> datetime:
@@ -41,6 +42,14 @@ def test_the_dated_search_comes_after_the_own_search() -> None:
     first = judge_with_entities(QUESTION, TURNS, [QUESTION], ChainHeuristics(), STORED)
     assert first.new_query == "Who did I have dinner with on May 3, 2023?"
     assert (first.producer, first.produced_after, first.produced_before) == ("Gina", "", "")
+    # the dated search does not depend on the first one's evidence: sent in the same hop
+    assert first.concurrent_searches == [ChainSearch(
+        query="Who did I have dinner with?", producer="Gina",
+        produced_after="2023-04-26T00:00:00+00:00", produced_before="2023-05-11T00:00:00+00:00")]
+    alone = judge_with_entities(QUESTION, TURNS, [QUESTION], ChainHeuristics(fan_out=False),
+                                STORED)
+    assert alone.new_query == first.new_query and alone.concurrent_searches == []
+    # one per hop (fan_out off): the dated search next
     second = judge_with_entities(QUESTION, TURNS, [QUESTION, first.new_query],
                                  ChainHeuristics(), STORED)
     assert second.new_query == "Who did I have dinner with?" and second.producer == "Gina"
@@ -75,7 +84,8 @@ async def test_the_dated_search_reads_only_the_speakers_turns_of_those_days(memo
     result = await agent.aretrieve(QUESTION, scope=scope, k=4, strategy="chain")
     assert result.queries[1:] == ["Who did I have dinner with on May 3, 2023?",
                                   "Who did I have dinner with?"]
-    dated = [r for r in result.results if r.extra.get("hop") == 3]
+    assert result.search_rounds == 2  # both in the second hop
+    dated = [r for r in result.results if r.query == "Who did I have dinner with?"]
     assert dated and all(r.nucleus.producer == "Gina" for r in dated)
     assert all(utc(2023, 4, 26) <= r.nucleus.produced_at < utc(2023, 5, 11) for r in dated)
     assert any("my mom" in r.nucleus.content for r in result.results[:2])

@@ -24,6 +24,7 @@ class Retrieved:
     wall_ms: float = 0.0
     prompt_versions: dict[str, str] = field(default_factory=dict)
     decisions: dict[str, int] = field(default_factory=dict)  # a cascade's, by planner
+    search_rounds: int = 0  # searches one after another (a round's run at once)
 
 
 def cost_rows(costs: Costs) -> dict[str, dict[str, float]]:
@@ -51,4 +52,4 @@ class Retrieval:
         return Retrieved(list(res.results), str(res.route), list(res.queries),
                          cost_rows(res.costs), str(res.stop_reason or ""),
                          (time.perf_counter() - start) * 1000, dict(res.prompt_versions),
-                         res.costs.decisions)
+                         res.costs.decisions, res.search_rounds)

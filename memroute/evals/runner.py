@@ -145,6 +145,7 @@ def _row(job: Job, got: Retrieved, dataset: Dataset, cfg: EvalConfig) -> dict[st
     return {
         "id": q.id, "type": q.type, "strategy": job.strategy, "k": job.k,
         "question": q.question, "route": got.route, "queries": got.queries,
+        "search_rounds": got.search_rounds,
         "stop_reason": got.stop_reason, "returned": returned, "costs": got.costs,
         **({"decisions": got.decisions} if got.decisions else {}),
         "latency_ms": round(got.wall_ms, 2),

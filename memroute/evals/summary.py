@@ -100,6 +100,8 @@ def summarize_strategy(rows: list[dict[str, Any]], dataset: str, ks: list[int],
     out["stop_reasons"] = dict(stops)
     out["queries_mean"] = round(float(np.mean([len(r["queries"]) for r in head])), 2) if head \
         else None
+    rounds = [r["search_rounds"] for r in head if r.get("search_rounds")]
+    out["search_rounds_mean"] = round(float(np.mean(rounds)), 2) if rounds else None
     out.update(_decisions(head))
     for name in ("em", "f1", "judge"):
         values = [r.get(name) for r in head]

@@ -1,4 +1,5 @@
-"""``chain_judge``: ChainOfQuery's step after each search: judge, then stop or search again.
+"""``chain_judge``: ChainOfQuery's step after each hop: judge, then stop or search again
+(the rewrite, and the independent queries a judgment may add, all at once: one hop).
 
 The stop rule is the strategy's (`memroute.strategies.chain_of_query`); this node wires it.
 """
@@ -16,6 +17,7 @@ from memroute.graph.state import (
     HopRecord,
     NodeCost,
     RetrievalState,
+    hop_hits,
     record_text,
     stored_entities,
 )
@@ -28,19 +30,27 @@ STEP = "judge"
 
 def _end(state: RetrievalState, decision: str, runtime: Runtime, cost: NodeCost | None,
          judgment: ChainJudgment | None = None, selected: list[str] | None = None,
-         goto: object = "final_rerank") -> Command:
-    """Record the hop and its decision; go where the decision leads."""
+         goto: object = "final_rerank", next_queries: list[str] | None = None) -> Command:
+    """Record the hop (every query it searched) and its decision (with the queries of the
+    next hop, ``next_queries``, when it continues); go where the decision leads."""
+    next_queries = next_queries or ([judgment.new_query] if judgment and judgment.new_query
+                                    else [])
     hop = state.get("hop", 1)
-    query = (state.get("queries") or [state["query"]])[-1]
-    record = HopRecord(hop=hop, query=query,
+    searched = [s["query"] for s in state.get("last_searches") or []]
+    searched = searched or [(state.get("queries") or [state["query"]])[-1]]
+    record = HopRecord(hop=hop, query=searched[0],
                        is_sufficient=None if judgment is None else judgment.is_sufficient,
                        confidence=None if judgment is None else judgment.confidence,
                        evidence_indices=[] if judgment is None else judgment.evidence_indices,
-                       new_query="" if judgment is None else judgment.new_query,
+                       new_query=next_queries[0] if next_queries else "",
                        decision=decision)
-    runtime.stream_writer(as_payload(HopJudged(hop, query, record["is_sufficient"],
+    if len(searched) > 1:
+        record["concurrent_queries"] = searched[1:]
+    if len(next_queries) > 1:
+        record["new_concurrent_queries"] = next_queries[1:]
+    runtime.stream_writer(as_payload(HopJudged(hop, searched[0], record["is_sufficient"],
                                                record["confidence"], record["new_query"],
-                                               decision)))
+                                               decision, searched[1:], next_queries[1:])))
     update: dict = {"hops": [record], "selected": selected or []}
     if cost is not None:
         update["costs"] = [cost]
@@ -59,7 +69,7 @@ def make_chain_judge(resolve: ContextResolver):
             return _end(state, stop, runtime, None)
         selected = list(state.get("selected") or [])
         previous = list(state.get("queries") or [])
-        uids = strategy.evidence_uids(selected, state.get("last_hits") or [],
+        uids = strategy.evidence_uids(selected, hop_hits(state.get("last_searches") or []),
                                       state.get("pool", {}))
         texts = [record_text(state["pool"][u]) for u in uids]
         entities = [stored_entities(state["pool"][u]) for u in uids]
@@ -75,12 +85,15 @@ def make_chain_judge(resolve: ContextResolver):
                                       ctx.sufficient_confidence, step.limits.seconds_left())
         if decision == strategy.OUT_OF_TIME:
             decision = f"{decision} ({NODE})"
-        goto = (send_search(state, judgment.new_query, "chain", hop + 1,
-                            producer=judgment.producer,
-                            produced_after=judgment.produced_after,
-                            produced_before=judgment.produced_before)
-                if decision == strategy.CONTINUE else "final_rerank")
-        return _end(state, decision, runtime, decided.cost, judgment, chosen, goto)
+        if decision != strategy.CONTINUE:
+            return _end(state, decision, runtime, decided.cost, judgment, chosen)
+        # the next hop: the rewrite and any independent queries beside it, sent at once
+        searches = strategy.hop_searches(judgment, state["query"], previous, texts)
+        goto = [send_search(state, s.query, "chain", hop + 1, slot=slot, producer=s.producer,
+                            produced_after=s.produced_after, produced_before=s.produced_before)
+                for slot, s in enumerate(searches)]
+        return _end(state, decision, runtime, decided.cost, judgment, chosen, goto,
+                    [s.query for s in searches])
 
     return chain_judge
 

@@ -6,7 +6,7 @@ read them; `parse_event` turns one into its typed form.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 
@@ -41,6 +41,8 @@ class HopJudged:
     confidence: float | None
     new_query: str
     decision: str  # "continue" or the stop reason
+    concurrent_queries: list[str] = field(default_factory=list)  # searched with ``query``
+    new_concurrent_queries: list[str] = field(default_factory=list)  # sent with ``new_query``
     event: str = "hop"
 
 

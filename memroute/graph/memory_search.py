@@ -11,7 +11,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from memroute.graph.context import ContextResolver
 from memroute.graph.events import SearchDone, as_payload
-from memroute.graph.state import OWN_RANK, RetrievalState, as_record, node_cost
+from memroute.graph.state import OWN_RANK, HopSearch, RetrievalState, as_record, node_cost
 from memroute.memory.limits import MAX_K
 from memroute.memory.models import ScoredResult
 from memroute.nlp import SPEAKER_LABEL, Entity
@@ -30,6 +30,10 @@ class SearchTask(TypedDict):
     scope: dict[str, Any]
     k: int
     filters: dict[str, Any] | None
+    # the round of searches this one belongs to (searches of one round run at once)
+    round: int
+    # its position among the searches of one chain hop (sent at once), 0 for the first
+    slot: NotRequired[int]
     # Sent beside the split planner: its hits wait in the pool, and the planner's step goes
     # on to the final rerank (with or after the sub-queries' searches).
     beside_planner: NotRequired[bool]
@@ -40,10 +44,13 @@ class SearchTask(TypedDict):
 
 def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0, *,
                 beside_planner: bool = False, producer: str = "", produced_after: str = "",
-                produced_before: str = "") -> Send:
+                produced_before: str = "", search_round: int | None = None,
+                slot: int = 0) -> Send:
     """One search of ``query`` (a rewrite fetches more results: `search_k`), among
     ``producer``'s episodes only when one is given, and among those produced in
-    ``[produced_after, produced_before)`` when given."""
+    ``[produced_after, produced_before)`` when given. ``search_round``: the round of
+    searches it belongs to (by default a chain's hop, else 1); ``slot``: its place among
+    the searches one chain hop sends at once."""
     filters = state.get("filters")
     narrower = [{"producer": producer}] if producer else []
     if produced_after:
@@ -54,7 +61,10 @@ def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0, *,
         parts = [filters, *narrower] if filters else narrower
         filters = {"$and": parts} if len(parts) > 1 else parts[0]
     task = SearchTask(query=query, role=role, hop=hop, scope=state["scope"],
-                      k=search_k(state["k"], query, state["query"], MAX_K), filters=filters)
+                      k=search_k(state["k"], query, state["query"], MAX_K), filters=filters,
+                      round=search_round if search_round is not None else max(hop, 1))
+    if slot:
+        task["slot"] = slot
     if beside_planner:
         task["beside_planner"] = True
     if producer:
@@ -77,7 +87,9 @@ def hit_entities(result: ScoredResult, stored: dict[str, list[Entity]]) -> list[
 
 def make_memory_search(resolve: ContextResolver):
     async def memory_search(task: SearchTask, runtime: Runtime) -> Command:
-        """Search memory for one query and pool the hits by episode uid."""
+        """Search memory for one query and pool the hits by episode uid. The searches of one
+        chain hop (sent at once) run concurrently; each goes on to the judge, which LangGraph
+        runs once, after all of them."""
         ctx = await resolve(runtime.context)
         options = {"context": ctx.neighbours} if ctx.neighbours is not None else {}
         async with ctx.searches:
@@ -100,10 +112,13 @@ def make_memory_search(resolve: ContextResolver):
             if result.uid in stored:
                 record["extra"]["entities"] = [e.as_json() for e in hit_entities(result, stored)]
             pool[record["uid"]] = record
-        update: dict[str, Any] = {"queries": [task["query"]], "pool": pool, "costs": [cost]}
+        update: dict[str, Any] = {"queries": [task["query"]], "pool": pool, "costs": [cost],
+                                  "search_rounds": task.get("round", 1)}
         if task["role"] == "chain":
             update["hop"] = task["hop"]
-            update["last_hits"] = [r.uid for r in results]
+            update["last_searches"] = [HopSearch(hop=task["hop"], slot=task.get("slot", 0),
+                                                 query=task["query"],
+                                                 hits=[r.uid for r in results])]
         runtime.stream_writer(as_payload(SearchDone(task["query"], task["role"], task["hop"],
                                                     len(results))))
         if task.get("beside_planner"):

@@ -26,7 +26,9 @@ def _fan_out(state: RetrievalState, sub_queries: list[str], update: dict,
     runtime.stream_writer(as_payload(SubQueries(sub_queries)))
     queries = (sub_queries if state.get("question_searched", True) or len(sub_queries) >= 2
                else [state["query"], *sub_queries])
-    goto = [send_search(state, q, "split") for q in queries] or "final_rerank"
+    # after the question's search beside the planner, the sub-queries are a second round
+    rounds = 2 if state.get("question_searched", True) else 1
+    goto = [send_search(state, q, "split", search_round=rounds) for q in queries] or "final_rerank"
     return Command(update={**update, "sub_queries": sub_queries}, goto=goto)
 
 

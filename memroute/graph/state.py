@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import operator
 import time
+from itertools import zip_longest
 from typing import Annotated, Any
 
 from typing_extensions import NotRequired, Required, TypedDict
@@ -102,6 +103,41 @@ def merge_pool(left: dict[str, ResultRecord] | None,
     return merged
 
 
+class HopSearch(TypedDict):
+    """One search of a chain hop: its query, its position among the hop's concurrent
+    searches (``slot``) and the uids it found, best first."""
+
+    hop: int
+    slot: int
+    query: str
+    hits: list[str]
+
+
+def latest_hop(left: list[HopSearch] | None, right: list[HopSearch] | None) -> list[HopSearch]:
+    """The searches of the latest hop: a later hop's replace the earlier ones, the searches
+    of one hop (sent at once) gather, in slot order."""
+    kept = list(left or [])
+    for search in right or []:
+        if kept and search["hop"] > kept[0]["hop"]:
+            kept = []
+        if not kept or search["hop"] == kept[0]["hop"]:
+            kept.append(search)
+    return sorted(kept, key=lambda s: s["slot"])
+
+
+def hop_hits(searches: list[HopSearch]) -> list[str]:
+    """The uids of a hop's searches, best first, taken in turn from each search (so every
+    query's best hits are among the first), without repeats."""
+    ranked = [s["hits"] for s in sorted(searches, key=lambda s: s["slot"])]
+    merged = (u for rank in zip_longest(*ranked) for u in rank if u is not None)
+    return list(dict.fromkeys(merged))
+
+
+def highest(left: int | None, right: int | None) -> int:
+    """The larger count (concurrent searches of one round write the same one)."""
+    return max(left or 0, right or 0)
+
+
 def merge_dict(left: dict[str, str] | None, right: dict[str, str] | None) -> dict[str, str]:
     return {**(left or {}), **(right or {})}
 
@@ -153,6 +189,8 @@ class HopRecord(TypedDict):
     evidence_indices: list[int]
     new_query: str
     decision: str  # "continue" or the stop reason
+    concurrent_queries: NotRequired[list[str]]  # searched at once with ``query``, this hop
+    new_concurrent_queries: NotRequired[list[str]]  # to search at once with ``new_query``
 
 
 class RetrievalInput(TypedDict, total=False):
@@ -175,6 +213,9 @@ class RetrievalOutput(TypedDict, total=False):
     queries: Annotated[list[str], operator.add]  # every query that hit memory, in order
     sub_queries: list[str]
     hops: Annotated[list[HopRecord], operator.add]
+    # rounds of searches one after another (a hop's concurrent searches are one round; the
+    # question's search beside the split planner is one, the sub-queries' the next)
+    search_rounds: Annotated[int, highest]
     costs: Annotated[list[NodeCost], operator.add]
     stop_reason: str
     notes: Annotated[list[str], operator.add]  # fallbacks and budget decisions, in order
@@ -187,8 +228,8 @@ class RetrievalState(RetrievalInput, RetrievalOutput, total=False):
 
     started_at: float  # time.time() when tool_select began
     pool: Annotated[dict[str, ResultRecord], merge_pool]
-    hop: int  # ChainOfQuery searches done so far
-    last_hits: list[str]  # uids of the latest ChainOfQuery search, best first
+    hop: Annotated[int, highest]  # ChainOfQuery hops (rounds of searches) done so far
+    last_searches: Annotated[list[HopSearch], latest_hop]  # the latest hop's searches
     selected: Annotated[list[str], operator.add]  # uids the chain judge marked as evidence
     question_searched: bool  # a split: the question's own search was sent beside the planner
 

@@ -9,6 +9,7 @@ schemas, `budget` what a request may spend. The deciders behind them are in
 from memroute.strategies.base import (
     STRATEGIES,
     ChainJudgment,
+    ChainSearch,
     CostProfile,
     Route,
     RouteDecision,
@@ -18,5 +19,5 @@ from memroute.strategies.base import (
 )
 from memroute.strategies.budget import Budget, CallLimits
 
-__all__ = ["STRATEGIES", "Budget", "CallLimits", "ChainJudgment", "CostProfile", "Route",
-           "RouteDecision", "SplitPlan", "Strategy", "Usage"]
+__all__ = ["STRATEGIES", "Budget", "CallLimits", "ChainJudgment", "ChainSearch", "CostProfile",
+           "Route", "RouteDecision", "SplitPlan", "Strategy", "Usage"]

@@ -21,6 +21,7 @@ Strategy = Literal["auto", "direct", "split", "chain"]
 STRATEGIES: tuple[Strategy, ...] = ("auto", "direct", "split", "chain")
 MAX_REASON_CHARS = 500  # of a route decision's reason
 MAX_PRODUCER_CHARS = 200  # of the speaker a chain's rewrite is confined to
+MAX_HOP_QUERIES = 4  # searches one chain hop may send at once
 # A search for a rewritten query (a sub-query, a bridge that may pack several entities)
 # fetches this many times the k asked for: the final multi-query rerank cuts the pooled
 # evidence to k anyway (docs/evaluation.md, "Fewer searches").
@@ -58,12 +59,27 @@ class SplitPlan(BaseModel):
     sub_queries: list[str] = Field(default_factory=list)
 
 
+class ChainSearch(BaseModel):
+    """One more search of a chain hop (`ChainJudgment.concurrent_searches`): a query, among
+    ``producer``'s episodes when given, among those produced in
+    ``[produced_after, produced_before)`` when given."""
+
+    query: str
+    producer: str = Field(default="", max_length=MAX_PRODUCER_CHARS)
+    produced_after: str = Field(default="", max_length=40)
+    produced_before: str = Field(default="", max_length=40)
+
+
 class ChainJudgment(BaseModel):
     """ChainOfQuery's combined sufficiency judgment and rewrite."""
 
     is_sufficient: bool
     evidence_indices: list[int] = Field(default_factory=list)
     new_query: str = ""
+    # more searches for the same hop, independent of ``new_query``'s and of each other (each
+    # subject of a comparison): sent with it, at once (an LLM judge writes none)
+    concurrent_searches: list[ChainSearch] = Field(default_factory=list,
+                                                   max_length=MAX_HOP_QUERIES - 1)
     confidence: float = Field(default=0.0, ge=0.0, le=1.0)
     # search ``new_query`` among this producer's episodes only (a conversation's speaker);
     # "" searches them all

@@ -1,7 +1,9 @@
 """ChainOfQuery: search, then one planner call judges the evidence and writes the next query.
 
 Each hop is a memory search followed by one combined judgment
-``{is_sufficient, evidence_indices, new_query, confidence}``. The stop rule (`next_step`):
+``{is_sufficient, evidence_indices, new_query, confidence}`` (an offline judgment may add
+independent ``concurrent_searches``: one hop then sends them all at once, `hop_searches`;
+the hop limit counts hops, i.e. rounds of searches). The stop rule (`next_step`):
 the chain stops when the evidence is sufficient with enough confidence, when the new query is
 empty, repeats an earlier one or is not grounded (it names capitalized entities found neither
 in the question nor in the evidence), when the deadline has passed, or at the hop limit (the
@@ -13,7 +15,13 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 
-from memroute.strategies.base import ChainJudgment, CostProfile, query_key
+from memroute.strategies.base import (
+    MAX_HOP_QUERIES,
+    ChainJudgment,
+    ChainSearch,
+    CostProfile,
+    query_key,
+)
 
 MAX_HOPS = 3
 SUFFICIENT_CONFIDENCE = 0.8
@@ -72,6 +80,21 @@ def next_step(judgment: ChainJudgment, question: str, previous: list[str], evide
     if seconds_left is not None and seconds_left <= 0:
         return OUT_OF_TIME
     return CONTINUE
+
+
+def hop_searches(judgment: ChainJudgment, question: str, previous: list[str],
+                 evidence: list[str]) -> list[ChainSearch]:
+    """What the next hop searches, at once: ``judgment.new_query`` (which `next_step` let
+    through) with the judgment's filters, then each of its ``concurrent_searches`` that the
+    same rules let through and whose query no search kept before repeats."""
+    kept = [ChainSearch(query=judgment.new_query, producer=judgment.producer,
+                        produced_after=judgment.produced_after,
+                        produced_before=judgment.produced_before)]
+    for search in judgment.concurrent_searches[:MAX_HOP_QUERIES - 1]:
+        if rewrite_problem(search.query, question, previous + [s.query for s in kept],
+                           evidence) is None:
+            kept.append(search)
+    return kept
 
 
 def _words(text: str) -> set[str]:

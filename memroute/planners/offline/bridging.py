@@ -162,7 +162,16 @@ class ChainHeuristics:
     searches the question first and then the sub-query of each subject it did not cover
     (`parsed.subjects_missed`), instead of a split searching the question and both (on:
     searches per auto question 2.91 -> 2.52 on HotpotQA 300, 2Wiki 2.93 -> 2.59, recall
-    within noise, LoCoMo unchanged). ``one_rewrite_in_sight`` is off: with the bridge
+    within noise, LoCoMo unchanged); ``fan_out``: whether searches that do not depend on
+    each other's evidence go out in one hop, concurrently (`ChainJudgment.concurrent_searches`):
+    the subjects a comparison's first search missed, and a speaker's own-turns search with
+    its dated twin (``own_dated_search``), instead of one per hop: the same searches in
+    fewer rounds (docs/evaluation.md, "A chain hop sends several searches at once").
+    ``bridges_at_once`` (off): the first rewrite's runner-up bridges, packed, go out beside
+    the first bridge instead of after its search (the same searches, one round less, but
+    ranked without the first bridge's evidence: HotpotQA 300 -0.19 points, 2Wiki -1.65,
+    its inference questions -8.5; same section).
+    ``one_rewrite_in_sight`` is off: with the bridge
     ranking below it saved 0.13-0.19 searches and lost recall on every Wikipedia set
     (HotpotQA 800 -0.5 points, 2Wiki -0.7; docs/evaluation.md, "Where the searches go");
     ``ranking`` (parse-based judge, surface bridges): how the entities of the evidence
@@ -190,6 +199,8 @@ class ChainHeuristics:
     bridge_per_subject: bool = True
     one_rewrite_in_sight: bool = False
     subjects_after_search: bool = True
+    fan_out: bool = True
+    bridges_at_once: bool = False
     # an unvouched first bridge weighs 0.3, a compared subject's bridge too (docs/evaluation.md,
     # "The first bridge": auto 0.0 HotpotQA 300, +1.1 2Wiki, +0.7 MuSiQue, LoCoMo -0.05)
     ranking: BridgeRanking = field(

@@ -2,7 +2,7 @@
 
 - **route**: coordinated clauses with their own subjects, or a comparison/coordination of
   named subjects -> ``split`` (a comparison of exactly two, with ``subjects_after_search``: a chain that
-  searches the question first, then the subjects it did not cover); a noun the question
+  searches the question first, then the subjects it did not cover, at once); a noun the question
   describes but does not name (a relative clause, a role of a named thing) or a nested
   relation -> ``chain``; one named subject with a direct attribute -> ``attribute_route``
   (``chain`` by default); nothing named -> ``direct``. Each with a confidence.
@@ -62,7 +62,7 @@ from memroute.planners.offline.question_syntax import (
     route_by_syntax,
     subject_sub_queries,
 )
-from memroute.strategies.base import ChainJudgment, query_key
+from memroute.strategies.base import ChainJudgment, ChainSearch, query_key
 from memroute.strategies.split_query import clean_sub_queries
 
 SUFFICIENT = 0.85
@@ -439,7 +439,10 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
         if not left:
             return ChainJudgment(is_sufficient=True, evidence_indices=indices,
                                  confidence=SUFFICIENT)
+        # the subjects are independent: with ``fan_out`` one hop searches them all
         return ChainJudgment(is_sufficient=False, evidence_indices=indices, new_query=left[0],
+                             concurrent_searches=[ChainSearch(query=q) for q in left[1:]]
+                             if h.fan_out else [],
                              confidence=BRIDGE_SURE)
     rewrites = max(0, len(tried) - 1)
     fresh_from = keep if rewrites else None
@@ -501,11 +504,18 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
         # name their subject there, so those get the bridge
         words = " ".join(own_words or qp.predicate)
         searched = {query_key(q) for q in tried}
-        if query_key(words) not in searched:
-            return ChainJudgment(is_sufficient=False, evidence_indices=indices,
-                                 new_query=words, confidence=BRIDGE_SURE,
-                                 producer=speaker)
         dated = without_dates(words) if dated_span is not None else ""
+        if query_key(words) not in searched:
+            # the dated search does not depend on this one's evidence: with ``fan_out`` one
+            # hop sends both
+            both = (h.fan_out and dated and query_key(dated) != query_key(words)
+                    and rewrites + 2 <= allowed)
+            return ChainJudgment(
+                is_sufficient=False, evidence_indices=indices, new_query=words,
+                confidence=BRIDGE_SURE, producer=speaker,
+                concurrent_searches=[ChainSearch(
+                    query=dated, producer=speaker, produced_after=dated_span[0].isoformat(),
+                    produced_before=dated_span[1].isoformat())] if both else [])
         if dated and query_key(dated) not in searched:
             # the same, in the speaker's turns of the days the question states
             return ChainJudgment(is_sufficient=False, evidence_indices=indices,
@@ -529,8 +539,14 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
         last = rewrites + 1 == allowed
         bridge = " ".join(c.entity for c in ranked[:h.pack if last else 1])
         clear = len(ranked) == 1 or ranked[0].score >= 2 * ranked[1].score
+        # the runner-ups packed into a second search of the same hop, from this hop's
+        # ranking (not after the first bridge's search)
+        runner_ups = (" ".join(c.entity for c in ranked[1:1 + h.pack])
+                      if h.bridges_at_once and rewrites == 0 and allowed == 2 else "")
         return ChainJudgment(is_sufficient=False, evidence_indices=indices,
                              new_query=bridge_query(query, bridge),
+                             concurrent_searches=[ChainSearch(query=bridge_query(
+                                 query, runner_ups))] if runner_ups else [],
                              confidence=BRIDGE_SURE if clear else BRIDGE_UNSURE)
     if h.bridge_from == "surface":
         judgment = judge_evidence(query, evidence, previous_queries, replace(h, bridges=allowed))
