@@ -83,8 +83,9 @@ def replay(dataset: str, rows: list[tuple[Question, dict]],
         fired += cap is not None
         own = row["own"][:k]
         top = own + capped(row["ranked"], k - len(own), cap)
-        by_type[question.type].append(
-            score(question, [from_record(r) for r in top], k, dataset == "locomo")[head])
+        recall = score(question, [from_record(r) for r in top], k, dataset == "locomo")[head]
+        if recall is not None:  # LoCoMo: a question whose evidence resolves to no turn
+            by_type[question.type].append(recall)
     every = [s for scores in by_type.values() for s in scores]
     return {"recall": round(sum(every) / len(every), 4), "capped": fired,
             "types": {t: round(sum(s) / len(s), 4) for t, s in sorted(by_type.items())}}
@@ -112,10 +113,20 @@ def gates() -> dict[str, Callable[[Question, dict], bool]]:
     }
 
 
+def _conversation(scope) -> str | None:
+    """The eval store's conversation of a question's scope (its user id; None when pooled)."""
+    user = scope.get("user_id") if isinstance(scope, dict) else getattr(scope, "user_id", None)
+    return None if user in (None, "pooled") else user
+
+
 def load_rows(dataset: str, data: Path, limit: int | None, ranking: Path) -> list[tuple[Question, dict]]:
-    questions = {q.question: q for q in load_dataset(dataset, data, limit).questions}
+    """The dumped rankings with their questions, matched by conversation and text (LoCoMo's
+    conversations ask the same questions)."""
+    questions = {(q.conversation, q.question): q
+                 for q in load_dataset(dataset, data, limit).questions}
     rows = [json.loads(line) for line in ranking.open()]
-    return [(questions[r["query"]], r) for r in rows if r["query"] in questions]
+    keys = [(r.get("conversation"), r["query"]) for r in rows]
+    return [(questions[key], r) for key, r in zip(keys, rows) if key in questions]
 
 
 def dump(ranking: Path) -> None:
@@ -145,6 +156,7 @@ def dump(ranking: Path) -> None:
                             key=lambda r: -r["rerank_score"])
         with ranking.open("a") as out:
             out.write(json.dumps({"query": state["query"], "queries": list(state.get("queries") or []),
+                                  "conversation": _conversation(state["scope"]),
                                   "own": own, "ranked": ranked}) + "\n")
         await record(state, stop_reason)
 

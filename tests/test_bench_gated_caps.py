@@ -46,3 +46,21 @@ def test_replay_scores_paragraphs_and_applies_the_cap_only_where_the_gate_says()
 def test_nest_depth_counts_unnamed_nouns_above_a_named_thing() -> None:
     assert nest_depth("Who is the spouse of the director of Titanic?") == 2
     assert nest_depth("Where does Karim Haddad study?") == 0
+
+
+def test_locomo_rows_keep_their_conversation_and_unscored_questions_are_left_out() -> None:
+    from benchmarks.gated_caps import _conversation
+    from memroute.memory import Scope
+    assert _conversation(Scope(org_id="o", project_id="p", user_id="conv-26")) == "conv-26"
+    assert _conversation({"user_id": "pooled"}) is None
+    turn = {"uid": "t1", "episodes": [{"uid": "t1", "content": "Mel: Rome!",
+                                       "metadata": {"dia_id": "D1:3"}}],
+            "matched_sentence": None, "vector_score": 0.5, "rerank_score": 0.5,
+            "lexical_score": None, "reranker": "offline", "query": "q", "extra": {}}
+    scored = Question(id="1", question="Where did Mel go?", answer="Rome", type="single-hop",
+                      gold_ids=["D1:3"], conversation="conv-26")
+    unscored = Question(id="2", question="Where did Mel go?", answer="Rome", type="single-hop",
+                        conversation="conv-30")
+    rows = [(scored, {"own": [], "ranked": [turn]}), (unscored, {"own": [], "ranked": [turn]})]
+    run = replay("locomo", rows, lambda q, row: 1)
+    assert run["recall"] == 1.0 and run["types"] == {"single-hop": 1.0}
