@@ -3,7 +3,8 @@ direct and auto (offline planner, the eval's settings) in a shuffled order, so a
 the machine's load hits both alike; with ``--base COMMIT`` that commit's code runs the same
 two beside this tree's (four runs per question, shuffled), for a before/after in one run.
 
-Prints the p50s, their ratio, and where an auto question's time goes: per node (the graph's
+Prints the p50s, their ratio, p90s, CPU time per question (this process, all threads; the
+database server's is not counted), and where a question's time goes: per node (the graph's
 own cost records), the searches' stages (`SearchResults.timings`) and what is left (graph
 overhead, checkpointing). Query vectors are not kept from one run to the next: each run
 embeds its question, as a first retrieval of it would. ``--profile FILE`` also writes a cProfile of this tree's auto runs.
@@ -106,6 +107,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                                       strategy=strategy)
     runs = [(name, strategy) for name in agents for strategy in STRATEGIES]
     wall: dict[tuple[str, str], list[float]] = defaultdict(list)
+    cpu: dict[tuple[str, str], list[float]] = defaultdict(list)  # this process, all threads
     nodes: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     profile = cProfile.Profile() if args.profile else None
     order = random.Random(0)
@@ -118,19 +120,21 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             stages.clear()
             for memory in filter(None, (base_memory, store.memory)):
                 memory._query_vectors.clear()  # each run embeds its question itself
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             got = await agents[name].aretrieve(q.question, scope=store.scope_for(q).model_dump(), k=10,
                                                strategy=strategy)
             ms = (time.perf_counter() - start) * 1000
+            cpu[(name, strategy)].append((time.process_time() - cpu_start) * 1000)
             if profiling:
                 profile.disable()
             wall[(name, strategy)].append(ms)
+            by_node = {n: c.get("wall_ms", 0.0) for n, c in got.costs.by_node.items()}
+            kept = nodes[name if strategy == "auto" else f"{name} direct"]
+            for node, value in by_node.items():
+                kept[node].append(value)
+            kept["(outside nodes)"].append(ms - sum(by_node.values()))
+            kept["(searches)"].append(float(len(got.queries)))
             if strategy == "auto":
-                by_node = {n: c.get("wall_ms", 0.0) for n, c in got.costs.by_node.items()}
-                for node, value in by_node.items():
-                    nodes[name][node].append(value)
-                nodes[name]["(outside nodes)"].append(ms - sum(by_node.values()))
-                nodes[name]["(searches)"].append(float(len(got.queries)))
                 if name == "tree":
                     for stage, value in stages.items():
                         nodes["tree stages"][stage].append(value)
@@ -138,19 +142,25 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     if profile is not None:
         profile.dump_stats(args.profile)
     report = {"dataset": args.dataset, "questions": args.questions,
-              "load_average": [start_load, end_load], "p50_ms": {}, "ratio": {}, "nodes": {}}
+              "load_average": [start_load, end_load], "p50_ms": {}, "p90_ms": {},
+              "cpu_ms_mean": {}, "ratio": {}, "nodes": {}}
     print(f"{args.questions} questions of {args.data} (store of {args.limit or 'all'}), "
           f"schema {store.schema}; load average {start_load} -> {end_load}")
     for name in agents:
         p50 = {s: statistics.median(wall[(name, s)]) for s in STRATEGIES}
-        report["p50_ms"][name] = p50
+        p90 = {s: statistics.quantiles(wall[(name, s)], n=10)[-1] for s in STRATEGIES}
+        cpu_ms = {s: statistics.mean(cpu[(name, s)]) for s in STRATEGIES}
+        report["p50_ms"][name], report["p90_ms"][name] = p50, p90
+        report["cpu_ms_mean"][name] = cpu_ms
         report["ratio"][name] = p50["auto"] / p50["direct"]
         print(f"{name:<5} direct p50 {p50['direct']:6.1f} ms  auto p50 {p50['auto']:6.1f} ms  "
-              f"auto/direct {p50['auto'] / p50['direct']:.2f}x")
-        means = {node: statistics.mean(v) for node, v in nodes[name].items()}
-        report["nodes"][name] = means
-        print("      auto, mean per question: " + ", ".join(
-            f"{node} {value:.1f}" for node, value in sorted(means.items())))
+              f"auto/direct {p50['auto'] / p50['direct']:.2f}x;  p90 {p90['direct']:6.1f} / "
+              f"{p90['auto']:6.1f} ms;  CPU mean {cpu_ms['direct']:6.1f} / {cpu_ms['auto']:6.1f} ms")
+        for label, key in (("auto", name), ("direct", f"{name} direct")):
+            means = {node: statistics.mean(v) for node, v in nodes[key].items()}
+            report["nodes"][key] = means
+            print(f"      {label}, mean per question: " + ", ".join(
+                f"{node} {value:.1f}" for node, value in sorted(means.items())))
     means = {stage: statistics.mean(v) for stage, v in nodes["tree stages"].items()}
     report["nodes"]["tree stages"] = means
     print("tree  auto's reads, mean ms per question: " + ", ".join(

@@ -291,3 +291,24 @@ def test_parsing_is_the_default_and_the_heuristics_are_opt_in(settings) -> None:
     assert make_planner(settings=settings, choice="offline").use_nlp is True
     surface = settings.model_copy(update={"offline_parse": False})
     assert make_planner(settings=surface, choice="offline").use_nlp is False
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="ab _-.é1²Ⅻ'(", max_size=12), st.text(alphabet="ab _-.é1²Ⅻ'(",
+                                                               min_size=1, max_size=4))
+def test_occurs_as_words_is_the_word_bounded_regex(text: str, phrase: str) -> None:
+    """`occurs_as_words` (no pattern compiled per phrase) answers as the regex it replaced."""
+    import re
+
+    from memroute.planners.offline.entities import occurs_as_words
+
+    expected = bool(re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", text))
+    assert occurs_as_words(phrase, text) == expected
+
+
+def test_cached_phrases_are_fresh_lists() -> None:
+    """`capitalized_phrases` is cached per text; a caller changing its list changes no
+    later answer."""
+    first = capitalized_phrases("Clara moved to Lisbon in 2023.")
+    first.append("Berlin")
+    assert capitalized_phrases("Clara moved to Lisbon in 2023.") == ["Clara", "Lisbon"]

@@ -290,3 +290,24 @@ async def test_window_credit_keeps_the_match_first_and_its_neighbours_next(
         assert by_nucleus[0] == match and by_nucleus.index(weak) < by_nucleus.index(neighbour)
     with pytest.raises(InvalidInputError):
         await memory.rerank(hits, queries, 2, credit="sentence")
+
+
+async def test_search_decodes_the_metadata_of_every_episode_it_shows(memory: Memory) -> None:
+    """A search reads metadata as JSON text and decodes the shown episodes' only: each result
+    and window member carries what was stored (nested values, unicode, numbers, null)."""
+    scope = new_scope()
+    episodes = [Episode(content=t, session_id="s", producer="user", uid=f"m{i}",
+                        produced_at=T0 + timedelta(minutes=i),
+                        metadata={"turn": i, "tags": ["ñandú", "日本", {"deep": [1.5, None]}],
+                                  "ok": i % 2 == 0, "big": 2 ** 62 + i, "quote": 'say "hi"\n'})
+                for i, t in enumerate(FIFTEEN_TURNS)]
+    await memory.add(scope, episodes)
+    stored = {s.episode.uid: s.episode.metadata
+              for s in await memory.get(scope, [e.uid for e in episodes])}
+    for context in [(0, 0), (1, 2)]:
+        hits = await memory.search_scored(scope, "trip to Trondheim by night train", k=6,
+                                          context=context)
+        shown = [e for h in hits for e in h.episodes]
+        assert len(shown) >= 6
+        assert all(e.metadata == stored[e.uid] for e in shown)
+        assert all(h.nucleus.metadata == stored[h.uid] for h in hits)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -83,3 +84,37 @@ async def test_served_graph_records_the_decision_without_the_agent(settings, emb
     assert decision["metadata"]["memroute_strategy_requested"] == "direct"
     assert decision["metadata"]["memroute_planner"] == "offline"
     assert {"memroute:route:direct", "memroute:stop:done"} <= set(decision["tags"])
+
+
+class _NoThreads(ThreadPoolExecutor):
+    """An executor that refuses work: a run that hops to a thread fails."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        raise RuntimeError("the decision run hopped to an executor thread")
+
+
+async def test_decision_run_stays_on_the_event_loop() -> None:
+    """`record_decision` records its child run without an executor thread (a sync
+    passthrough alone is sent to one on every run: a thread hop per question)."""
+    import asyncio
+
+    from memroute.graph.trace import DECISION_RUN, record_decision
+
+    loop = asyncio.get_running_loop()
+    kept = loop._default_executor
+    loop.set_default_executor(_NoThreads())
+    recorder = Recorder()
+    state = {"query": "q", "scope": {"org_id": "o"}, "k": 10, "strategy": "auto",
+             "planner": "offline", "route": "chain"}
+    from langchain_core.runnables import RunnableLambda
+
+    async def node(_: Any) -> None:
+        await record_decision(state, "sufficient")
+
+    try:
+        await RunnableLambda(node).ainvoke(None, {"callbacks": [recorder]})
+    finally:
+        loop._default_executor = kept
+    [run] = recorder.named(DECISION_RUN)
+    assert run["metadata"]["memroute_route"] == "chain"
+    assert "memroute:stop:sufficient" in run["tags"]

@@ -41,9 +41,15 @@ async def record_decision(state: RetrievalState, stop_reason: str) -> None:
     tags = [*request_tags(metadata["memroute_strategy_requested"]),
             f"memroute:route:{metadata['memroute_route']}",
             f"memroute:stop:{stop_reason.split(':')[0]}"]
-    await RunnableLambda(_passthrough, name=DECISION_RUN).ainvoke(
+    # with ``afunc`` the child run stays on the event loop (a sync function alone is run
+    # in an executor thread: a thread hop on every run, for a passthrough)
+    await RunnableLambda(_passthrough, afunc=_apassthrough, name=DECISION_RUN).ainvoke(
         metadata, {"tags": tags, "metadata": metadata, "run_name": DECISION_RUN})
 
 
 def _passthrough(decision: dict[str, Any]) -> dict[str, Any]:
+    return decision
+
+
+async def _apassthrough(decision: dict[str, Any]) -> dict[str, Any]:
     return decision

@@ -4,6 +4,7 @@ embeddings."""
 from __future__ import annotations
 
 import contextlib
+import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import NamedTuple
@@ -272,13 +273,15 @@ class EpisodeRow(NamedTuple):
     producer: str
     produced_at: datetime
     content: str
-    metadata: dict | None
+    metadata: dict | str | None  # a search reads it as JSON text, decoded by `episode`
 
     def episode(self) -> Episode:
         """The `Episode`, not validated again: it was validated when it was written."""
+        metadata = (json.loads(self.metadata) if isinstance(self.metadata, str)
+                    else self.metadata)
         return Episode.model_construct(uid=self.uid, session_id=self.session_id,
                                        producer=self.producer, produced_at=self.produced_at,
-                                       content=self.content, metadata=self.metadata or {})
+                                       content=self.content, metadata=metadata or {})
 
 
 def _row(row: dict) -> EpisodeRow:
@@ -354,9 +357,10 @@ class SearchRead:
     windows: dict[str, list[str]]
     episodes: dict[str, EpisodeRow]
     vectors: dict[str, np.ndarray]
-    # per episode, its sentences' stored entities (JSON lists, in sentence order), when the
-    # search was asked for them; episodes stored without entities are left out
-    entities: dict[str, list[list[dict]]] = field(default_factory=dict)
+    # per episode, its sentences' stored entities (the JSON text of a list of lists, in
+    # sentence order: `Memory.search_scored` decodes those of the results' windows only),
+    # when the search was asked for them; episodes stored without entities are left out
+    entities: dict[str, str] = field(default_factory=dict)
 
 
 def _window_sql(schema: str) -> str:
@@ -397,6 +401,8 @@ def search_statement(schema: str, scope_key: str, embedding: np.ndarray,
                if no_context else _window_sql(schema))
     entities = ("jsonb_agg(s.entities ORDER BY s.idx) FILTER (WHERE s.entities IS NOT NULL)"
                 if with_entities else "NULL::jsonb")
+    # metadata and entities come as JSON text (jsonb's binary form is that text too): ~75
+    # episodes are read per search and only the results' windows are decoded
     lane_ctes = "".join(f", {lane.ctes}" for lane in lanes)
     lane_rows = "".join(f"""
             UNION ALL
@@ -429,8 +435,8 @@ def search_statement(schema: str, scope_key: str, embedding: np.ndarray,
         )
         SELECT m.nucleus, n.text, n.vector_score, n.lexical_score, n.fused, n.lanes_fused,
                (SELECT count(*) FROM hits),
-               m.uid, m.session_id, m.producer, m.produced_at, m.content, m.metadata,
-               v.embeddings, v.entities
+               m.uid, m.session_id, m.producer, m.produced_at, m.content, m.metadata::text,
+               v.embeddings, v.entities::text
         FROM members m JOIN nuclei n ON n.uid = m.nucleus
         LEFT JOIN vectors v ON v.episode_uid = m.uid
         ORDER BY n.fused DESC, n.vector_score DESC NULLS LAST, n.uid, m.produced_at, m.seq
@@ -499,7 +505,7 @@ async def read_search(conn: AsyncConnection, schema: str, scope_key: str,
     windows: dict[str, list[str]] = {}
     episodes: dict[str, EpisodeRow] = {}
     packed: dict[str, bytes] = {}
-    entities: dict[str, list[list[dict]]] = {}
+    entities: dict[str, str] = {}
     hits = 0
     for nucleus, text, vector_score, lexical_score, fused, lanes_fused, hits, *row, \
             embeddings, stored_entities in await cur.fetchall():

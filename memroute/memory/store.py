@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import threading
 import time
@@ -448,7 +449,7 @@ class Memory:
                 timings["read_ms"] = (time.perf_counter() - t0) * 1000
                 nuclei, windows = found.nuclei, found.windows
                 episodes, stored = found.episodes, found.vectors
-                entities = entity_sql.episode_entities(found.entities)
+                entities: dict[str, Any] = dict(found.entities)  # JSON text, decoded below
                 # fewer than k episodes from the vector probe: a full probe names too few,
                 # and a short one may have stopped at the scan bound; `probe_nuclei` widens
                 # or settles it exactly, in statements of its own
@@ -527,7 +528,9 @@ class Memory:
             )
             for n, score, vectors, rows in ranked
         ]
-        shown_entities = {u: entities[u] for u in shown if u in entities}
+        shown_entities = {u: entity_sql.episode_entities({u: json.loads(entities[u])})[u]
+                          if isinstance(entities[u], str) else entities[u]
+                          for u in shown if u in entities}
         return SearchResults(results, timings, reranker, shown_entities)
 
     async def with_stored_embeddings(self, scope: Scope | dict,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from memroute.memory.splitter import split_sentences
 
 # Characters a Wikipedia title cannot hold (MediaWiki's forbidden set); "[image: ...]" in a
@@ -17,11 +19,13 @@ def split_title(content: str) -> tuple[str | None, str]:
     return None, content.strip()
 
 
+@lru_cache(maxsize=16_384)
 def titles_of(text: str) -> str:
     """The distinct titles of a candidate's lines (its episodes), joined by a space; ``""``
     when none is filed under a title. Stricter than `split_title`: a head that spans two
     sentences or holds a character titles cannot hold is a conversation turn's text
-    ("Thanks! My advice: ...", "... [image: a photo]")."""
+    ("Thanks! My advice: ...", "... [image: a photo]"). Cached per text: a search's
+    candidate windows come back in the next hop's search and in the final rerank."""
     titles = (split_title(line)[0] for line in text.split("\n"))
     return " ".join(dict.fromkeys(
         t for t in titles
