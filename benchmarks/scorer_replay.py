@@ -28,6 +28,9 @@ from memroute.memory.rerankers.base import (ContextCandidate, RerankCandidate, R
                                             rank_by_window)
 from memroute.memory.titles import split_title
 from memroute.settings import get_settings
+import memroute.memory.rerankers.base as rbase
+
+PER_TITLE, TOP = rbase.LINK_PER_TITLE, rbase.LINKING_TOP  # the defaults, restored per variant
 from benchmarks.rerank_headroom import pool_recall
 
 
@@ -82,9 +85,8 @@ async def replay(args) -> None:
                         chosen = chosen + sorted(rest, key=lambda r: -r["score"])[:left]
                     else:
                         variant = dict(variant)
-                        import memroute.memory.rerankers.base as rbase
-                        rbase.LINK_PER_TITLE = variant.pop("per_title", None)
-                        rbase.LINKING_TOP = variant.pop("top", 10)
+                        rbase.LINK_PER_TITLE = variant.pop("per_title", PER_TITLE)
+                        rbase.LINKING_TOP = variant.pop("top", TOP)
                         if "prod" in variant:  # the defaults' code path: composed, link bonus
                             texts = queries + (composed_queries(queries) if variant["prod"] else [])
                             vecs = await memory.embed_queries(texts)

@@ -155,8 +155,12 @@ async def rank_by_window(reranker: Reranker, queries: list[RerankQuery],
     return [(i, float(score[i])) for i in order]
 
 
-# How many of the best windows may link a title (docs/evaluation.md, "A better final scorer":
-# HotpotQA 300 replay 0.8943 with the top 10 and the composed queries, 0.8977 with 30, 0.8883 with 3).
+# How many of the best windows may link a title, and how many hits of one linked title get
+# the bonus (docs/evaluation.md, "A better final scorer", replayed on the session-9 pools with
+# the composed queries and a 0.05 bonus; HotpotQA 300 / 2Wiki / MuSiQue replay): top 5, 10,
+# 30 windows 0.8941 / 0.8966 / 0.8977 on HotpotQA; per title 1, 2, 3, unlimited
+# 0.8952 / 0.8952 / 0.8957 / 0.8966, 0.8671 / 0.8708 / 0.8760 / 0.8798, 0.7925 / 0.7887 /
+# 0.7821 / 0.7721 (MuSiQue counts paragraphs: more sentences of one linked title push others out).
 LINKING_TOP = 10
 LINK_PER_TITLE: int | None = 3
 
@@ -166,8 +170,9 @@ def linked_by_top(candidates: list[ContextCandidate], scores: np.ndarray,
     """1.0 for each candidate filed under a title ("Title: text") that the text of one of the
     ``top`` best-scoring candidates of another title names, else 0.0: the second hop's
     document, linked to the question by the evidence that names it (the settler a school is
-    named after, the album a box set holds), not by its similarity to any query. Untitled
-    candidates (conversation turns) are never linked."""
+    named after, the album a box set holds), not by its similarity to any query. Only the
+    `LINK_PER_TITLE` best of one title's candidates; untitled candidates (conversation turns,
+    `titles_of`) are never linked."""
     titles = [titles_of(c.nucleus.text if c.nucleus else c.window.text.split("\n", 1)[0]) or None
               for c in candidates]
     best = sorted(range(len(candidates)), key=lambda i: -scores[i])[:top or LINKING_TOP]
