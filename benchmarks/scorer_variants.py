@@ -1,4 +1,5 @@
-"""The final rerank's scorer variants replayed by `benchmarks.scorer_replay`: `rank_by_window` with credits (the rejected ones included; docs/evaluation.md, "A better final scorer")."""
+"""The final rerank's scorer variants replayed by `benchmarks.scorer_replay`: `rank_by_window`
+with credits, the rejected ones included (docs/evaluation.md, "A better final scorer")."""
 
 from __future__ import annotations
 
@@ -6,30 +7,11 @@ import re
 
 import numpy as np
 
+from memroute.graph.final_rerank import bridge_words
 from memroute.memory.rerankers.base import ContextCandidate, RerankQuery, Reranker, fuse_scores
 from memroute.memory.titles import split_title
 
-_WORD = re.compile(r"[\w'’-]+")
-
-
-def _words(text: str) -> list[str]:
-    return _WORD.findall(text)
-
-
-def bridge_phrases(question: str, rewrite: str) -> list[str]:
-    """Runs of the rewrite's words that the question does not hold (the bridge it searched)."""
-    known = {w.lower() for w in _words(question)}
-    runs, run = [], []
-    for word in _words(rewrite):
-        if word.lower() in known:
-            if run:
-                runs.append(" ".join(run))
-            run = []
-        else:
-            run.append(word)
-    if run:
-        runs.append(" ".join(run))
-    return [r for r in runs if any(c.isupper() or c.isdigit() for c in r)]
+bridge_phrases = bridge_words  # the runs a rewrite adds to the question
 
 
 def _name(title: str | None) -> str | None:
