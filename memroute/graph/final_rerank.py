@@ -34,7 +34,7 @@ FINAL_CREDIT = "window"
 # - LINK_BONUS added to a hit whose title the best windows of another title name
 #   (`linked_by_top`; 0 turns it off).
 COMPOSED_QUERIES = True
-LINK_BONUS = 0.05
+LINK_BONUS = 0.07
 _WORD = re.compile(r"[\w'’-]+")
 
 
