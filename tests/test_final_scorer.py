@@ -81,7 +81,7 @@ async def test_the_bonus_brings_the_linked_paragraph_into_the_top_k() -> None:
     reranker, query = FixedScores([0.9, 0.62, 0.6]), [RerankQuery(QUESTION, np.zeros(4))]
     assert [i for i, _ in await rank_by_window(reranker, query, pool, 2)] == [0, 1]
     ranked = await rank_by_window(reranker, query, pool, 2, link_bonus=LINK_BONUS)
-    assert [i for i, _ in ranked] == [0, 2] and abs(ranked[1][1] - 0.65) < 1e-6
+    assert [i for i, _ in ranked] == [0, 2] and abs(ranked[1][1] - (0.6 + LINK_BONUS)) < 1e-6
 
 
 async def test_memory_rerank_adds_the_bonus_to_linked_titles_only(memory: Memory) -> None:
