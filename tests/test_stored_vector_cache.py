@@ -80,6 +80,7 @@ async def test_an_auto_question_is_embedded_once_while_the_planner_decides(memor
     import asyncio
 
     from memroute import RetrievalAgent
+    from memroute.graph.final_rerank import composed_queries
     from memroute.planners.offline.planner import OfflinePlanner
 
     scope = Scope(org_id=f"vc-{uuid.uuid4().hex[:8]}", project_id="p", user_id="u")
@@ -108,4 +109,6 @@ async def test_an_auto_question_is_embedded_once_while_the_planner_decides(memor
         question, scope=scope, k=3, strategy="auto")
     assert in_flight == [True]
     assert embedded[0] == question
-    assert sorted(embedded) == sorted(dict.fromkeys(result.queries))  # each once
+    queries = list(dict.fromkeys(result.queries))
+    # each once, with the final rerank's composed queries (the question and a bridge)
+    assert sorted(embedded) == sorted(queries + composed_queries(queries))

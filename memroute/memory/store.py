@@ -571,7 +571,7 @@ class Memory:
 
     async def rerank(self, results: list[ScoredResult], queries: list[str], k: int,
                      *, mode: str = "fused", fusion: str | None = None,
-                     credit: str = "nucleus") -> list[ScoredResult]:
+                     credit: str = "nucleus", link_bonus: float = 0.0) -> list[ScoredResult]:
         """Rerank pooled results against every query, without reading the store.
 
         ``mode="fused"`` scores each candidate against each query and fuses the scores
@@ -579,7 +579,8 @@ class Memory:
         query string made of all queries joined. ``credit``: ``"nucleus"`` ranks as
         `search_scored` does; ``"window"`` scores each result on its whole context window
         (`rank_by_window`: the windows around strong matches fill the top k, and a
-        neighbour still never outranks its match).
+        neighbour still never outranks its match); with it, ``link_bonus`` is added to the
+        results whose title the best windows of another title name (`linked_by_top`).
         """
         if credit not in CREDITS:
             raise InvalidInputError(f"unknown credit {credit!r}: use {' or '.join(CREDITS)}")
@@ -607,5 +608,5 @@ class Memory:
                                 if r.sentence_embeddings is not None else empty)
                 if len(r.episodes) > 1 else None)
              for r in results],
-            k, fusion or self.settings.rerank_fusion, credit)
+            k, fusion or self.settings.rerank_fusion, credit, link_bonus)
         return [replace(results[i], rerank_score=score) for i, score in order]

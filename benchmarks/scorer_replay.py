@@ -1,0 +1,139 @@
+"""Replay the final rerank on dumped pools with another scorer, without running the hops.
+
+Reads a `benchmarks.planner_variants` pool dump (``--dump-pool``), re-reads the pooled
+episodes' stored vectors from the eval store, reranks each question's pool as
+`memroute.graph.final_rerank` does (own turns first, then the windows against every query)
+and prints the headline recall per scorer variant (docs/evaluation.md, "A better final
+scorer").
+
+    python -m benchmarks.scorer_replay hotpotqa ../shared/data/hotpotqa/hotpotqa_dev_distractor_800.jsonl \\
+        --limit 300 --pool pool-hotpotqa.jsonl --variant base --variant '{"bridge": 0.05}'
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+
+import numpy as np
+
+from memroute.evals.datasets import load_dataset
+from memroute.evals.scoring import headline_metric
+from memroute.evals.store import open_store
+from memroute.memory.embedders import make_embedder
+from memroute.graph.final_rerank import composed_queries
+from memroute.memory.rerankers.base import (ContextCandidate, RerankCandidate, RerankQuery,
+                                            rank_by_window)
+from memroute.memory.titles import split_title
+from memroute.settings import get_settings
+import memroute.memory.rerankers.base as rbase
+
+PER_TITLE, TOP = rbase.LINK_PER_TITLE, rbase.LINKING_TOP  # the defaults, restored per variant
+from benchmarks.rerank_headroom import pool_recall
+
+
+async def replay(args) -> None:
+    settings = get_settings()
+    dataset = load_dataset(args.dataset, args.data, args.limit)
+    by_text = {q.question: q for q in dataset.questions}
+    embedder = make_embedder(settings.embedder, threads=1, batch_size=settings.embed_batch_size)
+    store = await open_store(dataset, seed=args.seed or 0,
+                             embedder=embedder, reranker=settings.reranker, settings=settings)
+    memory = store.memory
+    try:
+        pools = [json.loads(line) for line in args.pool.open()]
+        variants = [{} if v == "base" else json.loads(v) for v in args.variant]
+        totals = [0.0] * len(variants)
+        n = 0
+        from memroute.memory import sql
+        from benchmarks import scorer_variants as final_scorer
+        for entry in pools:
+            question = by_text.get(entry["query"])
+            if question is None:
+                continue
+            scope = store.scope_for(question)
+            queries = list(dict.fromkeys([entry["query"], *entry["queries"]]))
+            own = sorted((r for r in entry["pool"] if r["own"] is not None), key=lambda r: r["own"])
+            rest = [r for r in entry["pool"] if r["own"] is None]
+            k, got = 10, None
+            cands = None
+            if len(queries) > 1 and rest:
+                uids = list({e[0] for r in rest for e in r["episodes"]})
+                async with memory._pool.connection() as conn:
+                    vectors = await sql.fetch_sentence_embeddings(conn, memory.schema, scope.key, uids)
+                empty = np.zeros((0, embedder.dim), np.float32)
+                cands = []
+                for r in rest:
+                    parts = [vectors.get(e[0], empty) for e in r["episodes"]]
+                    nucleus = next((e for e in r["episodes"] if e[0] == r["uid"]), None)
+                    cands.append(ContextCandidate(
+                        r["uid"], RerankCandidate("\n".join(e[1] for e in r["episodes"]),
+                                                  np.vstack(parts) if parts else empty),
+                        tuple(e[0] for e in r["episodes"]),
+                        RerankCandidate(nucleus[1], vectors.get(nucleus[0], empty))
+                        if nucleus and len(r["episodes"]) > 1 else None))
+                embeddings = await memory.embed_queries(queries)
+                rq = [RerankQuery(t, e) for t, e in zip(queries, embeddings)]
+            n_question = 0.0
+            for vi, variant in enumerate(variants):
+                left = k - len(own[:k])
+                chosen = own[:k]
+                if rest and left:
+                    if cands is None:
+                        chosen = chosen + sorted(rest, key=lambda r: -r["score"])[:left]
+                    else:
+                        variant = dict(variant)
+                        rbase.LINK_PER_TITLE = variant.pop("per_title", PER_TITLE)
+                        rbase.LINKING_TOP = variant.pop("top", TOP)
+                        if "prod" in variant:  # the defaults' code path: composed, link bonus
+                            texts = queries + (composed_queries(queries) if variant["prod"] else [])
+                            vecs = await memory.embed_queries(texts)
+                            order = await rank_by_window(
+                                memory.reranker, [RerankQuery(t, e) for t, e in zip(texts, vecs)],
+                                cands, left, "max", variant.get("link_bonus", 0.0))
+                            chosen = chosen + [rest[i] for i, _ in order]
+                            variant = None
+                        compose = variant.pop("compose", None) if variant is not None else None
+                        if compose:
+                            texts = [queries[0] + " " + " ".join(final_scorer.bridge_phrases(queries[0], q))
+                                     for q in queries[1:]]
+                            texts = [t for t in dict.fromkeys(texts) if t != queries[0]]
+                            if texts:
+                                vecs = await memory.embed_queries(texts)
+                                variant["extra"] = [RerankQuery(t, e) for t, e in zip(texts, vecs)]
+                        if variant is not None:
+                            order = await final_scorer.rank_pool(memory.reranker, rq, cands, left,
+                                                                 **variant)
+                            chosen = chosen + [rest[i] for i, _ in order]
+                seen = {}
+                for r in chosen:
+                    for e in r["episodes"]:
+                        seen.setdefault(e[0], e)
+                value = pool_recall(args.dataset, question, list(seen.values()))
+                totals[vi] += value
+            n += 1
+        for variant, total in zip(args.variant, totals):
+            print(json.dumps({"dataset": args.dataset, "variant": variant, "questions": n,
+                              headline_metric(args.dataset): round(total / max(n, 1), 4)}))
+    finally:
+        await memory.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dataset")
+    parser.add_argument("data", type=Path)
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--pool", type=Path, required=True)
+    parser.add_argument("--variant", action="append", default=None,
+                        help="'base' or a JSON of `final_scorer.rank_pool` keyword arguments")
+    args = parser.parse_args()
+    args.variant = args.variant or ["base"]
+    asyncio.run(replay(args))
+
+
+if __name__ == "__main__":
+    main()
