@@ -9,6 +9,7 @@ split a query (SplitQuery) and whether the evidence suffices or which query to s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar, runtime_checkable
 
@@ -47,7 +48,14 @@ class Planner(Protocol):
     """Whether decisions cost LLM calls and tokens: then budgets steer routing, and a step
     that raised is charged one call per attempt."""
 
-    async def route(self, query: str) -> PlannerResult[RouteDecision]: ...
+    wants_speakers: bool
+    """Whether `route` reads the scope's speakers (`Memory.speakers`); the graph looks them
+    up only then."""
+
+    async def route(self, query: str, speakers: Sequence[str] = ()) -> PlannerResult[RouteDecision]:
+        """``speakers``: the scope's speakers, given when ``wants_speakers`` (else empty); a
+        chain's `RouteDecision.first_searches` may search one's own turns from the start."""
+        ...
 
     async def split(self, query: str) -> PlannerResult[SplitPlan]: ...
 
