@@ -108,3 +108,49 @@ async def test_a_store_without_producers_routes_as_before(memory, monkeypatch) -
         runs.append(await agent.aretrieve(question, scope=scope, k=10, strategy="auto"))
     assert runs[0].queries == runs[1].queries and runs[0].search_rounds == runs[1].search_rounds
     assert [r.uid for r in runs[0].results] == [r.uid for r in runs[1].results]
+
+
+class _QuestionOnlyPlanner:
+    """A planner written before ``wants_speakers``: its ``route`` takes the question alone."""
+
+    name = "question-only"
+    spends_llm_calls = False
+    prompt_versions: dict[str, str] = {}
+
+    def __init__(self) -> None:
+        self.inner = OfflinePlanner()
+
+    async def route(self, query):
+        return await self.inner.route(query)
+
+    async def split(self, query):
+        return await self.inner.split(query)
+
+    async def judge(self, query, evidence, previous_queries, hop, evidence_entities=None):
+        return await self.inner.judge(query, evidence, previous_queries, hop, evidence_entities)
+
+    def with_limits(self, limits):
+        return self
+
+
+async def test_a_planner_without_wants_speakers_routes_from_the_question(memory) -> None:
+    scope = _scope("old")
+    await memory.add(scope, [{"content": t, "producer": p, "session_id": "s1"}
+                             for p, t in TURNS])
+    agent = RetrievalAgent(memory, planner=_QuestionOnlyPlanner(), context=(0, 0))
+    result = await agent.aretrieve(QUESTION, scope=scope, k=10, strategy="auto")
+    # no lookup, no first-round search: the judge finds the speaker a round later
+    assert result.queries == [QUESTION, "What did I research for my project?"]
+    assert result.search_rounds == 2
+
+
+async def test_the_cascade_passes_the_speakers_to_its_offline_router() -> None:
+    from memroute.planners.cascade import CascadePlanner
+    from memroute.planners.llm.planner import LLMPlanner
+
+    assert LLMPlanner.wants_speakers is False  # the model routes from the question alone
+    cascade = CascadePlanner(OfflinePlanner(), OfflinePlanner(), threshold=0.5)
+    assert cascade.wants_speakers
+    decided = await cascade.route("When is Caroline's birthday?", ["Caroline", "Melanie"])
+    assert decided.decided_by == "offline"
+    assert [s.producer for s in decided.value.first_searches] == ["Caroline"]

@@ -41,20 +41,19 @@ class Planner(Protocol):
     they return a `PlannerResult` with ``value=None`` and an ``error``. Transient errors
     (rate limits, timeouts, 5xx) may propagate so the graph's retry policy can retry them.
 
-    The graph uses every member declared here and nothing else."""
+    The graph uses every member declared here, and the optional ``wants_speakers`` (`route`)."""
 
     name: str
     spends_llm_calls: bool
     """Whether decisions cost LLM calls and tokens: then budgets steer routing, and a step
     that raised is charged one call per attempt."""
 
-    wants_speakers: bool
-    """Whether `route` reads the scope's speakers (`Memory.speakers`); the graph looks them
-    up only then."""
-
     async def route(self, query: str, speakers: Sequence[str] = ()) -> PlannerResult[RouteDecision]:
-        """``speakers``: the scope's speakers, given when ``wants_speakers`` (else empty); a
-        chain's `RouteDecision.first_searches` may search one's own turns from the start."""
+        """``speakers``: the scope's speakers (`Memory.speakers`), passed only to a planner
+        with a true ``wants_speakers`` attribute (optional: the graph reads it with
+        ``getattr``, so planners written without it keep working and are called with the
+        query alone); a chain's `RouteDecision.first_searches` may then search one's own
+        turns from the start."""
         ...
 
     async def split(self, query: str) -> PlannerResult[SplitPlan]: ...
