@@ -170,7 +170,7 @@ class ChainHeuristics:
     ``speakers_first_round``: when the scope's speakers are known (`Memory.speakers`) and
     the question names exactly one, the own-turns search and its dated twin go out beside the
     question's search, in the chain's first round, not after it (`parsed.first_round_searches`):
-    the same searches, LoCoMo 2.02 -> 1.13 rounds per auto question (docs/evaluation.md,
+    the same searches and results, LoCoMo 2.02 -> 1.14 rounds per auto question (docs/evaluation.md,
     "A speaker's own turns in the first round").
     ``bridges_at_once`` (off): the first rewrite's runner-up bridges, packed, go out beside
     the first bridge instead of after its search (the same searches, one round less, but
