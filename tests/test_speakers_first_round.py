@@ -48,7 +48,8 @@ def test_the_first_round_searches_need_a_named_speaker_of_the_scope() -> None:
     assert [s.produced_after[:10] for s in dated] == ["", "2023-04-26"]
     assert first_round_searches(QUESTION, []) == []  # no speakers: no store read changes it
     assert first_round_searches(QUESTION, ["Melanie"]) == []  # names no speaker
-    assert first_round_searches("Did Caroline or Melanie paint more?", ["Caroline", "Melanie"]) == []
+    both = "Did Caroline or Melanie paint more?"
+    assert first_round_searches(both, ["Caroline", "Melanie"]) == []
     off = OfflinePlanner(speakers_first_round=False).heuristics
     assert first_round_searches(QUESTION, ["Caroline"], off) == []
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -70,7 +71,7 @@ async def scope_speakers(ctx: RetrievalContext, scope: dict[str, Any]) -> list[s
 
 def _take_route(request: dict[str, Any], route: Route, reason: str, source: str,
                 cost: NodeCost, runtime: Runtime, first_query: str = "",
-                search_question: bool = True, first_searches: list[ChainSearch] = (),
+                search_question: bool = True, first_searches: Sequence[ChainSearch] = (),
                 **extra: Any) -> Command:
     """Record the route and send the request to its first node (a chain's first search:
     ``first_query`` when the planner gave one, else the question, with ``first_searches``
