@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Overwrite
 
+from memroute._log import get_logger
 from memroute.errors import InvalidInputError
 from memroute.graph.context import ContextResolver, RetrievalContext
 from memroute.graph.events import RouteChosen, as_payload
@@ -20,9 +22,11 @@ from memroute.graph.state import NodeCost, RetrievalState, node_cost
 from memroute.memory.limits import MAX_K
 from memroute.memory.models import coerce_scope
 from memroute.strategies import tool_select as strategy
-from memroute.strategies.base import STRATEGIES, Route
+from memroute.strategies.base import STRATEGIES, ChainJudgment, ChainSearch, Route
+from memroute.strategies.chain_of_query import hop_searches
 from memroute.strategies.budget import Budget
 
+log = get_logger(__name__)
 NODE = "tool_select"
 STEP = "router"
 
@@ -55,11 +59,23 @@ def _request(state: RetrievalState, ctx: RetrievalContext, started_at: float) ->
     }
 
 
+async def scope_speakers(ctx: RetrievalContext, scope: dict[str, Any]) -> list[str]:
+    """The scope's speakers (`Memory.speakers`, cached); [] when the lookup fails (the judge
+    then finds the speaker in the evidence, a round later, as without the lookup)."""
+    try:
+        return await ctx.memory.speakers(scope)
+    except Exception as exc:  # the question's search reports a store that is down
+        log.warning("tool_select.speakers_failed", error=f"{type(exc).__name__}: {exc}")
+        return []
+
+
 def _take_route(request: dict[str, Any], route: Route, reason: str, source: str,
                 cost: NodeCost, runtime: Runtime, first_query: str = "",
-                search_question: bool = True, **extra: Any) -> Command:
+                search_question: bool = True, first_searches: Sequence[ChainSearch] = (),
+                **extra: Any) -> Command:
     """Record the route and send the request to its first node (a chain's first search:
-    ``first_query`` when the planner gave one, else the question; a split's planner, and the
+    ``first_query`` when the planner gave one, else the question, with ``first_searches``
+    beside it, at once, those the chain's stop rules let through; a split's planner, and the
     question's search beside it unless ``search_question`` is false)."""
     runtime.stream_writer(as_payload(RouteChosen(route, reason, source)))
     if "notes" in extra:
@@ -73,10 +89,17 @@ def _take_route(request: dict[str, Any], route: Route, reason: str, source: str,
         # needs its hits anyway, and this way one search hides behind planning.
         goto = ["split_plan", send_search(update, request["query"], "split",
                                           beside_planner=True)]
+    elif route == "chain":
+        first = first_query.strip() or request["query"]
+        judgment = ChainJudgment(is_sufficient=False, new_query=first,
+                                 concurrent_searches=list(first_searches))
+        searches = hop_searches(judgment, request["query"], [], [])
+        goto = [send_search(update, s.query, route, hop=1, slot=slot, producer=s.producer,
+                            produced_after=s.produced_after, produced_before=s.produced_before)
+                for slot, s in enumerate(searches)]
+        goto = goto[0] if len(goto) == 1 else goto
     else:
-        first = first_query.strip() if route == "chain" else ""
-        goto = send_search(update, first or request["query"], route,
-                           hop=1 if route == "chain" else 0)
+        goto = send_search(update, request["query"], route, hop=0)
     return Command(update=update, goto=goto)
 
 
@@ -107,7 +130,11 @@ def make_tool_select(resolve: ContextResolver):
             if ctx.memory.settings.query_cache_size else asyncio.sleep(0))
         await asyncio.sleep(0)  # the embedding's first step hands it to its thread
         try:
-            decided = await step.ask_planner(lambda planner: planner.route(request["query"]))
+            speakers = (await scope_speakers(ctx, request["scope"])
+                        if getattr(ctx.planner, "wants_speakers", False) else [])
+            decided = await step.ask_planner(
+                lambda planner: planner.route(request["query"], speakers) if speakers
+                else planner.route(request["query"]))
         finally:
             with contextlib.suppress(Exception):  # a failed embedding fails in the search
                 await embedding
@@ -122,6 +149,7 @@ def make_tool_select(resolve: ContextResolver):
                 reason, source = why, "budget"
         return _take_route(request, route, reason, source, decided.cost, runtime,
                            first_query=decided.value.first_query,
+                           first_searches=decided.value.first_searches,
                            search_question=decided.value.search_question,
                            notes=[reason] if source == "budget" else [])
 

@@ -33,14 +33,14 @@ from memroute.nlp import (
 
 log = get_logger(__name__)
 # Producers that are roles, not names a question could mention.
-_ROLE_PRODUCERS = frozenset({"user", "assistant", "system", "ai", "bot", "human", "agent",
+ROLE_PRODUCERS = frozenset({"user", "assistant", "system", "ai", "bot", "human", "agent",
                              "tool", "model"})
 
 
 def speaker_entity(producer: str) -> Entity | None:
     """The producer as an entity when it names someone ("Caroline"), else ``None``."""
     key = entity_key(producer)
-    if not key or key in _ROLE_PRODUCERS or len(key) > 80:
+    if not key or key in ROLE_PRODUCERS or len(key) > 80:
         return None
     return Entity(producer.strip(), key, SPEAKER_LABEL)
 

@@ -108,6 +108,11 @@ def _migrations(schema: str, dim: int) -> list[str]:
         ALTER TABLE {s}.sentences ADD COLUMN entities jsonb;
         CREATE INDEX sentences_entity_keys ON {s}.sentences USING gin (entity_keys);
         """,
+        # 4: a scope's producers (its conversation's speakers) read by a skip scan
+        # (memroute.memory.lookup.scope_producers), one index probe per producer.
+        f"""
+        CREATE INDEX episodes_scope_producer ON {s}.episodes (scope_key, producer);
+        """,
     ]
 
 

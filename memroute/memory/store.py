@@ -50,6 +50,13 @@ from memroute.memory.writes import EpisodeWriter
 from memroute.nlp import Entity
 from memroute.settings import MemrouteSettings, get_settings
 
+# `Memory.speakers`: how long a scope's speakers are reused before they are read again (other
+# processes' writes are seen after this; this process's writes at once), how many scopes are
+# kept, and how many producers one scope returns at most.
+SPEAKERS_TTL_S = 5.0
+SPEAKERS_CACHED_SCOPES = 1024
+MAX_SPEAKERS = 64
+
 log = get_logger(__name__)
 
 
@@ -110,6 +117,9 @@ class Memory:
         self._query_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         # (scope key, episode uid) -> the episode's stored sentence vectors, newest last
         self._stored_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        # scope key -> (monotonic expiry, its speakers), least recently used first
+        self._speakers: OrderedDict[str, tuple[float, tuple[str, ...]]] = OrderedDict()
+        self._writes = 0  # counts this process's writes: a lookup older than one is not kept
         self._stop_warming = threading.Event()
         self._warming: asyncio.Task[WarmReport] | None = None
 
@@ -139,6 +149,11 @@ class Memory:
             self._stored_vectors.move_to_end((scope_key, uid))
         while len(self._stored_vectors) > self.settings.stored_vector_cache_size:
             self._stored_vectors.popitem(last=False)
+
+    def _forget_speakers(self, scope_key: str) -> None:
+        """Drop a scope's cached speakers after a write (`speakers`)."""
+        self._writes += 1
+        self._speakers.pop(scope_key, None)
 
     def _forget_vectors(self, scope_key: str, uids: list[str] | None = None) -> None:
         """Drop kept vectors of ``uids`` (or of the whole scope) after a write or delete."""
@@ -224,7 +239,11 @@ class Memory:
 
     async def add(self, scope: Scope | dict, episodes: list[Episode | dict]) -> list[str]:
         """Store episodes atomically; idempotent by uid. Returns the uids, in input order."""
-        return await self._writer.add(coerce_scope(scope), episodes)
+        scope = coerce_scope(scope)
+        try:
+            return await self._writer.add(scope, episodes)
+        finally:
+            self._forget_speakers(scope.key)
 
     async def add_batches(self, scope: Scope | dict,
                           batches: Iterable[list[Episode | dict]]) -> AsyncIterator[list[str]]:
@@ -232,9 +251,10 @@ class Memory:
         it is stored. The next batch is embedded while the previous one is written, so a long
         ingestion runs at the embedder's pace. A bad batch raises when its turn comes; the
         batches before it stay stored."""
-        async with contextlib.aclosing(self._writer.add_batches(coerce_scope(scope),
-                                                                batches)) as stored:
+        scope = coerce_scope(scope)
+        async with contextlib.aclosing(self._writer.add_batches(scope, batches)) as stored:
             async for uids in stored:
+                self._forget_speakers(scope.key)
                 yield uids
 
     async def upsert(self, scope: Scope | dict, episodes: list[Episode | dict]) -> list[str]:
@@ -244,6 +264,7 @@ class Memory:
         scope = coerce_scope(scope)
         uids = await self._writer.upsert(scope, episodes)
         self._forget_vectors(scope.key, uids)
+        self._forget_speakers(scope.key)
         return uids
 
     # -- lookups by key ---------------------------------------------------------------------
@@ -323,6 +344,7 @@ class Memory:
 
         count = await with_retry(run, "delete")
         self._forget_vectors(scope.key, None if uids is None or session_id else list(uids))
+        self._forget_speakers(scope.key)
         log.info("memory.delete", scope=scope.key, session_id=session_id,
                  uids=len(uids) if uids is not None else None, deleted=count)
         return count
@@ -346,6 +368,35 @@ class Memory:
             async with self._pool.connection() as conn:
                 return await entity_sql.entities_of(conn, self.schema, scope.key, uids)
         return await with_retry(run, "stored_entities")
+
+    async def speakers(self, scope: Scope | dict) -> list[str]:
+        """The scope's speakers: the producers of its episodes that name someone (not a role
+        such as "user" or "system"; `entity_sql.speaker_entity`), at most `MAX_SPEAKERS`, in
+        order. One indexed lookup (`lookup.scope_producers`), reused for `SPEAKERS_TTL_S`;
+        this process's writes to the scope drop it at once."""
+        scope = coerce_scope(scope)
+        now = time.monotonic()
+        cached = self._speakers.get(scope.key)
+        if cached is not None and cached[0] > now:
+            self._speakers.move_to_end(scope.key)
+            return list(cached[1])
+        writes = self._writes
+
+        async def run() -> list[str]:
+            async with self._pool.connection() as conn:
+                return await lookup.scope_producers(conn, self.schema, scope.key,
+                                                    MAX_SPEAKERS + len(entity_sql.ROLE_PRODUCERS))
+
+        named = tuple(speaker.text for speaker in map(entity_sql.speaker_entity,
+                                                       await with_retry(run, "speakers"))
+                      if speaker is not None)[:MAX_SPEAKERS]
+        if writes != self._writes:  # a write may have ended while this was read
+            return list(named)
+        self._speakers[scope.key] = (now + SPEAKERS_TTL_S, named)
+        self._speakers.move_to_end(scope.key)
+        while len(self._speakers) > SPEAKERS_CACHED_SCOPES:
+            self._speakers.popitem(last=False)
+        return list(named)
 
     async def count(self, scope: Scope | dict) -> dict[str, int]:
         """How many episodes and sentences the scope holds."""

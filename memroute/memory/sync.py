@@ -76,6 +76,9 @@ class SyncMemory:
     def stored_entities(self, scope: Scope | dict, uids: list[str]) -> dict[str, list[Entity]]:
         return self.loop.run_as_sync(self.memory.stored_entities(scope, uids))
 
+    def speakers(self, scope: Scope | dict) -> list[str]:
+        return self.loop.run_as_sync(self.memory.speakers(scope))
+
     def warm(self) -> WarmReport:
         return self.loop.run_as_sync(self.memory.warm())
 

@@ -9,6 +9,7 @@ split a query (SplitQuery) and whether the evidence suffices or which query to s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar, runtime_checkable
 
@@ -40,14 +41,20 @@ class Planner(Protocol):
     they return a `PlannerResult` with ``value=None`` and an ``error``. Transient errors
     (rate limits, timeouts, 5xx) may propagate so the graph's retry policy can retry them.
 
-    The graph uses every member declared here and nothing else."""
+    The graph uses every member declared here, and the optional ``wants_speakers`` (`route`)."""
 
     name: str
     spends_llm_calls: bool
     """Whether decisions cost LLM calls and tokens: then budgets steer routing, and a step
     that raised is charged one call per attempt."""
 
-    async def route(self, query: str) -> PlannerResult[RouteDecision]: ...
+    async def route(self, query: str, speakers: Sequence[str] = ()) -> PlannerResult[RouteDecision]:
+        """``speakers``: the scope's speakers (`Memory.speakers`), passed only to a planner
+        with a true ``wants_speakers`` attribute (optional: the graph reads it with
+        ``getattr``, so planners written without it keep working and are called with the
+        query alone); a chain's `RouteDecision.first_searches` may then search one's own
+        turns from the start."""
+        ...
 
     async def split(self, query: str) -> PlannerResult[SplitPlan]: ...
 

@@ -13,7 +13,7 @@ or ``"cascade: llm (offline 0.40)"``; a route's ``reason`` starts with ``[offlin
 from __future__ import annotations
 
 import copy
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal
 
 from memroute.planners.base import EvidenceEntities, Planner, PlannerResult
@@ -75,8 +75,14 @@ class CascadePlanner:
         second.decided_by = "llm"
         return second
 
-    async def route(self, query: str) -> PlannerResult[RouteDecision]:
-        first = await self.offline.route(query)
+    @property
+    def wants_speakers(self) -> bool:
+        """The offline planner's (an LLM's route carries no first-round searches)."""
+        return getattr(self.offline, "wants_speakers", False)
+
+    async def route(self, query: str, speakers: Sequence[str] = ()) -> PlannerResult[RouteDecision]:
+        first = await (self.offline.route(query, speakers) if speakers
+                       else self.offline.route(query))
         confidence = first.value.confidence if first.value is not None else None
         result = await self._decide("route", query, 0, first, confidence,
                                     lambda: self.llm.route(query))

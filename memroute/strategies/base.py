@@ -39,6 +39,17 @@ def query_key(text: str) -> str:
     return " ".join(re.sub(r"[^\w ]+", " ", text.casefold()).split())
 
 
+class ChainSearch(BaseModel):
+    """One more search of a chain hop (`ChainJudgment.concurrent_searches`): a query, among
+    ``producer``'s episodes when given, among those produced in
+    ``[produced_after, produced_before)`` when given."""
+
+    query: str
+    producer: str = Field(default="", max_length=MAX_PRODUCER_CHARS)
+    produced_after: str = Field(default="", max_length=40)
+    produced_before: str = Field(default="", max_length=40)
+
+
 class RouteDecision(BaseModel):
     """ToolSelect's answer."""
 
@@ -51,23 +62,16 @@ class RouteDecision(BaseModel):
     # a split: whether the question itself is searched beside its sub-queries (False: the
     # sub-queries alone, one search less; the final rerank still scores the question)
     search_question: bool = True
+    # a chain: searches its first hop sends beside the first query, at once (a named
+    # speaker's own turns, when the scope's speakers are known: `Planner.route`)
+    first_searches: list[ChainSearch] = Field(default_factory=list,
+                                              max_length=MAX_HOP_QUERIES - 1)
 
 
 class SplitPlan(BaseModel):
     """SplitQuery's answer: independent single-fact sub-queries (may be empty: do not split)."""
 
     sub_queries: list[str] = Field(default_factory=list)
-
-
-class ChainSearch(BaseModel):
-    """One more search of a chain hop (`ChainJudgment.concurrent_searches`): a query, among
-    ``producer``'s episodes when given, among those produced in
-    ``[produced_after, produced_before)`` when given."""
-
-    query: str
-    producer: str = Field(default="", max_length=MAX_PRODUCER_CHARS)
-    produced_after: str = Field(default="", max_length=40)
-    produced_before: str = Field(default="", max_length=40)
 
 
 class ChainJudgment(BaseModel):

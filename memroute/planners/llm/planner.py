@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -78,7 +79,9 @@ class LLMPlanner:
                               max_tokens=spec.max_tokens,
                               min_output_tokens=spec.min_output_tokens)
 
-    async def route(self, query: str) -> PlannerResult[RouteDecision]:
+    wants_speakers = False  # the model routes from the question alone
+
+    async def route(self, query: str, speakers: Sequence[str] = ()) -> PlannerResult[RouteDecision]:
         result = await self._ask(self.router_llm, ROUTE, replies.RouteReply,
                                  query=as_data(query, QUESTION_CHARS))
         return result.to_planner(result.value and replies.to_decision(result.value))

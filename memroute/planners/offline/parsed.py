@@ -237,6 +237,51 @@ def _subject_speaker(stored: EvidenceEntities, qp: QuestionParse) -> str:
     return next(iter(speakers.values())) if len(speakers) == 1 else ""
 
 
+def _own_words(query: str, qp: QuestionParse, speaker: str, h: ChainHeuristics) -> list[str]:
+    """The words of the search of ``speaker``'s own turns ([] without a speaker). A question
+    about one named speaker: what it asks is told in their own turns, whose capitalised
+    words ("Thanks", "Wow", the other speaker) are no bridges; searching only those turns
+    stands for the name, and every other word of the question stays."""
+    if not speaker:
+        return []
+    names = [*(n for n in qp.named if entity_key(n) == entity_key(speaker)), speaker]
+    own_words = key_terms(query, drop=names)
+    if own_words and h.own_query == "first_person":
+        own_words = [first_person(query, names)]
+    return own_words
+
+
+def first_round_searches(query: str, speakers: list[str],
+                         h: ChainHeuristics = ChainHeuristics()) -> list[ChainSearch]:
+    """The searches of a speaker's own turns that the judge would send after the question's
+    search (its own-turns search and dated twin, `judge_with_entities`), known before it when
+    the scope's speakers are (``speakers``, `Memory.speakers`): the question names exactly
+    one of them, by the judge's rule (`_subject_speaker`). They then go out beside the
+    question's search, in the chain's first round; the judge after it has searched them and
+    asks for nothing more. [] without speakers (Wikipedia stores), a named speaker, or with
+    ``speakers_first_round``, ``own_turns`` or ``fan_out`` off."""
+    if not (speakers and h.speakers_first_round and h.own_turns and h.fan_out):
+        return []
+    if h.subjects_after_search and compared_subjects(query):
+        return []  # the judge searches a comparison's subjects instead
+    qp = read_question(query)
+    speaker = _subject_speaker([[Entity(s, entity_key(s), SPEAKER_LABEL) for s in speakers]],
+                               qp)
+    words = " ".join(_own_words(query, qp, speaker, h))
+    allowed = h.attribute_rewrites + (h.own_dated_search and date_window(
+        query, h.date_pad_days) is not None)
+    if not words or allowed < 1 or query_key(words) == query_key(query):
+        return []
+    searches = [ChainSearch(query=words, producer=speaker)]
+    span = date_window(query, h.date_pad_days) if h.own_dated_search else None
+    dated = without_dates(words) if span is not None else ""
+    if dated and query_key(dated) not in {query_key(words), query_key(query)} and allowed >= 2:
+        searches.append(ChainSearch(query=dated, producer=speaker,
+                                    produced_after=span[0].isoformat(),
+                                    produced_before=span[1].isoformat()))
+    return searches
+
+
 def _spoken_or_untitled(evidence: list[str], stored: EvidenceEntities) -> bool:
     """Whether the top items are turns: by their stored speakers, else by having no title."""
     spoken = _spoken(stored)
@@ -449,13 +494,7 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
     attribute = (bool(qp.named) and not qp.hidden_head
                  and not has_nested_relation(_without_named_possessives(query, qp)))
     speaker = _subject_speaker(stored, qp) if h.own_turns else ""
-    # a question about one named speaker: what it asks is told in their own turns, whose
-    # capitalised words ("Thanks", "Wow", the other speaker) are no bridges; searching
-    # only those turns stands for the name, and every other word of the question stays
-    names = [*(n for n in qp.named if entity_key(n) == entity_key(speaker)), speaker]
-    own_words = key_terms(query, drop=names) if speaker else []
-    if own_words and h.own_query == "first_person":
-        own_words = [first_person(query, names)]
+    own_words = _own_words(query, qp, speaker, h)
     attribute = attribute or bool(own_words)
     # a date the question states: the speaker's turns of those days get one more search
     dated_span = (date_window(query, h.date_pad_days)

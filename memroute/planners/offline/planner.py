@@ -30,7 +30,7 @@ Every method returns a `PlannerResult` with zero LLM calls and never raises.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from pydantic import BaseModel
@@ -42,6 +42,7 @@ from memroute.planners.offline.bridging import ChainHeuristics, judge_evidence
 from memroute.planners.offline.parsed import (
     SUBJECTS_AFTER_SEARCH,
     compared_subjects,
+    first_round_searches,
     judge_with_entities,
     route_by_parse,
     split_by_parse,
@@ -120,9 +121,16 @@ class OfflinePlanner:
         return PlannerResult(value, Usage(wall_ms=(time.perf_counter() - start) * 1000),
                              error=error)
 
-    async def route(self, query: str) -> PlannerResult[RouteDecision]:
+    @property
+    def wants_speakers(self) -> bool:
+        """Whether `route` reads the scope's speakers: a chain's own-turns searches then go out
+        in its first round (`ChainHeuristics.speakers_first_round`)."""
+        h = self.heuristics
+        return self.use_nlp and h.speakers_first_round and h.own_turns and h.fan_out
+
+    async def route(self, query: str, speakers: Sequence[str] = ()) -> PlannerResult[RouteDecision]:
         def build() -> RouteDecision:
-            first = ""
+            first, searches = "", []
             if self.use_nlp and query.strip():
                 route, reason, confidence = route_by_parse(query, self.attribute_route)
                 if (route == "split" and self.heuristics.subjects_after_search
@@ -130,12 +138,15 @@ class OfflinePlanner:
                     route, reason = "chain", SUBJECTS_AFTER_SEARCH + reason
                 if route == "chain" and self.innermost_first:
                     first = read_question(query).innermost
+                if route == "chain":
+                    searches = first_round_searches(query, list(speakers), self.heuristics)
             else:
                 (route, reason), confidence = route_by_syntax(query), 0.5
             return RouteDecision(route=route, reason=f"{reason} (confidence {confidence:.2f})"
                                  [:MAX_REASON_CHARS], confidence=confidence,
                                  first_query=first[:MAX_REASON_CHARS],
-                                 search_question=route != "split" or self.split_question_search)
+                                 search_question=route != "split" or self.split_question_search,
+                                 first_searches=searches)
         return await self._run(build)
 
     async def split(self, query: str) -> PlannerResult[SplitPlan]:
