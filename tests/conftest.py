@@ -8,8 +8,10 @@ import os
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -78,3 +80,28 @@ def sync_scope(sync_memory: SyncMemory) -> Scope:
 def scope() -> Scope:
     """A fresh scope per test, so tests never see each other's data."""
     return Scope(org_id=f"org-{uuid.uuid4().hex[:8]}", project_id="tests", user_id="u1")
+
+
+@dataclass
+class SearchLog:
+    """What `timed_searches` saw: ("start" | "end", query) in order, and each query's uids."""
+    events: list[tuple[str, str]] = field(default_factory=list)
+    found: dict[str, list[str]] = field(default_factory=dict)
+
+
+@pytest.fixture
+def timed_searches(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> SearchLog:
+    """``memory``'s searches, each held 50 ms (so concurrent ones overlap) and logged."""
+    log = SearchLog()
+    search = memory.search_scored
+
+    async def timed(scope, query, **options):
+        log.events.append(("start", query))
+        await asyncio.sleep(0.05)
+        results = await search(scope, query, **options)
+        log.events.append(("end", query))
+        log.found[query] = [r.uid for r in results]
+        return results
+
+    monkeypatch.setattr(memory, "search_scored", timed)
+    return log

@@ -4,7 +4,6 @@ missed are searched in one hop, concurrently, and the judge reads the pooled hit
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 from memroute import RetrievalAgent, Scope
@@ -74,22 +73,10 @@ async def _remember(memory) -> Scope:
     return scope
 
 
-async def test_on_a_store_one_hop_runs_both_subject_searches_concurrently(memory,
-                                                                          monkeypatch) -> None:
+async def test_on_a_store_one_hop_runs_both_subject_searches_concurrently(
+        memory, timed_searches) -> None:
     scope = await _remember(memory)
-    events: list[tuple[str, str]] = []
-    found: dict[str, list[str]] = {}
-    search = memory.search_scored
-
-    async def timed(scope, query, **options):
-        events.append(("start", query))
-        await asyncio.sleep(0.05)  # a search takes a while: concurrent ones overlap
-        results = await search(scope, query, **options)
-        events.append(("end", query))
-        found[query] = [r.uid for r in results]
-        return results
-
-    monkeypatch.setattr(memory, "search_scored", timed)
+    events, found = timed_searches.events, timed_searches.found
     agent = RetrievalAgent(memory, planner=OfflinePlanner(), context=(0, 0))
     result = await agent.aretrieve(QUESTION, scope=scope, k=10, strategy="auto")
     subjects = compared_subjects(QUESTION)

@@ -4,7 +4,6 @@ question naming one sends the own-turns search beside the question's search."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 from memroute import RetrievalAgent, Scope
@@ -23,21 +22,6 @@ DOCS = ["Lisbon: Lisbon is the capital of Portugal.",
 
 def _scope(name: str) -> Scope:
     return Scope(org_id=f"{name}-{uuid.uuid4().hex[:8]}", project_id="chat", user_id="u")
-
-
-async def _timed(memory, monkeypatch) -> list[tuple[str, str]]:
-    events: list[tuple[str, str]] = []
-    search = memory.search_scored
-
-    async def timed(scope, query, **options):
-        events.append(("start", query))
-        await asyncio.sleep(0.05)  # a search takes a while: concurrent ones overlap
-        results = await search(scope, query, **options)
-        events.append(("end", query))
-        return results
-
-    monkeypatch.setattr(memory, "search_scored", timed)
-    return events
 
 
 def test_the_first_round_searches_need_a_named_speaker_of_the_scope() -> None:
@@ -71,12 +55,12 @@ async def test_speakers_are_looked_up_cached_and_see_a_new_producer(memory) -> N
     assert await memory.speakers(_scope("other")) == []  # scope-checked
 
 
-async def test_a_question_naming_a_speaker_searches_both_in_round_one(memory,
-                                                                      monkeypatch) -> None:
+async def test_a_question_naming_a_speaker_searches_both_in_round_one(
+        memory, timed_searches) -> None:
     scope = _scope("own")
     await memory.add(scope, [{"content": t, "producer": p, "session_id": "s1"}
                              for p, t in TURNS])
-    events = await _timed(memory, monkeypatch)
+    events = timed_searches.events
     agent = RetrievalAgent(memory, planner=OfflinePlanner(), context=(0, 0))
     result = await agent.aretrieve(QUESTION, scope=scope, k=10, strategy="auto")
     own = "What did I research for my project?"
@@ -97,7 +81,7 @@ async def test_a_question_naming_a_speaker_searches_both_in_round_one(memory,
     assert [r.uid for r in later.results] == [r.uid for r in result.results]
 
 
-async def test_a_store_without_producers_routes_as_before(memory, monkeypatch) -> None:
+async def test_a_store_without_producers_routes_as_before(memory) -> None:
     scope = _scope("docs")
     await memory.add(scope, [{"content": d, "producer": "system", "session_id": "d"}
                              for d in DOCS])
