@@ -112,9 +112,9 @@ def make_final_rerank(resolve: ContextResolver):
         """The chain's search of one speaker's turns: its order stands, first
         (`own_turns_first`). The places left: with one query, its search's order; with
         several, `Memory.rerank` against all of them and their `composed_queries` (fused per
-        candidate, or MemMachine's concatenated query; ``credit="window"``, `LINK_BONUS`) on
-        the pooled hits' stored vectors
-        (re-read in one statement: state carries no vectors)."""
+        candidate, or MemMachine's concatenated query; ``credit="window"``, `LINK_BONUS`,
+        `ENTITY_LINK_BONUS` with the pooled episodes' stored entities) on the pooled hits'
+        stored vectors (re-read in one statement: state carries no vectors)."""
         ctx = await resolve(runtime.context)
         started = time.time()
         own, pool = own_turns_first(list((state.get("pool") or {}).values()))
