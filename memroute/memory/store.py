@@ -622,7 +622,10 @@ class Memory:
 
     async def rerank(self, results: list[ScoredResult], queries: list[str], k: int,
                      *, mode: str = "fused", fusion: str | None = None,
-                     credit: str = "nucleus", link_bonus: float = 0.0) -> list[ScoredResult]:
+                     credit: str = "nucleus", link_bonus: float = 0.0,
+                     entity_bonus: float = 0.0,
+                     entity_keys: list[tuple[frozenset[str], frozenset[str]]] | None = None
+                     ) -> list[ScoredResult]:
         """Rerank pooled results against every query, without reading the store.
 
         ``mode="fused"`` scores each candidate against each query and fuses the scores
@@ -631,7 +634,9 @@ class Memory:
         `search_scored` does; ``"window"`` scores each result on its whole context window
         (`rank_by_window`: the windows around strong matches fill the top k, and a
         neighbour still never outranks its match); with it, ``link_bonus`` is added to the
-        results whose title the best windows of another title name (`linked_by_top`).
+        results whose title the best windows of another title name (`linked_by_top`), and
+        ``entity_bonus`` to those the best windows link through ``entity_keys`` (per result:
+        its nucleus's keys, its window's; `linked_by_entities`).
         """
         if credit not in CREDITS:
             raise InvalidInputError(f"unknown credit {credit!r}: use {' or '.join(CREDITS)}")
@@ -659,5 +664,5 @@ class Memory:
                                 if r.sentence_embeddings is not None else empty)
                 if len(r.episodes) > 1 else None)
              for r in results],
-            k, fusion or self.settings.rerank_fusion, credit, link_bonus)
+            k, fusion or self.settings.rerank_fusion, credit, link_bonus, entity_bonus, entity_keys)
         return [replace(results[i], rerank_score=score) for i, score in order]
