@@ -1,5 +1,6 @@
 """The chain stops after its first bridge when that search brought up the bridge's own facts
-(`ChainHeuristics.bridge_found_stop`; docs/evaluation.md, "Fewer searches on Wikipedia sets")."""
+(`ChainHeuristics.bridge_found_stop`, on by default; docs/evaluation.md, "Fewer searches on
+Wikipedia sets" and "Fewer searches after the better final scorer")."""
 
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ def test_the_judge_stops_only_after_the_first_rewrite_found_its_bridge() -> None
     assert found.is_sufficient and found.confidence >= 0.8
     missing = judge_with_entities(QUESTION, [*FILM, ABOUT_STAR], tried, stop)
     assert not missing.is_sufficient and missing.new_query
-    off = judge_with_entities(QUESTION, [*FILM, STAR], tried, ChainHeuristics(keep=2))
+    off = judge_with_entities(QUESTION, [*FILM, STAR], tried,
+                              ChainHeuristics(keep=2, bridge_found_stop=False))
     assert not off.is_sufficient and off.new_query
 
 
@@ -71,6 +73,8 @@ async def test_on_a_store_the_chain_takes_two_searches_when_the_bridge_came_up(m
     assert len(await _chain(memory, [*FILM, ABOUT_STAR, *OTHERS], bridge_found_stop=True)) == 3
     # and with the stop off
     assert len(await _chain(memory, [*FILM, STAR, *OTHERS], bridge_found_stop=False)) == 3
+    # the stop is a default (docs/evaluation.md, "Fewer searches after the better final scorer")
+    assert len(await _chain(memory, [*FILM, STAR, *OTHERS])) == 2
 
 
 def test_a_role_of_two_named_subjects_bridges_from_each_in_one_rewrite() -> None:

@@ -66,8 +66,10 @@ def test_a_bridge_in_sight_gets_one_packed_rewrite() -> None:
     # not in sight: the usual two rewrites, the first one a single bridge
     usual = judge_with_entities(QUESTION, [*FILM, *OTHERS], [QUESTION], on)
     assert not usual.is_sufficient and "Corliss Archer" not in usual.new_query
+    # (the bridge-found stop, a default, would end it: this checks the bridge in sight alone)
     goes_on = judge_with_entities(QUESTION, [*FILM, *OTHERS, STAR], [QUESTION, usual.new_query],
-                                  ChainHeuristics(one_rewrite_in_sight=True, keep=4))
+                                  ChainHeuristics(one_rewrite_in_sight=True, keep=4,
+                                                  bridge_found_stop=False))
     assert not goes_on.is_sufficient
     # and off, the chain keeps its two rewrites
     off = judge_with_entities(QUESTION, [*FILM, STAR], [QUESTION],

@@ -98,7 +98,9 @@ def test_one_bridge_suffices_when_the_stored_entities_clearly_back_it() -> None:
     temple = Entity("Shirley Temple", "shirley temple", "PERSON")
     abel = Entity("Walter Abel", "walter abel", "PERSON")
     clear = [[temple], [temple]]  # the index did not vouch for the runner-up
-    h = ChainHeuristics(one_bridge_when_clear=True, keep=2)  # the first hop kept both
+    # the first hop kept both; the bridge-found stop (a default) would also end these
+    # chains, so it is off here: this checks the clear-bridge stop alone
+    h = ChainHeuristics(one_bridge_when_clear=True, keep=2, bridge_found_stop=False)
     first = judge_with_entities(question, hop1, [question], h, clear)
     assert not first.is_sufficient and first.new_query.startswith("Shirley Temple")
     hop2 = [*hop1, "Shirley Temple: Shirley Temple Black served as ambassador to Ghana."]
@@ -120,7 +122,8 @@ def test_one_bridge_suffices_when_the_stored_entities_clearly_back_it() -> None:
     more = judge_with_entities(question, hop2, tried, h, [*even, [temple]])
     assert not more.is_sufficient and more.new_query
     # off by default
-    assert not judge_with_entities(question, hop2, tried, ChainHeuristics(keep=2),
+    assert not judge_with_entities(question, hop2, tried,
+                                   ChainHeuristics(keep=2, bridge_found_stop=False),
                                    [*clear, [temple]]).is_sufficient
 
 
