@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import time
 import uuid
 from collections import OrderedDict
 
@@ -170,3 +171,15 @@ async def test_the_router_does_not_wait_for_the_embedding_and_a_rewrite_starts_e
         assert slow.queries.index(query) < slow.queries.index(f"<search> {query}")
     embedded = [t for t in slow.queries if not t.startswith("<search> ")]
     assert sorted(embedded) == sorted(queries + final_rerank.composed_queries(queries))
+
+
+def test_a_sync_memory_prefetch_is_found_kept(sync_memory) -> None:
+    """`SyncMemory.prefetch_queries` starts the embeddings on the memory's loop."""
+    sync_memory.prefetch_queries(["where the ferry leaves"], after="ferry times")
+    memory = sync_memory.memory
+    for _ in range(200):
+        if not memory._prefetching:
+            break
+        time.sleep(0.01)
+    name = memory.embedder.name
+    assert {(name, "ferry times"), (name, "where the ferry leaves")} <= set(memory._query_vectors)

@@ -54,7 +54,8 @@ def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0, *,
     ``producer``'s episodes only when one is given, and among those produced in
     ``[produced_after, produced_before)`` when given. ``search_round``: the round of
     searches it belongs to (by default a chain's hop, else 1); ``slot``: its place among
-    the searches one chain hop sends at once."""
+    the searches one chain hop sends at once. A query other than the question carries its
+    composed query (`final_rerank.composed_queries`), which the search embeds beside it."""
     filters = state.get("filters")
     narrower = [{"producer": producer}] if producer else []
     if produced_after:
