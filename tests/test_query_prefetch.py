@@ -145,34 +145,6 @@ async def test_the_composed_query_is_embedded_before_the_final_rerank(memory: Me
     assert not set(composed) & set(embedded_late[:embedded_late.index("<final rerank>")])
 
 
-async def test_the_router_does_not_wait_for_the_embedding_and_a_rewrite_starts_early(
-        memory: Memory) -> None:
-    """The router returns while the question is still being embedded (its search waits for
-    it there); the judge starts each rewrite's embedding before the rewrite's search. Each
-    text is embedded once."""
-    scope = Scope(org_id=f"pf-{uuid.uuid4().hex[:8]}", project_id="p", user_id="u")
-    await memory.add(scope, [{"content": t, "session_id": "s"} for t in TURNS])
-    slow = SlowCountingEmbedder(memory.embedder, delay=0.3)
-    view = fresh_view(memory, slow)
-    real_search = view.search_scored
-
-    async def search_scored(scope, query, *args, **kwargs):
-        slow.queries.append(f"<search> {query}")
-        return await real_search(scope, query, *args, **kwargs)
-
-    view.search_scored = search_scored
-    result = await RetrievalAgent(view, planner=OfflinePlanner(use_nlp=True),
-                                  context=(0, 0)).aretrieve(QUESTION, scope=scope, k=3,
-                                                            strategy="auto")
-    assert result.costs.by_node["tool_select"]["wall_ms"] < 250
-    queries = list(dict.fromkeys(result.queries))
-    assert len(queries) > 1
-    for query in queries[1:]:
-        assert slow.queries.index(query) < slow.queries.index(f"<search> {query}")
-    embedded = [t for t in slow.queries if not t.startswith("<search> ")]
-    assert sorted(embedded) == sorted(queries + final_rerank.composed_queries(queries))
-
-
 def test_a_sync_memory_prefetch_is_found_kept(sync_memory) -> None:
     """`SyncMemory.prefetch_queries` starts the embeddings on the memory's loop."""
     sync_memory.prefetch_queries(["where the ferry leaves"], after="ferry times")

@@ -89,9 +89,6 @@ def make_chain_judge(resolve: ContextResolver):
             return _end(state, decision, runtime, decided.cost, judgment, chosen)
         # the next hop: the rewrite and any independent queries beside it, sent at once
         searches = strategy.hop_searches(judgment, state["query"], previous, texts)
-        # their embeddings start now, in the embedder's thread, while the graph moves on to
-        # the searches, which find them kept or in flight (`Memory.embed_queries`)
-        ctx.memory.prefetch_queries([s.query for s in searches])
         goto = [send_search(state, s.query, "chain", hop + 1, slot=slot, producer=s.producer,
                             produced_after=s.produced_after, produced_before=s.produced_before)
                 for slot, s in enumerate(searches)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -123,15 +124,20 @@ def make_tool_select(resolve: ContextResolver):
                                    "budget", node_cost(NODE, started), runtime,
                                    stop_reason=reason, notes=[f"router skipped: {reason}"])
         # Every route searches the question first: its vector is computed (in the embedder's
-        # thread) while the planner decides, and that search finds it kept, or still in
-        # flight and waits for it there (`Memory.embed_queries`): the router does not wait.
-        ctx.memory.prefetch_queries([request["query"]])
+        # thread) while the planner decides, and that search finds it kept.
+        embedding = asyncio.ensure_future(
+            ctx.memory.embed_queries([request["query"]])
+            if ctx.memory.settings.query_cache_size else asyncio.sleep(0))
         await asyncio.sleep(0)  # the embedding's first step hands it to its thread
-        speakers = (await scope_speakers(ctx, request["scope"])
-                    if getattr(ctx.planner, "wants_speakers", False) else [])
-        decided = await step.ask_planner(
-            lambda planner: planner.route(request["query"], speakers) if speakers
-            else planner.route(request["query"]))
+        try:
+            speakers = (await scope_speakers(ctx, request["scope"])
+                        if getattr(ctx.planner, "wants_speakers", False) else [])
+            decided = await step.ask_planner(
+                lambda planner: planner.route(request["query"], speakers) if speakers
+                else planner.route(request["query"]))
+        finally:
+            with contextlib.suppress(Exception):  # a failed embedding fails in the search
+                await embedding
         if decided.value is None:
             return _take_route(request, "direct", decided.failure, "fallback", decided.cost,
                                runtime, stop_reason=decided.failure, notes=[decided.failure])
