@@ -9,6 +9,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
 from typing_extensions import NotRequired, TypedDict
 
+from memroute.graph import final_rerank
 from memroute.graph.context import ContextResolver
 from memroute.graph.events import SearchDone, as_payload
 from memroute.graph.state import OWN_RANK, HopSearch, RetrievalState, as_record, node_cost
@@ -40,6 +41,9 @@ class SearchTask(TypedDict):
     # The chain searched one speaker's turns (`ChainJudgment.producer`): its hits carry their
     # rank here, and the final rerank keeps that order (`final_rerank.own_turns_first`).
     producer: NotRequired[str]
+    # The final rerank's composed query of this one (the question and this query's bridge
+    # words, `final_rerank.composed_queries`): embedded while this search reads the store.
+    composed: NotRequired[str]
 
 
 def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0, *,
@@ -50,7 +54,8 @@ def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0, *,
     ``producer``'s episodes only when one is given, and among those produced in
     ``[produced_after, produced_before)`` when given. ``search_round``: the round of
     searches it belongs to (by default a chain's hop, else 1); ``slot``: its place among
-    the searches one chain hop sends at once."""
+    the searches one chain hop sends at once. A query other than the question carries its
+    composed query (`final_rerank.composed_queries`), which the search embeds beside it."""
     filters = state.get("filters")
     narrower = [{"producer": producer}] if producer else []
     if produced_after:
@@ -69,6 +74,10 @@ def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0, *,
         task["beside_planner"] = True
     if producer:
         task["producer"] = producer
+    composed = (final_rerank.composed_queries([state["query"], query])
+                if query != state["query"] else [])
+    if composed:
+        task["composed"] = composed[0]
     return Send(NODE, task)
 
 
@@ -92,6 +101,12 @@ def make_memory_search(resolve: ContextResolver):
         runs once, after all of them."""
         ctx = await resolve(runtime.context)
         options = {"context": ctx.neighbours} if ctx.neighbours is not None else {}
+        if task.get("composed") and final_rerank.COMPOSED_QUERIES and ctx.rerank_mode == "fused":
+            # the final rerank's composed query, embedded once this search's query is, while
+            # the search reads the store: off the final rerank's critical path
+            prefetch = getattr(ctx.memory, "prefetch_queries", None)
+            if prefetch is not None:
+                prefetch([task["composed"]], after=task["query"])
         async with ctx.searches:
             started = time.time()
             # the chain's judge reads what the entity index stored for each hit (not after

@@ -103,6 +103,20 @@ def _check_int(value: Any, name: str, low: int, high: int) -> int:
     return value
 
 
+class _EmbeddingAbandoned(Exception):
+    """A query's embedding ended without a vector (its caller was cancelled or failed)."""
+
+
+def _forget_prefetch(running: set[asyncio.Task[None]]):
+    """A done callback: drop a finished prefetch, its failure retrieved (the later
+    `embed_queries` of the same text embeds it again and reports its own error)."""
+    def done(task: asyncio.Task[None]) -> None:
+        running.discard(task)
+        if not task.cancelled():
+            task.exception()
+    return done
+
+
 class Memory:
     """Episodic memory on PostgreSQL + pgvector. Open with `Memory.open`."""
 
@@ -115,6 +129,10 @@ class Memory:
         self.settings = settings
         self.url = url
         self._query_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        # query vectors being computed, (embedder, text) -> the vector's future: a caller that
+        # asks for one in flight waits for it instead of embedding the text again
+        self._embedding: dict[tuple[str, str], asyncio.Future[np.ndarray]] = {}
+        self._prefetching: set[asyncio.Task[None]] = set()  # kept referenced until done
         # (scope key, episode uid) -> the episode's stored sentence vectors, newest last
         self._stored_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         # scope key -> (monotonic expiry, its speakers), least recently used first
@@ -125,22 +143,70 @@ class Memory:
 
     async def embed_queries(self, texts: list[str]) -> list[np.ndarray]:
         """Query vectors, reusing the last ``settings.query_cache_size`` computed (a final
-        rerank scores the queries its searches have just embedded)."""
+        rerank scores the queries its searches have just embedded) and sharing those being
+        computed: a text another caller is embedding is awaited, not embedded twice (the
+        router's early embedding of the question, a composed query embedded during a search:
+        `prefetch_queries`)."""
         name = self.embedder.name
-        missing = [t for t in dict.fromkeys(texts) if (name, t) not in self._query_vectors]
-        # one text is embedded without a task of its own: a caller's `ensure_future` has it
-        # in the embedder's thread after one step of the loop
-        computed = ([await self.embedder.embed_query(missing[0])] if len(missing) == 1 else
-                    await asyncio.gather(*(self.embedder.embed_query(t) for t in missing)))
-        for text, vector in zip(missing, computed):
-            self._query_vectors[(name, text)] = vector
-        vectors = []
-        for text in texts:
-            self._query_vectors.move_to_end((name, text))
-            vectors.append(self._query_vectors[(name, text)])
+        unique = list(dict.fromkeys(texts))
+        found = {t: self._query_vectors[(name, t)] for t in unique
+                 if (name, t) in self._query_vectors}
+        waiting = {t: self._embedding[(name, t)] for t in unique
+                   if t not in found and (name, t) in self._embedding}
+        missing = [t for t in unique if t not in found and t not in waiting]
+        if missing:
+            found.update(await self._embed_missing(name, missing))
+        for text, future in waiting.items():
+            try:
+                found[text] = await asyncio.shield(future)
+            except _EmbeddingAbandoned:  # its caller was cancelled or failed: embed it here
+                found[text] = (await self.embed_queries([text]))[0]
+        for text in unique:
+            if (name, text) in self._query_vectors:
+                self._query_vectors.move_to_end((name, text))
         while len(self._query_vectors) > self.settings.query_cache_size:
             self._query_vectors.popitem(last=False)
+        return [found[t] for t in texts]
+
+    async def _embed_missing(self, name: str, missing: list[str]) -> dict[str, np.ndarray]:
+        """Embed ``missing`` (none in the cache or in flight), announcing each as in flight."""
+        loop = asyncio.get_running_loop()
+        futures = {t: loop.create_future() for t in missing}
+        for text, future in futures.items():
+            self._embedding[(name, text)] = future
+        try:
+            # one text is embedded without a task of its own: a caller's `ensure_future` has
+            # it in the embedder's thread after one step of the loop
+            computed = ([await self.embedder.embed_query(missing[0])] if len(missing) == 1 else
+                        await asyncio.gather(*(self.embedder.embed_query(t) for t in missing)))
+        except BaseException:
+            for text, future in futures.items():
+                self._embedding.pop((name, text), None)
+                future.set_exception(_EmbeddingAbandoned())
+                future.exception()  # marks it retrieved: no waiter is not an error
+            raise
+        vectors = dict(zip(missing, computed))
+        for text, future in futures.items():
+            self._embedding.pop((name, text), None)
+            self._query_vectors[(name, text)] = vectors[text]
+            future.set_result(vectors[text])
         return vectors
+
+    def prefetch_queries(self, texts: list[str], after: str | None = None) -> None:
+        """Start embedding ``texts`` in the background (after ``after``'s vector, when given:
+        a search's own query first), for a later `embed_queries` or `rerank` to find kept or
+        in flight. Nothing when the query cache is off; a failure is left to the later call."""
+        if not texts or not self.settings.query_cache_size:
+            return
+
+        async def embed() -> None:
+            if after is not None:
+                await self.embed_queries([after])
+            await self.embed_queries(texts)
+
+        task = asyncio.ensure_future(embed())
+        self._prefetching.add(task)
+        task.add_done_callback(_forget_prefetch(self._prefetching))
 
     def _remember_vectors(self, scope_key: str, stored: dict[str, np.ndarray]) -> None:
         """Keep the stored vectors a search read (bounded, least recently used out)."""

@@ -48,6 +48,13 @@ class SyncMemory:
     def embed_queries(self, texts: list[str]) -> list[np.ndarray]:
         return self.loop.run_as_sync(self.memory.embed_queries(texts))
 
+    def prefetch_queries(self, texts: list[str], after: str | None = None) -> None:
+        """Start embedding ``texts`` on the memory's loop (`Memory.prefetch_queries`)."""
+        async def start() -> None:
+            self.memory.prefetch_queries(texts, after=after)
+
+        self.loop.run_as_sync(start())
+
     def delete(self, scope: Scope | dict, **kwargs: Any) -> int:
         return self.loop.run_as_sync(self.memory.delete(scope, **kwargs))
 
