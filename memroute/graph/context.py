@@ -9,11 +9,15 @@ from typing import Any, Literal
 
 from typing_extensions import get_protocol_members
 
+from memroute._log import get_logger
 from memroute.errors import InvalidInputError
 from memroute.memory.store import Memory
 from memroute.strategies import chain_of_query, direct, split_query, tool_select
 from memroute.strategies.base import CostProfile, Route
 from memroute.planners.base import Planner
+
+
+log = get_logger(__name__)
 
 
 def default_profiles() -> dict[Route, CostProfile]:
@@ -98,3 +102,13 @@ class ContextResolver:
             "the retrieval graph needs a RetrievalContext: invoke it with "
             "context=RetrievalContext(memory=..., planner=...), give the host context a "
             "'memroute' field, or pass context= to build_retrieval_graph")
+
+
+async def scope_speakers(ctx: RetrievalContext, scope: dict[str, Any]) -> list[str]:
+    """The scope's speakers (`Memory.speakers`, cached); [] when the lookup fails (the judge
+    then finds the speaker in the evidence, a round later, as without the lookup)."""
+    try:
+        return await ctx.memory.speakers(scope)
+    except Exception as exc:  # the question's search reports a store that is down
+        log.warning("graph.speakers_failed", error=f"{type(exc).__name__}: {exc}")
+        return []

@@ -8,7 +8,7 @@ import time
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from memroute.graph.context import ContextResolver
+from memroute.graph.context import ContextResolver, scope_speakers
 from memroute.graph.events import Final, as_payload
 from memroute.graph.state import (
     OWN_RANK,
@@ -20,7 +20,6 @@ from memroute.graph.state import (
     node_cost,
 )
 from memroute.graph.trace import record_decision
-from memroute.graph.tool_select import scope_speakers
 from memroute.errors import ModelUnavailableError
 from memroute.memory.models import ScoredResult
 from memroute.nlp import SPEAKER_LABEL, Entity, entity_key, query_entity_keys

@@ -14,7 +14,7 @@ from langgraph.types import Command, Overwrite
 
 from memroute._log import get_logger
 from memroute.errors import InvalidInputError
-from memroute.graph.context import ContextResolver, RetrievalContext
+from memroute.graph.context import ContextResolver, RetrievalContext, scope_speakers
 from memroute.graph.events import RouteChosen, as_payload
 from memroute.graph.memory_search import send_search
 from memroute.graph.planner_step import PlannerStep, first_attempt_time, limits_for
@@ -57,16 +57,6 @@ def _request(state: RetrievalState, ctx: RetrievalContext, started_at: float) ->
         "planner": ctx.planner.name,
         "prompt_versions": Overwrite(dict(ctx.planner.prompt_versions)),
     }
-
-
-async def scope_speakers(ctx: RetrievalContext, scope: dict[str, Any]) -> list[str]:
-    """The scope's speakers (`Memory.speakers`, cached); [] when the lookup fails (the judge
-    then finds the speaker in the evidence, a round later, as without the lookup)."""
-    try:
-        return await ctx.memory.speakers(scope)
-    except Exception as exc:  # the question's search reports a store that is down
-        log.warning("tool_select.speakers_failed", error=f"{type(exc).__name__}: {exc}")
-        return []
 
 
 def _take_route(request: dict[str, Any], route: Route, reason: str, source: str,
