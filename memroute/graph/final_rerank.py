@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 
@@ -124,16 +125,20 @@ def make_final_rerank(resolve: ContextResolver):
         if pool and left and len(queries) <= 1:
             results += sorted(pool, key=lambda r: -r["rerank_score"])[:left]
         elif pool and left:
-            pooled = await ctx.memory.with_stored_embeddings(
-                state["scope"], [from_record(r) for r in pool])
+            hits = [from_record(r) for r in pool]
             scored = queries + (composed_queries(queries)
                                 if COMPOSED_QUERIES and ctx.rerank_mode == "fused" else [])
             keys = None
             if ENTITY_LINK_BONUS:
-                stored = await ctx.memory.stored_entities(
-                    state["scope"], list({e.uid for r in pooled for e in r.episodes if e.uid}))
-                keys = entity_link_keys(state["query"], pooled, stored,
-                                        await scope_speakers(ctx, state["scope"]))
+                # the pool's vectors and its episodes' entities, read at once
+                pooled, stored, speakers = await asyncio.gather(
+                    ctx.memory.with_stored_embeddings(state["scope"], hits),
+                    ctx.memory.stored_entities(
+                        state["scope"], list({e.uid for r in hits for e in r.episodes if e.uid})),
+                    scope_speakers(ctx, state["scope"]))
+                keys = entity_link_keys(state["query"], pooled, stored, speakers)
+            else:
+                pooled = await ctx.memory.with_stored_embeddings(state["scope"], hits)
             ranked = await ctx.memory.rerank(pooled, scored, left, mode=ctx.rerank_mode,
                                              credit=FINAL_CREDIT, link_bonus=LINK_BONUS,
                                              entity_bonus=ENTITY_LINK_BONUS, entity_keys=keys)
