@@ -155,7 +155,13 @@ class ChainHeuristics:
     scorer rescues second-hop facts from the pool: searches per auto question HotpotQA 300
     2.61 -> 2.48, all 800 2.55 -> 2.39, 2Wiki 2.59 -> 2.39, MuSiQue 2.96 -> 2.78, recall
     -0.06 / -0.26 / 0.0 / -0.16 points, LoCoMo identical (docs/evaluation.md, "Fewer
-    searches after the better final scorer"); ``bridge_per_subject``: whether
+    searches after the better final scorer"); ``typed_bridge_stop`` (off): whether a bridge
+    question also stops after its first rewrite when that search found the page of a bridge
+    whose entity fits the question's hidden slot by type (`parsed.typed_bridge_found`, the
+    issue's "new entity of the expected type"), with or without facts filed under the
+    question's subject; it fires on few questions and saves 0.02-0.09 searches for 0 to
+    -0.3 points (docs/evaluation.md, "Telling a right first bridge from a wrong one");
+    ``bridge_per_subject``: whether
     the first rewrite of a question whose first hop found facts filed under two or more of
     its named titles ("the director of A or of B") packs the best bridge of each;
     ``one_rewrite_in_sight``: whether a bridge question whose first hop already holds the
@@ -204,6 +210,7 @@ class ChainHeuristics:
     own_dated_search: bool = True
     date_pad_days: int = 7
     bridge_found_stop: bool = True
+    typed_bridge_stop: bool = False
     bridge_per_subject: bool = True
     one_rewrite_in_sight: bool = False
     subjects_after_search: bool = True

@@ -25,10 +25,11 @@
   and, when the wh-word expects one, an entity of the answer's type. With
   ``bridge_found_stop`` a bridge chain stops after its first rewrite once the first hop
   found facts filed under the question's subject and the bridge's search facts filed under
-  the bridge (`bridge_found`); ``bridge_per_subject`` packs one bridge per named title into
-  the first rewrite; with ``one_rewrite_in_sight`` a first hop that already holds the
-  bridge's own facts (`bridge_in_sight`) gets one packed rewrite. A rewrite only holds
-  words of the question and entities of the evidence.
+  the bridge (`bridge_found`), with ``typed_bridge_stop`` (off) also once it found the page
+  of a bridge whose type fits the hidden slot (`typed_bridge_found`); ``bridge_per_subject``
+  packs one bridge per named title into the first rewrite; with ``one_rewrite_in_sight`` a
+  first hop that already holds the bridge's own facts (`bridge_in_sight`) gets one packed
+  rewrite. A rewrite only holds words of the question and entities of the evidence.
 """
 
 from __future__ import annotations
@@ -330,6 +331,24 @@ def bridge_found(query: str, bridge_query: str, kept: list[str], fresh: list[str
     return len(found) >= (len(named) if role_of_each and len(named) >= 2 else 1)
 
 
+def typed_bridge_found(query: str, bridge_query: str, fresh: list[str],
+                       kept_entities: list[list[Entity]], slot: frozenset[str]) -> bool:
+    """Whether the bridge's search found the bridge's own page and the bridge fills the
+    question's hidden slot by type: a ``fresh`` hit is filed under a title that
+    ``bridge_query`` names and the question does not, and that title is an entity of the
+    first hop's items (``kept_entities``) with a label of ``slot``
+    (`QuestionParse.hidden_labels`: a person or organisation for "the director of X").
+    Unlike `bridge_found` it does not need facts filed under the question's own subject.
+    Untitled items (conversation turns) never satisfy it."""
+    if not slot:
+        return False
+    typed = {e.key for ents in kept_entities for e in ents if e.label in slot}
+    return any(title is not None and mentioned(title, bridge_query)
+               and not mentioned(title, query)
+               and entity_key(re.sub(r"\s*\([^)]*\)\s*$", "", title)) in typed
+               for title, _ in map(split_title, fresh))
+
+
 def bridge_in_sight(query: str, evidence: list[str]) -> bool:
     """Whether the first hop already shows where the bridge is: facts are filed under at
     least one title the question names, and for each such title, its facts mention another
@@ -510,6 +529,13 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
                              bool(qp.hidden_head))):
         # the bridge's own facts came up: the third search, the runner-up bridges, was
         # measured to add a supporting fact on few such questions
+        return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT)
+    if (h.typed_bridge_stop and not attribute and rewrites == 1
+            and typed_bridge_found(query, tried[-1], evidence[keep:],
+                                   _item_entities(evidence[:keep], (
+                                       stored or [None] * len(evidence))[:keep]),
+                                   qp.hidden_labels)):
+        # the bridge's page came up and the bridge is of the slot's type
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT)
     if (h.one_bridge_when_clear and not attribute and rewrites == 1
             and _clear_bridge(query, evidence[:keep], _item_entities(evidence[:keep], (
