@@ -38,6 +38,18 @@ def test_the_bridge_page_and_the_slot_type_are_both_needed() -> None:
     # conversation turns have no titles: never
     turn = "Shirley Temple Black served as ambassador to Ghana."
     assert not typed_bridge_found(QUESTION, REWRITE, [turn], [PERSON], slot)
+    # a rewrite packing one bridge per compared subject: each needs its bridge's page
+    asked = "Which film has the director who died later, Kiss and Tell or Bright Eyes?"
+    directors = [[Entity("Richard Wallace", "richard wallace", "PERSON")],
+                 [Entity("David Butler", "david butler", "PERSON")]]
+    wallace = "Richard Wallace: Richard Wallace died in 1951."
+    butler = "David Butler (director): David Butler died in 1979."
+    rewrite = "Richard Wallace David Butler director died"
+    labels = read_question(asked).hidden_labels
+    each = ["Richard Wallace", "David Butler"]
+    assert not typed_bridge_found(asked, rewrite, [wallace], directors, labels, each)
+    assert typed_bridge_found(asked, rewrite, [wallace, butler], directors, labels, each)
+    assert typed_bridge_found(asked, rewrite, [wallace], directors, labels)
     # no hidden slot with a type: never
     assert not typed_bridge_found(QUESTION, REWRITE, [STAR], [PERSON], frozenset())
 

@@ -158,9 +158,11 @@ class ChainHeuristics:
     searches after the better final scorer"); ``typed_bridge_stop`` (off): whether a bridge
     question also stops after its first rewrite when that search found the page of a bridge
     whose entity fits the question's hidden slot by type (`parsed.typed_bridge_found`, the
-    issue's "new entity of the expected type"), with or without facts filed under the
-    question's subject; it fires on few questions and saves 0.02-0.09 searches for 0 to
-    -0.3 points (docs/evaluation.md, "Telling a right first bridge from a wrong one");
+    issue's "new entity of the expected type"; a comparison of alternatives needs each
+    subject's bridge), with or without facts filed under the question's subject; off: it
+    saves 0.02 / 0.02 / 0.09 / 0.03 searches per auto question (HotpotQA 300 / 2Wiki /
+    MuSiQue / HotpotQA 800) for -0.11 / 0.0 / 0.0 / -0.01 points, far from the 0.2-0.6
+    that <= 2.2 needs (docs/evaluation.md, "Telling a right first bridge from a wrong one");
     ``bridge_per_subject``: whether
     the first rewrite of a question whose first hop found facts filed under two or more of
     its named titles ("the director of A or of B") packs the best bridge of each;
