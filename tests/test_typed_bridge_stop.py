@@ -79,3 +79,31 @@ def test_simulate_replaces_the_picked_candidates_rows() -> None:
     assert every["stopped"] == 2 and every["lost"] == 1 and every["searches"] == round(5 / 3, 2)
     assert every["recall"] == round(2.0 / 3, 4) and every["points"] == round(-0.5 / 3 * 100, 2)
     assert simulate(rows, lambda r: r["x"] == 0)["lost"] == 0
+
+
+def test_a_comparison_of_alternatives_stops_only_once_each_bridge_page_came_up() -> None:
+    asked = "Which film has the director who died later, Kiss and Tell or Bright Eyes?"
+    films = ["Kiss and Tell (1945 film): Kiss and Tell is a comedy film directed by "
+             "Richard Wallace, starring Shirley Temple and Walter Abel.",
+             "Bright Eyes (1934 film): Bright Eyes is a drama film directed by David Butler, "
+             "starring James Dunn and Jane Darwell."]
+    stored = [[Entity("Richard Wallace", "richard wallace", "PERSON")],
+              [Entity("David Butler", "david butler", "PERSON")]]
+    h = ChainHeuristics(keep=2, typed_bridge_stop=True, bridge_found_stop=False)
+    first = judge_with_entities(asked, films, [asked], h, stored)
+    assert first.new_query.startswith("Richard Wallace David Butler")
+    tried = [asked, first.new_query]
+    wallace = "Richard Wallace: Richard Wallace died in 1951."
+    butler = "David Butler (director): David Butler died in 1979."
+    one = judge_with_entities(asked, [*films, wallace], tried, h, [*stored, None])
+    assert not one.is_sufficient
+    assert one.new_query  # the runner-up bridges next
+    both = judge_with_entities(asked, [*films, wallace, butler], tried, h,
+                               [*stored, None, None])
+    assert both.is_sufficient and both.confidence >= 0.8
+    # without it (and without `bridge_found_stop`, which also settles this one), the
+    # runner-ups are searched
+    off = judge_with_entities(asked, [*films, wallace, butler], tried,
+                              ChainHeuristics(keep=2, bridge_found_stop=False),
+                              [*stored, None, None])
+    assert not off.is_sufficient
