@@ -155,7 +155,15 @@ class ChainHeuristics:
     scorer rescues second-hop facts from the pool: searches per auto question HotpotQA 300
     2.61 -> 2.48, all 800 2.55 -> 2.39, 2Wiki 2.59 -> 2.39, MuSiQue 2.96 -> 2.78, recall
     -0.06 / -0.26 / 0.0 / -0.16 points, LoCoMo identical (docs/evaluation.md, "Fewer
-    searches after the better final scorer"); ``bridge_per_subject``: whether
+    searches after the better final scorer"); ``typed_bridge_stop`` (off): whether a bridge
+    question also stops after its first rewrite when that search found the page of a bridge
+    whose entity fits the question's hidden slot by type (`parsed.typed_bridge_found`, the
+    issue's "new entity of the expected type"; a comparison of alternatives needs each
+    subject's bridge), with or without facts filed under the question's subject; off: it
+    saves 0.02 / 0.02 / 0.09 / 0.03 searches per auto question (HotpotQA 300 / 2Wiki /
+    MuSiQue / HotpotQA 800) for -0.11 / 0.0 / 0.0 / -0.01 points, far from the 0.2-0.6
+    that <= 2.2 needs (docs/evaluation.md, "Telling a right first bridge from a wrong one");
+    ``bridge_per_subject``: whether
     the first rewrite of a question whose first hop found facts filed under two or more of
     its named titles ("the director of A or of B") packs the best bridge of each;
     ``one_rewrite_in_sight``: whether a bridge question whose first hop already holds the
@@ -204,6 +212,7 @@ class ChainHeuristics:
     own_dated_search: bool = True
     date_pad_days: int = 7
     bridge_found_stop: bool = True
+    typed_bridge_stop: bool = False
     bridge_per_subject: bool = True
     one_rewrite_in_sight: bool = False
     subjects_after_search: bool = True

@@ -25,10 +25,11 @@
   and, when the wh-word expects one, an entity of the answer's type. With
   ``bridge_found_stop`` a bridge chain stops after its first rewrite once the first hop
   found facts filed under the question's subject and the bridge's search facts filed under
-  the bridge (`bridge_found`); ``bridge_per_subject`` packs one bridge per named title into
-  the first rewrite; with ``one_rewrite_in_sight`` a first hop that already holds the
-  bridge's own facts (`bridge_in_sight`) gets one packed rewrite. A rewrite only holds
-  words of the question and entities of the evidence.
+  the bridge (`bridge_found`), with ``typed_bridge_stop`` (off) also once it found the page
+  of a bridge whose type fits the hidden slot (`typed_bridge_found`); ``bridge_per_subject``
+  packs one bridge per named title into the first rewrite; with ``one_rewrite_in_sight`` a
+  first hop that already holds the bridge's own facts (`bridge_in_sight`) gets one packed
+  rewrite. A rewrite only holds words of the question and entities of the evidence.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from memroute.planners.offline.entities import (
 from memroute.planners.offline.question_parse import QuestionParse, read_question
 from memroute.planners.offline.question_syntax import (
     COMPARISON,
+    comparison_subjects,
     has_nested_relation,
     route_by_syntax,
     subject_sub_queries,
@@ -330,6 +332,29 @@ def bridge_found(query: str, bridge_query: str, kept: list[str], fresh: list[str
     return len(found) >= (len(named) if role_of_each and len(named) >= 2 else 1)
 
 
+def typed_bridge_found(query: str, bridge_query: str, fresh: list[str],
+                       kept_entities: list[list[Entity]], slot: frozenset[str],
+                       each: list[str] = ()) -> bool:
+    """Whether the bridge's search found the bridge's own page and the bridge fills the
+    question's hidden slot by type: a ``fresh`` hit is filed under a title that
+    ``bridge_query`` names and the question does not, and that title is an entity of the
+    first hop's items (``kept_entities``) with a label of ``slot``
+    (`QuestionParse.hidden_labels`: a person or organisation for "the director of X").
+    ``each``: the bridges of a rewrite that packed one per compared subject
+    (`subject_bridges`), each of which needs its page. Unlike `bridge_found` it does not
+    need facts filed under the question's own subject. Untitled items (conversation turns)
+    never satisfy it."""
+    if not slot:
+        return False
+    typed = {e.key for ents in kept_entities for e in ents if e.label in slot}
+    found = {key for title, _ in map(split_title, fresh) if title is not None
+             and mentioned(title, bridge_query) and not mentioned(title, query)
+             and (key := entity_key(re.sub(r"\s*\([^)]*\)\s*$", "", title))) in typed}
+    if each:
+        return all(entity_key(b) in found for b in each)
+    return bool(found)
+
+
 def bridge_in_sight(query: str, evidence: list[str]) -> bool:
     """Whether the first hop already shows where the bridge is: facts are filed under at
     least one title the question names, and for each such title, its facts mention another
@@ -464,6 +489,20 @@ def rank_bridges(query: str, evidence: list[str], tried: list[str],
     return sorted(out, key=lambda c: -c.score)
 
 
+def _packed_subject_bridges(query: str, qp: QuestionParse, kept: list[str], tried: list[str],
+                            h: ChainHeuristics, stored: EvidenceEntities) -> list[str]:
+    """The bridges the first rewrite packed, one per subject of a comparison of
+    alternatives ("the director who died first, A or B?"), as the first hop's judgment chose
+    them (`subject_bridges`); [] for any other question (a pack from titles the question
+    merely mentions needs none of them in particular)."""
+    if not (h.bridge_per_subject and qp.hidden_head and comparison_subjects(query)[1]):
+        return []
+    bridges = subject_bridges(query, kept, tried[:1], _stems(qp.description),
+                              h if h.ranking.subjects else None,
+                              None if stored is None else stored[:len(kept)])
+    return bridges if len(bridges) >= 2 and all(mentioned(b, tried[1]) for b in bridges) else []
+
+
 def judge_with_entities(query: str, evidence: list[str], previous_queries: list[str],
                         heuristics: ChainHeuristics = ChainHeuristics(),
                         stored: EvidenceEntities = None) -> ChainJudgment:
@@ -510,6 +549,14 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
                              bool(qp.hidden_head))):
         # the bridge's own facts came up: the third search, the runner-up bridges, was
         # measured to add a supporting fact on few such questions
+        return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT)
+    if (h.typed_bridge_stop and not attribute and rewrites == 1 and qp.hidden_labels
+            and typed_bridge_found(query, tried[-1], evidence[keep:],
+                                   _item_entities(evidence[:keep], (
+                                       stored or [None] * len(evidence))[:keep]),
+                                   qp.hidden_labels, _packed_subject_bridges(
+                                       query, qp, evidence[:keep], tried, h, stored))):
+        # the bridge's page came up and the bridge is of the slot's type
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT)
     if (h.one_bridge_when_clear and not attribute and rewrites == 1
             and _clear_bridge(query, evidence[:keep], _item_entities(evidence[:keep], (

@@ -1,0 +1,68 @@
+"""A logistic model of "stopping after the first rewrite loses nothing" over the candidate
+rows of `benchmarks.stop_features` (docs/evaluation.md, "Telling a right first bridge from a
+wrong one"): fit on some sets' rows, then each set's recall and searches when the candidates
+whose predicted probability reaches a threshold stop.
+
+    python -m benchmarks.stop_logistic --features fresh_names_bridge,bridge_page,bridge_typed,d_rerank,margin \\
+        --fit h300=rows-h300.jsonl,w=rows-w.jsonl --check h800=rows-h800held.jsonl,m=rows-m.jsonl
+
+``margin`` enters as its logarithm; features are standardised on the fitted rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+import numpy as np
+
+from benchmarks.stop_features import simulate
+
+
+def _load(spec: str) -> dict[str, list[dict]]:
+    out = {}
+    for part in spec.split(","):
+        if part:
+            name, path = part.split("=", 1)
+            out[name] = [json.loads(line) for line in open(path, encoding="utf-8")]
+    return out
+
+
+def _vector(row: dict, features: list[str]) -> list[float]:
+    return [math.log(float(row.get(f, 1.0))) if f == "margin" else float(row.get(f, 0.0))
+            for f in features]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--features", required=True)
+    parser.add_argument("--fit", required=True, help="name=rows.jsonl,... to fit on")
+    parser.add_argument("--check", default="", help="name=rows.jsonl,... held out")
+    parser.add_argument("--thresholds", default="0.76,0.78,0.8,0.82,0.85")
+    args = parser.parse_args()
+    features = args.features.split(",")
+    fit, check = _load(args.fit), _load(args.check)
+    cands = [r for rows in fit.values() for r in rows if r.get("candidate")]
+    x = np.array([_vector(r, features) for r in cands])
+    y = np.array([1.0 if r["stop"] >= r["base"] - 1e-9 else 0.0 for r in cands])
+    mu, sd = x.mean(0), x.std(0) + 1e-9
+    z = np.c_[np.ones(len(x)), (x - mu) / sd]
+    w = np.zeros(z.shape[1])
+    for _ in range(3000):  # gradient descent, a light L2 penalty on the weights
+        p = 1 / (1 + np.exp(-z @ w))
+        w -= 0.5 * (z.T @ (p - y) / len(y) + 0.01 * np.r_[0, w[1:]])
+    print(json.dumps({"weights": dict(zip(["bias", *features], np.round(w, 3).tolist()))}))
+
+    def prob(row: dict) -> float:
+        v = np.r_[1.0, (np.array(_vector(row, features)) - mu) / sd]
+        return float(1 / (1 + math.exp(-(v @ w))))
+
+    for t in map(float, args.thresholds.split(",")):
+        print(json.dumps({"threshold": t, **{
+            f"{'fit' if name in fit else 'held out'} {name}": simulate(
+                rows, lambda r: prob(r) >= t) for name, rows in {**fit, **check}.items()}}))
+
+
+if __name__ == "__main__":
+    main()
