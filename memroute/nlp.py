@@ -7,11 +7,9 @@ planner parses questions and reads the entities of evidence. The model ships in 
 
 from __future__ import annotations
 
-import contextlib
 import re
 import threading
 import unicodedata
-from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -33,7 +31,6 @@ _SKIPPED_LABELS = frozenset({"CARDINAL", "ORDINAL", "PERCENT", "QUANTITY", "MONE
 # parse's time grows with the text (8,000 characters took ~2 s on a busy machine).
 MAX_PARSED_QUERY_CHARS = 500
 PARSE_CACHE_SIZE = 1024  # texts whose parse is kept
-ENTITY_KEY_CACHE_SIZE = 16_384  # texts whose `entity_key` is kept
 # lexemes the query pipeline's vocabulary may reach (764 at load; ~5 new per question)
 # before a fresh pipeline replaces it
 QUERY_VOCAB_LIMIT = 100_000
@@ -87,11 +84,9 @@ def pipeline_available() -> bool:
     return True
 
 
-@lru_cache(maxsize=ENTITY_KEY_CACHE_SIZE)
 def entity_key(text: str) -> str:
     """The normalised form entities are matched in: accents removed, lowercase, punctuation
-    dropped, a leading "the" and a trailing possessive removed. Cached per text: the offline
-    judge keys the same evidence entities at every hop (~70 keys per auto question)."""
+    dropped, a leading "the" and a trailing possessive removed."""
     text = unicodedata.normalize("NFKD", text)
     text = "".join(ch for ch in text if not unicodedata.combining(ch)).replace("’", "'").lower()
     text = re.sub(r"'s\b", "", text)
@@ -208,41 +203,18 @@ def extract_entities(texts: list[str], batch_size: int = 64) -> list[list[Entity
             texts, batch_size=batch_size, disable=not_needed_for_entities(nlp))]
 
 
-# The last PARSE_CACHE_SIZE parses, least recently used first: added and dropped under
-# _use[QUERY], read without it (each OrderedDict operation is atomic under the GIL).
-_parsed: OrderedDict[str, Doc] = OrderedDict()
-
-
-def _kept_parse(text: str) -> Doc | None:
-    doc = _parsed.get(text)
-    if doc is not None:
-        with contextlib.suppress(KeyError):  # dropped by a parse meanwhile
-            _parsed.move_to_end(text)
-    return doc
-
-
+@lru_cache(maxsize=PARSE_CACHE_SIZE)
 def parse(text: str) -> Doc:
     """The full parse of one text (tags, dependencies, entities), cached per text: a
     question is read by the planner and searched by memory's entity lane, and the parse is
-    the slow part of both (read-only afterwards). Parses run one at a time; a caller that
-    waited while another parsed the same text takes that parse (the router and a search,
-    or two runs of one question, asking at once).
+    the slow part of both (read-only afterwards).
 
     Raises:
         ModelUnavailableError: the model is not installed (not cached).
     """
-    doc = _kept_parse(text)
-    if doc is not None:
-        return doc
+    nlp = load_pipeline(QUERY)
     with _use[QUERY]:
-        doc = _kept_parse(text)  # parsed while this caller waited
-        if doc is not None:
-            return doc
-        nlp = load_pipeline(QUERY)
         doc = nlp(text)
-        _parsed[text] = doc
-        while len(_parsed) > PARSE_CACHE_SIZE:
-            _parsed.popitem(last=False)
         if len(nlp.vocab) > QUERY_VOCAB_LIMIT:
             # cached parses keep the Docs, so no memory zone: a fresh pipeline replaces this
             # one (its Docs stay valid) once its vocabulary has grown this much

@@ -7,15 +7,12 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timedelta, timezone
 
-import re
-
 import numpy as np
-from hypothesis import given, settings as hsettings, strategies as st
 
 from memroute.graph.final_rerank import LINK_BONUS, bridge_words, composed_queries
 from memroute.memory import Episode, Memory, Scope
 from memroute.memory.rerankers.base import (ContextCandidate, RerankCandidate, RerankQuery,
-                                            WordText, linked_by_top, rank_by_window, title_name)
+                                            linked_by_top, rank_by_window, title_name)
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
 QUESTION = "This high school in Bronzeville was named after a settler who was arrested by whom?"
@@ -48,30 +45,6 @@ def test_title_name_drops_the_disambiguation() -> None:
     assert title_name("Lari White (singer)") == "Lari White"
     assert title_name("Ohio") == "Ohio"
     assert title_name("USA") is None and title_name(None) is None  # too short to link safely
-
-
-def regex_names(name: str, text: str) -> bool:
-    """What `linked_by_top` matched a title's name with before `WordText`."""
-    return re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", text, re.IGNORECASE) is not None
-
-
-def test_word_text_finds_whole_words_case_insensitively() -> None:
-    text = WordText("The settler Jean Baptiste Point du Sable_x; du sable (again), DUSABLE.")
-    assert text.names("du Sable") and text.names("DU SABLE") and text.names("dusable")
-    assert not text.names("Sable_") and not text.names("Point d")  # inside a word
-    assert WordText("Ærø: Jean-Baptiste").names("Jean")  # not ASCII: the regex
-    assert not WordText("Ærø: Jeanne").names("Jean")
-
-
-# Letters whose case folds oddly (Kelvin sign, long s, dotted/dotless i, sharp s) and word
-# boundaries: the ASCII path must answer as the regex does, and the rest goes to the regex.
-_CHARS = st.sampled_from(list("abSsKkIi_ -.'1(") + ["K", "ſ", "ı", "İ", "ß", "é"])
-
-
-@hsettings(max_examples=3000, deadline=None)
-@given(name=st.text(_CHARS, min_size=1, max_size=4), text=st.text(_CHARS, max_size=24))
-def test_word_text_matches_the_regex(name: str, text: str) -> None:
-    assert WordText(text).names(name) == regex_names(name, text)
 
 
 def candidate(uid: str, text: str) -> ContextCandidate:

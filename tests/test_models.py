@@ -98,31 +98,6 @@ def test_bm25_equals_rank_bm25(documents: list[list[str]], query: list[str]) -> 
     assert np.allclose(scores[0], expected, rtol=1e-9, atol=1e-12)
 
 
-def term_ids_one_by_one(texts: list[str]) -> tuple[list[list[int]], dict[str, int]]:
-    """`term_ids` as it was written first: one token at a time (the reference)."""
-    from memroute.memory.rerankers.offline import _line_tokens
-
-    vocabulary: dict[str, int] = {}
-    documents = []
-    for text in texts:
-        ids = [vocabulary.setdefault(t, len(vocabulary))
-               for line in text.split("\n") for t in _line_tokens(line)]
-        documents.append(ids or [vocabulary.setdefault("_", len(vocabulary))])
-    return documents, vocabulary
-
-
-@given(st.lists(st.lists(st.sampled_from(["Oslo fjord", "the train", "", "of a", "rain 2",
-                                          "Piano, sister", "oslo"]), max_size=5)
-                .map("\n".join), min_size=1, max_size=20))
-def test_term_ids_are_those_of_one_token_at_a_time(texts: list[str]) -> None:
-    """The same ids in the same order (the order BM25's sums run in), lines repeated
-    within and across texts, texts without a token ("_") anywhere among them."""
-    documents, vocabulary = term_ids(texts)
-    expected_documents, expected_vocabulary = term_ids_one_by_one(texts)
-    assert documents == expected_documents
-    assert list(vocabulary.items()) == list(expected_vocabulary.items())
-
-
 async def test_offline_reranker_scores_each_candidate_as_alone() -> None:
     """All candidates in one product give the per-candidate max and mean, empty ones 0."""
     rng = np.random.default_rng(0)

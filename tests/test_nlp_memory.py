@@ -42,39 +42,3 @@ def test_the_query_pipeline_is_replaced_once_its_vocabulary_is_large(
     # a parse made by the replaced pipeline is still whole, and the fresh one agrees with it
     assert [t.text for t in kept] == ["Where", "did", "Zorvath", "meet", "Quillon", "?"]
     assert nlp.entities_of(kept) == nlp.entities_of(fresh(question))
-
-
-class CountingPipeline:
-    """The real query pipeline, counting the texts it parses."""
-
-    def __init__(self, real) -> None:
-        self.real, self.parsed = real, []
-
-    @property
-    def vocab(self):
-        return self.real.vocab
-
-    def __call__(self, text: str):
-        self.parsed.append(text)
-        return self.real(text)
-
-
-def test_callers_asking_at_once_share_one_parse(monkeypatch: pytest.MonkeyPatch) -> None:
-    import threading
-
-    counting = CountingPipeline(nlp.load_pipeline(nlp.QUERY))
-    monkeypatch.setitem(nlp._pipelines, nlp.QUERY, counting)
-    question = f"Where did Zorvath {uuid.uuid4().hex[:8]} meet Quillon?"
-    got: list = []
-    with nlp._use[nlp.QUERY]:  # a parse in progress: both callers wait for it, then one parses
-        callers = [threading.Thread(target=lambda: got.append(nlp.parse(question)))
-                   for _ in range(3)]
-        for caller in callers:
-            caller.start()
-        threading.Event().wait(0.2)
-    for caller in callers:
-        caller.join(10)
-    assert counting.parsed == [question]
-    assert len(got) == 3 and got[0] is got[1] is got[2]
-    assert nlp.parse(question) is got[0] and counting.parsed == [question]  # kept
-    assert [e.text for e in got[0].ents] == [e.text for e in counting.real(question).ents]

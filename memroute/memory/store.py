@@ -683,11 +683,7 @@ class Memory:
         return replace(result, sentence_embeddings=self._stack(parts), nucleus_rows=rows)
 
     def _stack(self, parts: list[np.ndarray | None]) -> np.ndarray:
-        """A window's sentence vectors, its episodes' in order (one episode's: its own
-        array, which nothing writes; most windows on the Wikipedia sets hold one episode)."""
         present = [p for p in parts if p is not None]
-        if len(present) == 1:
-            return present[0]
         return np.vstack(present) if present else np.zeros((0, self.embedder.dim), np.float32)
 
     async def rerank(self, results: list[ScoredResult], queries: list[str], k: int,

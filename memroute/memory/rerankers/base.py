@@ -5,7 +5,6 @@ from __future__ import annotations
 import heapq
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -188,8 +187,7 @@ def linked_by_top(candidates: list[ContextCandidate], scores: np.ndarray,
     titles = [titles_of(c.nucleus.text if c.nucleus else c.window.text.split("\n", 1)[0]) or None
               for c in candidates]
     best = sorted(range(len(candidates)), key=lambda i: -scores[i])[:top or LINKING_TOP]
-    texts = [(titles[j], WordText(" ".join(split_title(line)[1]
-                                           for line in candidates[j].window.text.split("\n"))))
+    texts = [(titles[j], " ".join(split_title(line)[1] for line in candidates[j].window.text.split("\n")))
              for j in best]
     linked = np.zeros(len(candidates))
     given: dict[str, int] = {}
@@ -198,48 +196,13 @@ def linked_by_top(candidates: list[ContextCandidate], scores: np.ndarray,
         name = title_name(title)
         if name is None:
             continue
+        pattern = re.compile(r"(?<!\w)" + re.escape(name) + r"(?!\w)", re.IGNORECASE)
         if LINK_PER_TITLE is not None and given.get(title, 0) >= LINK_PER_TITLE:
             continue
-        if any(other != title and text.names(name) for other, text in texts):
+        if any(other != title and pattern.search(text) for other, text in texts):
             linked[i] = 1.0
             given[title] = given.get(title, 0) + 1
     return linked
-
-
-@lru_cache(maxsize=4096)
-def _name_pattern(name: str) -> re.Pattern[str]:
-    return re.compile(r"(?<!\w)" + re.escape(name) + r"(?!\w)", re.IGNORECASE)
-
-
-def _ascii_word_char(ch: str) -> bool:
-    return ch.isalnum() or ch == "_"  # ``\w`` on ASCII
-
-
-class WordText:
-    """A text searched for names as whole words, case-insensitively: what
-    ``re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", text, re.IGNORECASE)`` finds.
-    ASCII names in ASCII text are found with `str.find` on the lowered text (a final rerank
-    checks ~20 names against each of its best windows: a regex each was compiled afresh past
-    `re`'s cache); the rest by that regex, cached per name."""
-
-    __slots__ = ("text", "_lower")
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self._lower = text.lower() if text.isascii() else None
-
-    def names(self, name: str) -> bool:
-        if self._lower is None or not name.isascii():
-            return _name_pattern(name).search(self.text) is not None
-        text, needle = self._lower, name.lower()
-        start = text.find(needle)
-        while start >= 0:
-            end = start + len(needle)
-            if not (start and _ascii_word_char(text[start - 1])) and not (
-                    end < len(text) and _ascii_word_char(text[end])):
-                return True
-            start = text.find(needle, start + 1)
-        return False
 
 
 def title_name(title: str | None) -> str | None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import re
-from itertools import chain
 
 import numpy as np
 
@@ -32,21 +31,18 @@ def tokenize(text: str) -> list[str]:
 
 def term_ids(texts: list[str]) -> tuple[list[list[int]], dict[str, int]]:
     """Each text's tokens as ids into one vocabulary (a text without any: the id of "_"),
-    ids in order of first appearance, each distinct line tokenized and looked up once (in
-    C-level loops: a search's rerank keys ~60 windows)."""
-    lines_of = [text.split("\n") for text in texts]
-    tokens = {line: _line_tokens(line) for lines in lines_of for line in lines}
-    appearing: list[str] = []
-    for lines in lines_of:
-        found = [tokens[line] for line in lines]
-        if any(found):
-            appearing.extend(chain.from_iterable(found))
-        else:
-            appearing.append("_")  # no token is "_"
-    vocabulary = {t: i for i, t in enumerate(dict.fromkeys(appearing))}
-    line_ids = {line: list(map(vocabulary.__getitem__, found)) for line, found in tokens.items()}
-    documents = [list(chain.from_iterable(map(line_ids.__getitem__, lines)))
-                 or [vocabulary["_"]] for lines in lines_of]
+    each distinct line tokenized and looked up once."""
+    vocabulary: dict[str, int] = {}
+    by_line: dict[str, list[int]] = {}
+    documents = []
+    for text in texts:
+        ids: list[int] = []
+        for line in text.split("\n"):
+            if (line_ids := by_line.get(line)) is None:
+                line_ids = by_line[line] = [vocabulary.setdefault(t, len(vocabulary))
+                                            for t in _line_tokens(line)]
+            ids.extend(line_ids)
+        documents.append(ids or [vocabulary.setdefault("_", len(vocabulary))])
     return documents, vocabulary
 
 
@@ -58,7 +54,7 @@ def bm25_okapi(documents: list[list[int]], queries: list[list[int]], terms: int,
     lengths = np.array([len(doc) for doc in documents])
     n = len(documents)
     rows = np.repeat(np.arange(n), lengths)
-    ids = np.fromiter(chain.from_iterable(documents), dtype=np.int64, count=len(rows))
+    ids = np.fromiter((t for doc in documents for t in doc), dtype=np.int64, count=len(rows))
     tf = np.bincount(rows * terms + ids, minlength=n * terms).reshape(n, terms)
     present = tf.any(axis=0)  # every term of the vocabulary that a document holds
     df = (tf[:, present] > 0).sum(axis=0)
