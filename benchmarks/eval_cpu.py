@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import os
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -108,10 +109,16 @@ async def run_jobs(agent: Any, store: Any, jobs: list[tuple[Any, str]], concurre
 
 
 def clear_caches(memories: list[Any]) -> None:
-    """Each pass embeds its questions afresh, as the eval's first pass over them does."""
+    """Each pass embeds and parses its questions and rewrites afresh, as the eval's first
+    pass over them does (query vectors, stored vectors, parses, the planner's readings)."""
     for memory in memories:
         memory._query_vectors.clear()
         memory._stored_vectors.clear()
+    for package in ("memroute", "memroute_base"):
+        for module, name in (("nlp", "parse"), ("planners.offline.question_parse", "read_question")):
+            cached = getattr(sys.modules.get(f"{package}.{module}"), name, None)
+            if hasattr(cached, "cache_clear"):
+                cached.cache_clear()
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
