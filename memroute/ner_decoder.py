@@ -3,13 +3,15 @@ position for a whole batch of texts.
 
 spaCy decodes entities with a transition system (BILUO: begin, in, last, unit, out) whose
 loop runs in Cython; in spaCy 3.8 every token lookup of that loop (`StateC.B_`) takes the
-GIL, so ~half of NER's CPU went to taking and dropping the GIL (perf on this machine, 600
-Wikipedia sentences: the loop took 0.95 of 1.9 ms per sentence), and each take contends
-with the embedder's and the event loop's threads. `GreedyEntityDecoder` computes the same
-scores with the same code (``ner``'s token encoder and precomputed features, spaCy's own
-feature sums and blis for the output layer) and applies the same validity rules and moves
-vectorised over the batch: the same entities (tested, and on 62,893 Wikipedia and LoCoMo
-sentences none differed) for ~0.05 instead of ~0.95 ms per sentence.
+GIL. The loop was half of NER's CPU (~0.95 of ~1.9 ms per Wikipedia sentence on this
+machine), mostly taking and dropping the GIL (perf: ~25 % of NER's samples in take_gil,
+PyGILState_*, pthread locks), and each take contends with the embedder's and the event
+loop's threads. `GreedyEntityDecoder` computes the same scores with the same code
+(``ner``'s token encoder and precomputed features, spaCy's own feature sums, blis for the
+output layer) and applies the same validity rules and moves, vectorised over the batch: the
+same entities (tested; none of 63,122 Wikipedia and LoCoMo sentences differed) for half the
+CPU (Wikipedia 2.07 -> 1.05 ms per sentence, LoCoMo 0.78 -> 0.41; docs/evaluation.md,
+"Ingestion with entities: spaCy's decoding loop replaced").
 
 Only texts as the tokenizer makes them are decoded this way (no preset entities); anything
 else, or a model built differently, is left to spaCy (`GreedyEntityDecoder.for_pipe`
