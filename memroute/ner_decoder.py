@@ -106,6 +106,9 @@ class GreedyEntityDecoder:
         return found
 
     def _run(self, model, lengths, arrays, docs, found, Span) -> None:
+        """Every state takes one move per step (each BILUO move consumes one word): the
+        scores of the unfinished states, the moves the rules allow, the best of them (the
+        first on a tie, as spaCy's ``arg_max_if_valid``); closed entities go to ``found``."""
         W, b = model.vec2scores.get_param("W"), model.vec2scores.get_param("b")
         unseen = model._class_mask == 0
         # states longest first, so the unfinished ones are always a prefix
