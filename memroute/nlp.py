@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from memroute.errors import ModelUnavailableError
+from memroute.ner_decoder import GreedyEntityDecoder
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -41,6 +42,8 @@ _lock = threading.Lock()  # guards loading
 QUERY, INGEST = "query", "ingest"
 _pipelines: dict[str, Language] = {}
 _use = {QUERY: threading.Lock(), INGEST: threading.Lock()}
+# the ingestion pipeline's entity decoding (None: spaCy's own loop)
+_decoders: dict[str, GreedyEntityDecoder | None] = {}
 
 
 def load_pipeline(role: str = QUERY) -> Language:
@@ -63,6 +66,7 @@ def load_pipeline(role: str = QUERY) -> Language:
                 pipeline = importlib.import_module(MODEL_PACKAGE).load()
                 if role == INGEST:
                     _multiply_with_numpy(pipeline)
+                    _decoders[role] = GreedyEntityDecoder.for_pipe(pipeline.get_pipe("ner"))
                 _pipelines[role] = pipeline
             except ImportError as exc:
                 raise ModelUnavailableError(
@@ -189,18 +193,29 @@ def _blas_threads() -> ThreadpoolController:
 
 def extract_entities(texts: list[str], batch_size: int = 64) -> list[list[Entity]]:
     """The entities of each text (NER only, no parse), in order: the same as `entities_of`
-    the full parse. NER runs on one BLAS thread (the embedder's threads use the other cores).
+    the full parse. NER runs on one BLAS thread (the embedder's threads use the other cores)
+    and decodes with `GreedyEntityDecoder` (spaCy's loop when it cannot).
 
     Raises:
         ModelUnavailableError: the model is not installed.
     """
     nlp = load_pipeline(INGEST)
+    decoder = _decoders.get(INGEST)
     # the memory zone frees the words these texts added to the vocabulary (~4 per Wikipedia
     # sentence, without bound over a long ingestion); the Docs die inside it, as plain
     # `Entity` values leave it
     with _use[INGEST], _blas_threads().limit(limits=1, user_api="blas"), nlp.memory_zone():
-        return [entities_of(doc) for doc in nlp.pipe(
-            texts, batch_size=batch_size, disable=not_needed_for_entities(nlp))]
+        if decoder is None:
+            return [entities_of(doc) for doc in nlp.pipe(
+                texts, batch_size=batch_size, disable=not_needed_for_entities(nlp))]
+        found: list[list[Entity]] = []
+        for start in range(0, len(texts), batch_size):
+            docs = [nlp.make_doc(text) for text in texts[start:start + batch_size]]
+            spans = decoder.decode(docs)
+            if spans is None:  # preset annotations: spaCy's loop honours them
+                spans = [doc.ents for doc in decoder.ner.pipe(docs)]
+            found.extend(entities_of(s) for s in spans)
+        return found
 
 
 @lru_cache(maxsize=PARSE_CACHE_SIZE)

@@ -42,6 +42,26 @@ async def test_add_returns_uids_and_is_idempotent(memory: Memory, scope: Scope) 
     assert await memory.count(scope) == {"episodes": 2, "sentences": 3}
 
 
+async def test_stored_sentences_keep_every_field_exactly(memory: Memory, scope: Scope) -> None:
+    """Sentences are copied in binary: each stored vector is the embedder's, bit for bit, and
+    metadata stays a JSON object (unicode and nesting included)."""
+    meta = {"turn": 7, "tags": ["a", "b"], "note": "Zoë's \"quoted\" text\tand a tab"}
+    episode = Episode(content="My cat Tom is grey. He sleeps all day.", session_id="s9",
+                      producer="Zoë", produced_at=T0, uid="exact-1", metadata=meta)
+    await memory.add(scope, [episode])
+    async with memory._pool.connection() as conn:
+        cur = await conn.execute(
+            f"SELECT idx, text, embedding, session_id, producer, produced_at, metadata, "
+            f"jsonb_typeof(metadata) FROM {memory.schema}.sentences "
+            "WHERE scope_key = %s ORDER BY idx", [scope.key])
+        rows = await cur.fetchall()
+    texts = ["My cat Tom is grey.", "He sleeps all day."]
+    assert [(r[0], r[1], r[3], r[4], r[5], r[6], r[7]) for r in rows] == [
+        (i, t, "s9", "Zoë", T0, meta, "object") for i, t in enumerate(texts)]
+    expected = await memory.embedder.embed_documents(texts)
+    assert np.array_equal(np.stack([r[2].to_numpy() for r in rows]), expected)
+
+
 async def test_add_generates_uids(memory: Memory, scope: Scope) -> None:
     uids = await memory.add(scope, [Episode(content="A note without a uid.")])
     assert len(uids) == 1 and uuid.UUID(uids[0])
