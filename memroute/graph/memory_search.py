@@ -104,9 +104,7 @@ def make_memory_search(resolve: ContextResolver):
         if task.get("composed") and final_rerank.COMPOSED_QUERIES and ctx.rerank_mode == "fused":
             # the final rerank's composed query, embedded once this search's query is, while
             # the search reads the store: off the final rerank's critical path
-            prefetch = getattr(ctx.memory, "prefetch_queries", None)
-            if prefetch is not None:
-                prefetch([task["composed"]], after=task["query"])
+            ctx.memory.prefetch_queries([task["composed"]], after=task["query"])
         async with ctx.searches:
             started = time.time()
             # the chain's judge reads what the entity index stored for each hit (not after
