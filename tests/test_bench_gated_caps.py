@@ -4,11 +4,8 @@ ranked, and the nesting depth counts the unnamed nouns above a named thing."""
 
 from __future__ import annotations
 
-import pytest
-
 from benchmarks.gated_caps import capped, nest_depth, replay
 from memroute.evals.datasets import Question
-from memroute.nlp import pipeline_available
 
 
 def hit(uid: str, title: str | None, sentence: str) -> dict:
@@ -42,7 +39,6 @@ def test_replay_scores_paragraphs_and_applies_the_cap_only_where_the_gate_says()
     assert replay("hotpotqa", rows, lambda q, row: 2, k=3)["recall"] == 1.0
 
 
-@pytest.mark.skipif(not pipeline_available(), reason="the spaCy model is not installed")
 def test_nest_depth_counts_unnamed_nouns_above_a_named_thing() -> None:
     assert nest_depth("Who is the spouse of the director of Titanic?") == 2
     assert nest_depth("Where does Karim Haddad study?") == 0

@@ -91,9 +91,7 @@ async def test_on_a_store_one_hop_runs_both_subject_searches_concurrently(
     assert [hop["new_query"], *hop["new_concurrent_queries"]] == subjects
     assert [result.hops[1]["query"], *result.hops[1]["concurrent_queries"]] == subjects
     assert result.hops[1]["decision"] == "sufficient"
-    # the final rerank pooled both searches' hits (five turns: all within k)
-    returned = {r.uid for r in result.results}
-    assert all(set(found[s]) <= returned for s in subjects) and found[subjects[1]]
+    assert all(found[s] for s in subjects)  # each subject's search found turns
     # one per hop when switched off: the same searches, one round more
     events.clear()
     agent = RetrievalAgent(memory, planner=OfflinePlanner(fan_out=False),

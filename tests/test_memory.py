@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import copy
 import uuid
-from collections import OrderedDict
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -21,6 +19,7 @@ from memroute.memory import (
     SyncMemory,
     flatten,
 )
+from tests.memory_views import CountingEmbedder, query_view
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
 
@@ -255,25 +254,10 @@ async def test_real_embedder_semantics(embedder) -> None:
     assert float(query @ vectors[0]) > 0.99
 
 
-class CountingEmbedder:
-    """The real embedder, counting the queries it embeds."""
-
-    def __init__(self, inner) -> None:
-        self.name, self.dim, self.inner, self.queries = inner.name, inner.dim, inner, []
-
-    async def embed_documents(self, texts):
-        return await self.inner.embed_documents(texts)
-
-    async def embed_query(self, text):
-        self.queries.append(text)
-        return await self.inner.embed_query(text)
-
-
 async def test_query_vectors_are_reused_by_later_searches_and_the_rerank(
         memory: Memory, scope: Scope) -> None:
     counting = CountingEmbedder(memory.embedder)
-    mem = copy.copy(memory)
-    mem.embedder, mem._query_vectors = counting, OrderedDict()
+    mem = query_view(memory, counting)
     await mem.add(scope, [{"content": "Biscuit the dog sleeps by the fire."},
                           {"content": "The fire brigade came at noon."}])
     first = await mem.search_scored(scope, "Where does the dog sleep?", k=2)
@@ -288,8 +272,7 @@ async def test_query_vectors_are_reused_by_later_searches_and_the_rerank(
 
 async def test_query_cache_off_embeds_every_time(memory: Memory, scope: Scope) -> None:
     counting = CountingEmbedder(memory.embedder)
-    mem = copy.copy(memory)
-    mem.embedder, mem._query_vectors = counting, OrderedDict()
+    mem = query_view(memory, counting)
     mem.settings = memory.settings.model_copy(update={"query_cache_size": 0})
     await mem.add(scope, [{"content": "Biscuit the dog sleeps by the fire."}])
     for _ in range(2):

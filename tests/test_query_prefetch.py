@@ -5,10 +5,7 @@ critical path")."""
 from __future__ import annotations
 
 import asyncio
-import copy
-import time
 import uuid
-from collections import OrderedDict
 
 import numpy as np
 import pytest
@@ -17,44 +14,16 @@ from memroute import RetrievalAgent, Scope
 from memroute.graph import final_rerank
 from memroute.memory.store import Memory
 from memroute.planners.offline.planner import OfflinePlanner
+from tests.memory_views import CountingEmbedder, query_view
 
 TURNS = ["Clara moved to Lisbon in 2023.", "Clara loves grilled sardines.",
          "People in Lisbon love to eat custard tarts.", "Tom adopted a dog named Biscuit."]
 QUESTION = "What does the person who moved to Lisbon love to eat?"
 
 
-class SlowCountingEmbedder:
-    """Records each text it embeds, and takes ``delay`` seconds to do it."""
-
-    def __init__(self, inner, delay: float = 0.0, fail: bool = False,
-                 gate: asyncio.Event | None = None) -> None:
-        self.name, self.dim, self.inner = inner.name, inner.dim, inner
-        self.delay, self.fail, self.gate, self.queries = delay, fail, gate, []
-
-    async def embed_documents(self, texts):
-        return await self.inner.embed_documents(texts)
-
-    async def embed_query(self, text):
-        self.queries.append(text)
-        await asyncio.sleep(self.delay)
-        if self.gate is not None:
-            await self.gate.wait()
-        if self.fail:
-            raise RuntimeError("embedder down")
-        return await self.inner.embed_query(text)
-
-
-def fresh_view(memory: Memory, embedder) -> Memory:
-    """``memory`` with its own query caches and ``embedder``."""
-    view = copy.copy(memory)
-    view.embedder = embedder
-    view._query_vectors, view._embedding, view._prefetching = OrderedDict(), {}, set()
-    return view
-
-
 async def test_a_text_in_flight_is_awaited_not_embedded_again(memory: Memory) -> None:
-    counting = SlowCountingEmbedder(memory.embedder, delay=0.05)
-    view = fresh_view(memory, counting)
+    counting = CountingEmbedder(memory.embedder, delay=0.05)
+    view = query_view(memory, counting)
     first, second = await asyncio.gather(view.embed_queries(["ferry times", "dog"]),
                                          view.embed_queries(["dog", "ferry times"]))
     assert sorted(counting.queries) == ["dog", "ferry times"]
@@ -65,8 +34,8 @@ async def test_a_text_in_flight_is_awaited_not_embedded_again(memory: Memory) ->
 
 async def test_a_cancelled_embedding_leaves_its_waiter_a_vector(memory: Memory) -> None:
     gate = asyncio.Event()
-    counting = SlowCountingEmbedder(memory.embedder, gate=gate)
-    view = fresh_view(memory, counting)
+    counting = CountingEmbedder(memory.embedder, gate=gate)
+    view = query_view(memory, counting)
     owner = asyncio.ensure_future(view.embed_queries(["ferry times"]))
     await asyncio.sleep(0.01)
     waiter = asyncio.ensure_future(view.embed_queries(["ferry times"]))
@@ -81,8 +50,8 @@ async def test_a_cancelled_embedding_leaves_its_waiter_a_vector(memory: Memory) 
 
 
 async def test_a_failed_embedding_fails_each_caller_and_is_not_kept(memory: Memory) -> None:
-    failing = SlowCountingEmbedder(memory.embedder, delay=0.02, fail=True)
-    view = fresh_view(memory, failing)
+    failing = CountingEmbedder(memory.embedder, delay=0.02, fail=True)
+    view = query_view(memory, failing)
     view.prefetch_queries(["ferry times"])
     await asyncio.sleep(0)
     with pytest.raises(RuntimeError, match="embedder down"):
@@ -92,14 +61,14 @@ async def test_a_failed_embedding_fails_each_caller_and_is_not_kept(memory: Memo
 
 
 async def test_prefetch_embeds_after_the_search_query_and_is_found_kept(memory: Memory) -> None:
-    counting = SlowCountingEmbedder(memory.embedder)
-    view = fresh_view(memory, counting)
+    counting = CountingEmbedder(memory.embedder)
+    view = query_view(memory, counting)
     view.prefetch_queries(["the composed one"], after="the search's query")
     await asyncio.gather(*view._prefetching)
     assert counting.queries == ["the search's query", "the composed one"]
     await view.embed_queries(["the composed one", "the search's query"])
     assert len(counting.queries) == 2
-    off = fresh_view(memory, SlowCountingEmbedder(memory.embedder))
+    off = query_view(memory, CountingEmbedder(memory.embedder))
     off.settings = memory.settings.model_copy(update={"query_cache_size": 0})
     off.prefetch_queries(["the composed one"])
     assert not off._prefetching
@@ -108,8 +77,8 @@ async def test_prefetch_embeds_after_the_search_query_and_is_found_kept(memory: 
 async def run_auto(memory: Memory, scope: Scope, prefetch: bool):
     """An auto run of QUESTION on a fresh view of ``memory``; the texts embedded, with a
     marker where the final rerank starts."""
-    counting = SlowCountingEmbedder(memory.embedder)
-    view = fresh_view(memory, counting)
+    counting = CountingEmbedder(memory.embedder)
+    view = query_view(memory, counting)
     if not prefetch:
         view.prefetch_queries = lambda texts, after=None: None
     real_rerank = view.rerank
@@ -149,9 +118,10 @@ def test_a_sync_memory_prefetch_is_found_kept(sync_memory) -> None:
     """`SyncMemory.prefetch_queries` starts the embeddings on the memory's loop."""
     sync_memory.prefetch_queries(["where the ferry leaves"], after="ferry times")
     memory = sync_memory.memory
-    for _ in range(200):
-        if not memory._prefetching:
-            break
-        time.sleep(0.01)
+
+    async def prefetched() -> None:  # on the memory's loop, where the prefetch runs
+        await asyncio.gather(*memory._prefetching)
+
+    sync_memory.loop.run_as_sync(prefetched())
     name = memory.embedder.name
     assert {(name, "ferry times"), (name, "where the ferry leaves")} <= set(memory._query_vectors)

@@ -91,6 +91,7 @@ async def test_a_store_without_producers_routes_as_before(memory) -> None:
         agent = RetrievalAgent(memory, planner=OfflinePlanner(speakers_first_round=first_round),
                                context=(0, 0))
         runs.append(await agent.aretrieve(question, scope=scope, k=10, strategy="auto"))
+    assert await memory.speakers(scope) == []  # "system" is a role, not a speaker
     assert runs[0].queries == runs[1].queries and runs[0].search_rounds == runs[1].search_rounds
     assert [r.uid for r in runs[0].results] == [r.uid for r in runs[1].results]
 

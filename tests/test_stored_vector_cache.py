@@ -12,6 +12,7 @@ import pytest
 
 from memroute import Scope
 from memroute.memory import sql
+from tests.memory_views import query_view
 
 TURNS = ["Clara moved to Lisbon in 2023.", "Clara loves grilled sardines.",
          "People in Lisbon love to eat custard tarts.", "Tom adopted a dog named Biscuit."]
@@ -85,9 +86,7 @@ async def test_an_auto_question_is_embedded_once_while_the_planner_decides(memor
 
     scope = Scope(org_id=f"vc-{uuid.uuid4().hex[:8]}", project_id="p", user_id="u")
     await memory.add(scope, [{"content": t, "session_id": "s"} for t in TURNS])
-    view = copy.copy(memory)
-    view._query_vectors = type(memory._query_vectors)()
-    view.embedder = copy.copy(memory.embedder)
+    view = query_view(memory, copy.copy(memory.embedder))
     embedded: list[str] = []
     planner = OfflinePlanner(use_nlp=True)
     real_embed, real_route = memory.embedder.embed_query, planner.route
