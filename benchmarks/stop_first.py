@@ -62,7 +62,8 @@ def features(first: dict, h: ChainHeuristics = ChainHeuristics()) -> dict:
     pool scores ``top_rerank``, ``rerank10`` (the 10th), ``gap_rerank``, ``top_vector``,
     ``linked_rerank`` (best rerank score of an item filed under a linked title); ``bridge_pred``
 (most predicate words an item filed under the bridge's title states) and ``bridge_answer``
-(such an item holds a new entity of the answer's type)."""
+(such an item holds a new entity of the answer's type); ``cands_paged`` (of the 3 best
+bridge candidates, the searches the chain plans, those whose page is in the top 10)."""
     q = first["question"]
     qp = read_question(q)
     evidence = first["evidence"]
@@ -112,6 +113,8 @@ def features(first: dict, h: ChainHeuristics = ChainHeuristics()) -> dict:
         "hidden": bool(qp.hidden_head), "attribute": attribute,
     }
     out["bridge_paged"] = out["bridge_items"] > 0
+    paged = {entity_key(_strip(t)) for t in titles if t}
+    out["cands_paged"] = sum(entity_key(c.entity) in paged for c in ranked[:3])
     on_bridge = [i for i, t in enumerate(titles) if t and entity_key(_strip(t)) == key]
     out["bridge_pred"] = max((_overlap(evidence[i], stems) for i in on_bridge), default=0)
     out["bridge_answer"] = any(e.label in qp.answer_labels and e.key not in named_keys
@@ -192,6 +195,9 @@ RULES: dict[str, Callable[[dict], bool]] = {
     "bridge paged 2+ & pred_linked >= 2": lambda x: x["bridge_items"] >= 2
     and x["pred_linked"] >= 2,
     "n_cands < 24 & bridge paged 3+": lambda x: x["n_cands"] < 24 and x["bridge_items"] >= 3,
+    "2 of the 3 best bridges paged": lambda x: x["cands_paged"] >= 2,
+    "2 of the 3 best bridges paged & bridge paged 2+": lambda x: x["cands_paged"] >= 2
+    and x["bridge_items"] >= 2,
     "answers (the first-hop filled test)": lambda x: x["answers"],
     "attribute & answers": lambda x: x["attribute"] and x["answers"],
     "top rerank >= 0.84": lambda x: x.get("top_rerank", 0.0) >= 0.84,
