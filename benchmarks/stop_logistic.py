@@ -6,7 +6,9 @@ whose predicted probability reaches a threshold stop.
     python -m benchmarks.stop_logistic --features fresh_names_bridge,bridge_page,bridge_typed,d_rerank,margin \\
         --fit h300=rows-h300.jsonl,w=rows-w.jsonl --check h800=rows-h800held.jsonl,m=rows-m.jsonl
 
-``margin`` enters as its logarithm; features are standardised on the fitted rows.
+``margin`` enters as its logarithm; features are standardised on the fitted rows. With
+``--first-hop`` the rows are `benchmarks.stop_first`'s (a stop at the first judgment saves
+all but one of the question's searches).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import math
 
 import numpy as np
 
-from benchmarks.stop_features import simulate
+from benchmarks import stop_features, stop_first
 
 
 def _load(spec: str) -> dict[str, list[dict]]:
@@ -40,7 +42,10 @@ def main() -> None:
     parser.add_argument("--fit", required=True, help="name=rows.jsonl,... to fit on")
     parser.add_argument("--check", default="", help="name=rows.jsonl,... held out")
     parser.add_argument("--thresholds", default="0.76,0.78,0.8,0.82,0.85")
+    parser.add_argument("--first-hop", action="store_true",
+                        help="rows of benchmarks.stop_first (a stop at the first judgment)")
     args = parser.parse_args()
+    simulate = stop_first.simulate if args.first_hop else stop_features.simulate
     features = args.features.split(",")
     fit, check = _load(args.fit), _load(args.check)
     cands = [r for rows in fit.values() for r in rows if r.get("candidate")]
