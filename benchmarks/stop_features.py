@@ -159,6 +159,27 @@ def candidate_rows(capture: Path, stopped: Path, h: ChainHeuristics) -> list[dic
     return out
 
 
+def question_range(rows: list[dict], dataset: str, data: Path | None, skip_first: int = 0,
+                   first: int = 0) -> list[dict]:
+    """The rows of the data set's questions ``skip_first`` to ``first`` (file order; all
+    when both are 0): held-out checks leave out the questions a rule was fit on."""
+    if not (skip_first or first):
+        return rows
+    from memroute.evals.datasets import load_dataset
+
+    order = [q.id for q in load_dataset(dataset, data, None).questions]
+    keep = set(order[skip_first:first or None])
+    return [x for x in rows if x["id"] in keep]
+
+
+def write_rows(rows: list[dict], path: Path | None) -> None:
+    """One JSON line per question row, when ``path`` is given."""
+    if path:
+        with path.open("w") as sink:
+            for item in rows:
+                sink.write(json.dumps(item, ensure_ascii=False) + "\n")
+
+
 def simulate(rows: list[dict], rule: Callable[[dict], bool]) -> dict:
     """Recall and searches per question when the candidates ``rule`` picks stop."""
     n = len(rows)
@@ -183,16 +204,9 @@ def main() -> None:
     parser.add_argument("--planner", default="{}")
     args = parser.parse_args()
     h = replace(ChainHeuristics(), **json.loads(args.planner))
-    rows = candidate_rows(args.capture, args.stopped, h)
-    if args.skip_first:
-        from memroute.evals.datasets import load_dataset
-        first = {q.id for q in load_dataset(args.dataset, args.data, None)
-                 .questions[:args.skip_first]}
-        rows = [x for x in rows if x["id"] not in first]
-    if args.rows:
-        with args.rows.open("w") as sink:
-            for item in rows:
-                sink.write(json.dumps(item, ensure_ascii=False) + "\n")
+    rows = question_range(candidate_rows(args.capture, args.stopped, h), args.dataset,
+                          args.data, args.skip_first)
+    write_rows(rows, args.rows)
     cands = [x for x in rows if x.get("candidate")]
     print(json.dumps({"questions": len(rows), "candidates": len(cands),
                       "no_loss": sum(x["stop"] >= x["base"] - 1e-9 for x in cands),

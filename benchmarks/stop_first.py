@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.stop_features import _entities, _rows
+from benchmarks.stop_features import _entities, _rows, question_range, write_rows
 from memroute.memory.titles import split_title
 from memroute.nlp import entity_key
 from memroute.planners.offline.bridging import ChainHeuristics
@@ -219,16 +219,9 @@ def main() -> None:
     parser.add_argument("--planner", default="{}")
     args = parser.parse_args()
     h = replace(ChainHeuristics(), **json.loads(args.planner))
-    rows = candidate_rows(args.capture, args.direct, h)
-    if args.skip_first or args.first:
-        from memroute.evals.datasets import load_dataset
-        order = [q.id for q in load_dataset(args.dataset, args.data, None).questions]
-        keep = set(order[args.skip_first:args.first or None])
-        rows = [x for x in rows if x["id"] in keep]
-    if args.rows:
-        with args.rows.open("w") as sink:
-            for item in rows:
-                sink.write(json.dumps(item, ensure_ascii=False) + "\n")
+    rows = question_range(candidate_rows(args.capture, args.direct, h), args.dataset,
+                          args.data, args.skip_first, args.first)
+    write_rows(rows, args.rows)
     cands = [x for x in rows if x.get("candidate")]
     n = len(rows)
     total = sum(x["searches"] for x in rows)
