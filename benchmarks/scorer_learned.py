@@ -293,6 +293,50 @@ def evaluate(data: dict, score=None, mmr: float = 0.0) -> dict:
             "types": {t: round(sum(v) / len(v), 4) for t, v in sorted(types.items())}}
 
 
+def fit_ranknet(sets: dict[str, dict], columns: list[int], hidden: int = 16,
+               band: int | None = 20, steps: int = 600, l2: float = 1e-3, seed: int = 0):
+    """A RankNet (one tanh layer of ``hidden`` units, numpy, Adam) on the pairs of a gold
+    and a non-gold hit of one question among today's top ``band``: the nonlinear check of
+    what the features hold. Returns a scorer of a row's feature matrix."""
+    pos_x, neg_x, allx = [], [], []
+    for data in sets.values():
+        for row, _, y in scored_rows(data):
+            keep = np.array(row["prod"][:band]) if band else np.arange(len(y))
+            x, yy = row["x"][keep][:, columns], y[keep]
+            allx.append(x)
+            pos, neg = np.flatnonzero(yy == 1), np.flatnonzero(yy == 0)
+            for p in pos:
+                for m in neg:
+                    pos_x.append(x[p])
+                    neg_x.append(x[m])
+    allx = np.vstack(allx)
+    mu, sd = allx.mean(0), allx.std(0) + 1e-9
+    a, b = (np.array(pos_x) - mu) / sd, (np.array(neg_x) - mu) / sd
+    rng = np.random.default_rng(seed)
+    params = [rng.normal(0, 0.3, (len(columns), hidden)), np.zeros(hidden),
+              rng.normal(0, 0.3, hidden)]
+    moments = [[np.zeros_like(q), np.zeros_like(q)] for q in params]
+
+    def forward(z, w1, b1, w2):
+        h = np.tanh(z @ w1 + b1)
+        return h, h @ w2
+    for t in range(1, steps + 1):
+        w1, b1, w2 = params
+        ha, sa = forward(a, w1, b1, w2)
+        hb, sb = forward(b, w1, b1, w2)
+        g = -1 / (1 + np.exp(np.clip(sa - sb, -30, 30))) / len(a)  # d loss / d (sa - sb)
+        gw2 = ha.T @ g - hb.T @ g + l2 * w2
+        da, db = np.outer(g, w2) * (1 - ha ** 2), np.outer(g, w2) * (1 - hb ** 2)
+        gw1 = a.T @ da - b.T @ db + l2 * w1
+        gb1 = da.sum(0) - db.sum(0)
+        for q, grad, m in zip(params, (gw1, gb1, gw2), moments):
+            m[0] = 0.9 * m[0] + 0.1 * grad
+            m[1] = 0.999 * m[1] + 0.001 * grad ** 2
+            q -= 0.01 * (m[0] / (1 - 0.9 ** t)) / (np.sqrt(m[1] / (1 - 0.999 ** t)) + 1e-8)
+    w1, b1, w2 = params
+    return lambda x: forward((x[:, columns] - mu) / sd, w1, b1, w2)[1]
+
+
 GRID = (-1, -0.5, -0.3, -0.2, -0.1, -0.05, 0, 0.05, 0.1, 0.2, 0.3, 0.5, 1)
 
 
@@ -328,6 +372,13 @@ def fit(args) -> None:
     names = args.features.split(",")
     columns = [FEATURES.index(f) for f in names]
     fitted, checked = load(args.fit, args.data_root), load(args.check, args.data_root)
+    if args.ranknet:
+        score = fit_ranknet(fitted, columns, args.ranknet, args.band or 20)
+        print(json.dumps({"features": names, "ranknet": args.ranknet, "band": args.band or 20}))
+        for name, data in {**fitted, **checked}.items():
+            print(json.dumps({"set": name, "fit": name in fitted, "today": evaluate(data),
+                              "learned": evaluate(data, score, args.mmr)}))
+        return
     if args.ascent:
         w, mu, sd = ascent(fitted, columns)
     else:
@@ -343,10 +394,14 @@ def fit(args) -> None:
 
 def diagnose(args) -> None:
     """Per set: today's recall, the recall of the best reordering of today's top 15 (gold
-    first: what any scorer that only reorders near the cut could reach), and per feature the
-    AUC of gold against non-gold hits among today's ranks 6-20 of one question."""
+    first: what any scorer that only reorders near the cut could reach), per feature the
+    AUC of gold against non-gold hits among today's ranks 6-20 of one question, and over the
+    swaps a better scorer must make (a gold hit today ranks in the 5 places after the cut
+    against one of the 3 weakest non-gold hits it keeps) how often the feature is higher
+    for the gold hit."""
     for name, data in load(args.sets, args.data_root).items():
         pairs = {f: [0.0, 0] for f in FEATURES}
+        swaps, n_swaps = np.zeros(len(FEATURES)), 0
         base = evaluate(data)
         best = n = 0.0
         for row in data["rows"]:
@@ -361,6 +416,12 @@ def diagnose(args) -> None:
             y = labels(data["dataset"], question, row["rest"])
             top = sorted(row["prod"][:15], key=lambda i: -y[i]) + row["prod"][15:]
             best += max(today, recall(data["dataset"], question, row["own"], row["rest"], top))
+            k = 10 - len(row["own"][:10])
+            for p in (i for i in row["prod"][k:k + 5] if y[i]):
+                for m in [i for i in row["prod"][:k] if not y[i]][-3:]:
+                    d = row["x"][p] - row["x"][m]
+                    swaps += (d > 0) + 0.5 * (d == 0)
+                    n_swaps += 1
             band = row["prod"][5:20]
             for j, f in enumerate(FEATURES):
                 for p in (i for i in band if y[i]):
@@ -371,7 +432,10 @@ def diagnose(args) -> None:
         print(json.dumps({"set": name, "today": base[headline_metric(data["dataset"])],
                           "best_reorder_top15": round(best / max(n, 1), 4),
                           "auc_ranks_6_20": {f: round(v / max(c, 1), 2)
-                                             for f, (v, c) in pairs.items()}}))
+                                             for f, (v, c) in pairs.items()},
+                          "swaps": n_swaps,
+                          "cut_gold_higher": {f: round(v / max(n_swaps, 1), 2)
+                                              for f, v in zip(FEATURES, swaps)}}))
 
 
 def main() -> None:
@@ -392,6 +456,8 @@ def main() -> None:
     fi.add_argument("--pairwise", action="store_true")
     fi.add_argument("--band", type=int, default=None,
                     help="fit on the hits today's order ranks in the pool's top BAND only")
+    fi.add_argument("--ranknet", type=int, default=0,
+                    help="fit a RankNet with this many hidden units instead (band 20 unless given)")
     fi.add_argument("--mmr", type=float, default=0.0,
                     help="rank by maximal marginal relevance with this redundancy penalty")
     fi.add_argument("--ascent", action="store_true",

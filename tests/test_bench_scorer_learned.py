@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from benchmarks.scorer_learned import (FEATURES, ascent, evaluate, features, fit_model,
-                                       mmr_order, recall)
+                                       fit_ranknet, mmr_order, recall)
 from memroute.evals.datasets import Question
 from memroute.memory.rerankers.base import ContextCandidate, RerankCandidate, RerankQuery
 from memroute.memory.rerankers.offline import OfflineReranker
@@ -78,6 +78,7 @@ def test_the_learners_weigh_the_informative_feature_and_lift_recall() -> None:
         assert w[2] > abs(w[3]) and w[2] > 0
         got = evaluate(data, lambda x: (x[:, [0, 1, 2]] - mu) / sd @ w[1:])
         assert got["sf_recall"] == 1.0
+    assert evaluate(data, fit_ranknet({"d": data}, [0, 1, 2], hidden=4))["sf_recall"] > 0.9
     w, mu, sd = ascent({"d": data}, [0, 1, 2])
     assert w[1] == 1.0 and w[2] > 0  # today's column fixed, the informative one raised
     assert evaluate(data, lambda x: (x[:, [0, 1, 2]] - mu) / sd @ w[1:])["sf_recall"] > 0.9
