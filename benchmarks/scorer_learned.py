@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import json
 import pickle
-import re
 from pathlib import Path
 
 import numpy as np
