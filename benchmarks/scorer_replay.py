@@ -31,7 +31,8 @@ from memroute.memory.titles import split_title
 from memroute.settings import get_settings
 import memroute.memory.rerankers.base as rbase
 
-PER_TITLE, TOP = rbase.LINK_PER_TITLE, rbase.LINKING_TOP  # the defaults, restored per variant
+# the defaults, restored per variant
+PER_TITLE, TOP, ENTITY_TOP = rbase.LINK_PER_TITLE, rbase.LINKING_TOP, rbase.ENTITY_LINKING_TOP
 from benchmarks.rerank_headroom import pool_recall
 
 
@@ -96,7 +97,7 @@ async def replay(args) -> None:
                         variant = dict(variant)
                         rbase.LINK_PER_TITLE = variant.pop("per_title", PER_TITLE)
                         rbase.LINKING_TOP = variant.pop("top", TOP)
-                        rbase.ENTITY_LINKING_TOP = variant.get("entity_top", 5)
+                        rbase.ENTITY_LINKING_TOP = variant.get("entity_top", ENTITY_TOP)
                         rbase.fuse_scores = fusion_with(variant.pop("second", 0.0))
                         if "prod" in variant:  # the defaults' code path: composed, link bonus
                             texts = queries + (composed_queries(queries) if variant["prod"] else [])
@@ -216,7 +217,7 @@ def rank_own(own, keys_of, variant):
     labels = variant.get("entity_labels")
     scores = -np.arange(len(own), dtype=np.float64)  # the search's order
     linked = linked_by_entities(cands, [keys_of(r, labels) for r in own], scores,
-                                variant.get("entity_top", 5))
+                                variant.get("entity_top", ENTITY_TOP))
     total = scores + variant["entity_own"] * linked
     return [own[i] for i in sorted(range(len(own)), key=lambda i: (-total[i], i))]
 
