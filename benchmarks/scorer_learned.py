@@ -32,13 +32,13 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.rerank_headroom import pool_recall
-from benchmarks.scorer_replay import entity_keys_of
+from benchmarks.scorer_replay import entity_keys_of, pool_candidates
 from memroute.evals.datasets import load_dataset
 from memroute.evals.scoring import headline_metric
 from memroute.evals.store import open_store
 from memroute.graph import final_rerank as fr
 from memroute.memory.embedders import make_embedder
-from memroute.memory.rerankers.base import (ContextCandidate, RerankCandidate, RerankQuery,
+from memroute.memory.rerankers.base import (ContextCandidate, RerankQuery,
                                             fuse_scores, linked_by_entities, linked_by_top,
                                             rank_by_window)
 from memroute.settings import get_settings
@@ -77,17 +77,7 @@ async def extract(args) -> None:
                 async with memory._pool.connection() as conn:
                     vectors = await sql.fetch_sentence_embeddings(conn, memory.schema,
                                                                   scope.key, uids)
-                empty = np.zeros((0, embedder.dim), np.float32)
-                cands = []
-                for r in rest:
-                    parts = [vectors.get(e[0], empty) for e in r["episodes"]]
-                    nucleus = next((e for e in r["episodes"] if e[0] == r["uid"]), None)
-                    cands.append(ContextCandidate(
-                        r["uid"], RerankCandidate("\n".join(e[1] for e in r["episodes"]),
-                                                  np.vstack(parts) if parts else empty),
-                        tuple(e[0] for e in r["episodes"]),
-                        RerankCandidate(nucleus[1], vectors.get(nucleus[0], empty))
-                        if nucleus and len(r["episodes"]) > 1 else None))
+                cands = pool_candidates(rest, vectors, embedder.dim)
                 composed = fr.composed_queries(queries)
                 texts = queries + composed
                 vecs = await memory.embed_queries(texts)

@@ -36,6 +36,23 @@ PER_TITLE, TOP, ENTITY_TOP = rbase.LINK_PER_TITLE, rbase.LINKING_TOP, rbase.ENTI
 from benchmarks.rerank_headroom import pool_recall
 
 
+def pool_candidates(records: list[dict], vectors: dict, dim: int) -> list[ContextCandidate]:
+    """The final rerank's candidates of dumped pool records: each record's window (its
+    episodes' texts and stored vectors) and, for a window of several, its nucleus."""
+    empty = np.zeros((0, dim), np.float32)
+    cands = []
+    for r in records:
+        parts = [vectors.get(e[0], empty) for e in r["episodes"]]
+        nucleus = next((e for e in r["episodes"] if e[0] == r["uid"]), None)
+        cands.append(ContextCandidate(
+            r["uid"], RerankCandidate("\n".join(e[1] for e in r["episodes"]),
+                                      np.vstack(parts) if parts else empty),
+            tuple(e[0] for e in r["episodes"]),
+            RerankCandidate(nucleus[1], vectors.get(nucleus[0], empty))
+            if nucleus and len(r["episodes"]) > 1 else None))
+    return cands
+
+
 async def replay(args) -> None:
     settings = get_settings()
     dataset = load_dataset(args.dataset, args.data, args.limit)
@@ -66,17 +83,7 @@ async def replay(args) -> None:
                 uids = list({e[0] for r in rest for e in r["episodes"]})
                 async with memory._pool.connection() as conn:
                     vectors = await sql.fetch_sentence_embeddings(conn, memory.schema, scope.key, uids)
-                empty = np.zeros((0, embedder.dim), np.float32)
-                cands = []
-                for r in rest:
-                    parts = [vectors.get(e[0], empty) for e in r["episodes"]]
-                    nucleus = next((e for e in r["episodes"] if e[0] == r["uid"]), None)
-                    cands.append(ContextCandidate(
-                        r["uid"], RerankCandidate("\n".join(e[1] for e in r["episodes"]),
-                                                  np.vstack(parts) if parts else empty),
-                        tuple(e[0] for e in r["episodes"]),
-                        RerankCandidate(nucleus[1], vectors.get(nucleus[0], empty))
-                        if nucleus and len(r["episodes"]) > 1 else None))
+                cands = pool_candidates(rest, vectors, embedder.dim)
                 embeddings = await memory.embed_queries(queries)
                 rq = [RerankQuery(t, e) for t, e in zip(queries, embeddings)]
             if any("entity" in v for v in variants):

@@ -19,9 +19,8 @@ import json
 import re
 from pathlib import Path
 
-import numpy as np
-
 from benchmarks.rerank_headroom import pool_recall
+from benchmarks.scorer_replay import pool_candidates
 from memroute.evals.datasets import load_dataset
 from memroute.evals.scoring import headline_metric
 from memroute.evals.store import open_store
@@ -29,8 +28,7 @@ from memroute.graph.final_rerank import (COMPOSED_QUERIES, ENTITY_LINK_BONUS, LI
                                          NOT_BRIDGES, composed_queries)
 from memroute.memory import sql
 from memroute.memory.embedders import make_embedder
-from memroute.memory.rerankers.base import (ContextCandidate, RerankCandidate, RerankQuery,
-                                            rank_by_window)
+from memroute.memory.rerankers.base import RerankQuery, rank_by_window
 from memroute.memory.titles import split_title
 from memroute.nlp import entity_key, query_entity_keys
 from memroute.settings import get_settings
@@ -73,7 +71,6 @@ async def replay(args) -> None:
     per_q: list[list[float]] = [[] for _ in variants]
     speakers_of: dict[str, list[str]] = {}
     n = 0
-    empty = np.zeros((0, embedder.dim), np.float32)
     try:
         for entry in (json.loads(line) for line in args.pool.open()):
             question = by_text.get(entry["query"])
@@ -108,16 +105,7 @@ async def replay(args) -> None:
                     def keys(uid):
                         return frozenset(e.key for e in stored.get(uid, ())
                                          if e.key not in skip and e.label not in NOT_BRIDGES)
-                    cands = []
-                    for r in cands_records:
-                        parts = [vectors.get(e[0], empty) for e in r["episodes"]]
-                        nucleus = next((e for e in r["episodes"] if e[0] == r["uid"]), None)
-                        cands.append(ContextCandidate(
-                            r["uid"], RerankCandidate("\n".join(e[1] for e in r["episodes"]),
-                                                      np.vstack(parts) if parts else empty),
-                            tuple(e[0] for e in r["episodes"]),
-                            RerankCandidate(nucleus[1], vectors.get(nucleus[0], empty))
-                            if nucleus and len(r["episodes"]) > 1 else None))
+                    cands = pool_candidates(cands_records, vectors, embedder.dim)
                     ek = [(keys(r["uid"]), frozenset().union(*(keys(e[0]) for e in r["episodes"])))
                           for r in cands_records]
                     order = await rank_by_window(memory.reranker, rq, cands, left, "max",
