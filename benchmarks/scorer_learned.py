@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import pickle
 from pathlib import Path
 
@@ -195,7 +196,7 @@ DATA = {"hotpotqa": "hotpotqa/hotpotqa_dev_distractor_800.jsonl",
         "locomo": "locomo/locomo10_conv0-6.json"}
 
 
-def load(spec: str, data_root: Path) -> dict[str, dict]:
+def load(spec: str, data_dir: Path) -> dict[str, dict]:
     """``name=path[:from-to]`` pairs: a pickle of `extract` (optionally its questions
     ``from``-``to``, 1-based in the data file's order), with its questions by text."""
     out, questions = {}, {}
@@ -212,7 +213,7 @@ def load(spec: str, data_root: Path) -> dict[str, dict]:
         dataset = data["dataset"]
         if dataset not in questions:
             questions[dataset] = {q.question: q for q in
-                                  load_dataset(dataset, data_root / DATA[dataset]).questions}
+                                  load_dataset(dataset, data_dir / DATA[dataset]).questions}
         out[name] = {**data, "questions": questions[dataset]}
     return out
 
@@ -360,7 +361,7 @@ def ascent(sets: dict[str, dict], columns: list[int], rounds: int = 3):
 def fit(args) -> None:
     names = args.features.split(",")
     columns = [FEATURES.index(f) for f in names]
-    fitted, checked = load(args.fit, args.data_root), load(args.check, args.data_root)
+    fitted, checked = load(args.fit, args.data_dir), load(args.check, args.data_dir)
     if args.ranknet:
         score = fit_ranknet(fitted, columns, args.ranknet, args.band or 20)
         print(json.dumps({"features": names, "ranknet": args.ranknet, "band": args.band or 20}))
@@ -388,7 +389,7 @@ def diagnose(args) -> None:
     swaps a better scorer must make (a gold hit today ranks in the 5 places after the cut
     against one of the 3 weakest non-gold hits it keeps) how often the feature is higher
     for the gold hit."""
-    for name, data in load(args.sets, args.data_root).items():
+    for name, data in load(args.sets, args.data_dir).items():
         pairs = {f: [0.0, 0] for f in FEATURES}
         swaps, n_swaps = np.zeros(len(FEATURES)), 0
         base = evaluate(data)
@@ -454,7 +455,8 @@ def main() -> None:
     dg = sub.add_parser("diagnose")
     dg.add_argument("sets", help="name=features.pkl[:from-to],...")
     for p in (fi, dg):
-        p.add_argument("--data-root", type=Path, default=Path("/work/shared/data"))
+        p.add_argument("--data-dir", type=Path,
+                       default=Path(os.environ.get("MEMROUTE_DATA_DIR", "../shared/data")))
     args = parser.parse_args()
     if args.command == "extract":
         asyncio.run(extract(args))
