@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from benchmarks.stop_features import _entities, _rows, question_range, write_rows
-from memroute.memory.titles import split_title
+from memroute.memory.titles import split_title, without_disambiguation
 from memroute.nlp import entity_key
 from memroute.planners.offline.bridging import ChainHeuristics
 from memroute.planners.offline.entities import key_terms, mentioned
@@ -39,10 +39,6 @@ from memroute.planners.offline.parsed import (
     rank_bridges,
 )
 from memroute.planners.offline.question_parse import read_question
-
-
-def _strip(title: str) -> str:
-    return title.split(" (")[0]
 
 
 def features(first: dict, h: ChainHeuristics = ChainHeuristics()) -> dict:
@@ -81,7 +77,7 @@ bridge candidates, the searches the chain plans, those whose page is in the top 
     named_titles = {t for t in titles if t and mentioned(t, q)}
     others = {t for t in titles if t and t not in named_titles}
     linked = {o for o in others if any(
-        mentioned(_strip(o), split_title(evidence[i])[1])
+        mentioned(without_disambiguation(o), split_title(evidence[i])[1])
         for i, t in enumerate(titles) if t in named_titles)}
     stems = _stems([*qp.predicate, *qp.description])
     slot = qp.hidden_labels or qp.answer_labels
@@ -98,7 +94,7 @@ bridge candidates, the searches the chain plans, those whose page is in the top 
     out = {
         "bridge": bridge, "margin": round(margin, 3), "n_cands": len(ranked),
         "bridge_typed": bool(qp.hidden_labels) and label in qp.hidden_labels,
-        "bridge_items": sum(1 for t in titles if t and entity_key(_strip(t)) == key),
+        "bridge_items": sum(1 for t in titles if t and entity_key(without_disambiguation(t)) == key),
         "in_sight": bridge_in_sight(q, evidence),
         "named": len(qp.named),
         "named_paged": sum(1 for n in qp.named if any(t and mentioned(t, n) or t and mentioned(n, t)
@@ -113,9 +109,9 @@ bridge candidates, the searches the chain plans, those whose page is in the top 
         "hidden": bool(qp.hidden_head), "attribute": attribute,
     }
     out["bridge_paged"] = out["bridge_items"] > 0
-    paged = {entity_key(_strip(t)) for t in titles if t}
+    paged = {entity_key(without_disambiguation(t)) for t in titles if t}
     out["cands_paged"] = sum(entity_key(c.entity) in paged for c in ranked[:3])
-    on_bridge = [i for i, t in enumerate(titles) if t and entity_key(_strip(t)) == key]
+    on_bridge = [i for i, t in enumerate(titles) if t and entity_key(without_disambiguation(t)) == key]
     out["bridge_pred"] = max((_overlap(evidence[i], stems) for i in on_bridge), default=0)
     out["bridge_answer"] = any(e.label in qp.answer_labels and e.key not in named_keys
                                and e.key != key for i in on_bridge for e in ents[i])

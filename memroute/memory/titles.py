@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 from memroute.memory.splitter import split_sentences
 
+# A title's trailing disambiguation: "Kiss and Tell (1945 film)"
+_DISAMBIGUATION = re.compile(r"\s*\([^)]*\)\s*$")
 # Characters a Wikipedia title cannot hold (MediaWiki's forbidden set); "[image: ...]" in a
 # conversation turn is not a title.
 _NOT_IN_TITLES = frozenset("[]{}|#<>")
@@ -17,6 +20,12 @@ def split_title(content: str) -> tuple[str | None, str]:
     if sep and 0 < len(head) <= 120 and "\n" not in head and (head[:1].isupper() or head[:1].isdigit()):
         return head.strip(), tail.strip()
     return None, content.strip()
+
+
+def without_disambiguation(title: str) -> str:
+    """The name a title files facts under: ``"Kiss and Tell (1945 film)"`` -> ``"Kiss and
+    Tell"``; other text unchanged."""
+    return _DISAMBIGUATION.sub("", title)
 
 
 @lru_cache(maxsize=16_384)

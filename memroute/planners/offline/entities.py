@@ -11,6 +11,8 @@ import unicodedata
 from collections.abc import Iterable
 from functools import lru_cache
 
+from memroute.memory.titles import without_disambiguation
+
 TEXT_CACHE_SIZE = 16_384  # folded texts and mention checks kept (a few MB at most)
 
 STOPWORDS = frozenset(
@@ -150,7 +152,7 @@ def occurs_as_words(phrase: str, text: str) -> bool:
 def mentioned(entity: str, text: str) -> bool:
     """Whether ``entity`` (or every content word of it) already occurs in ``text`` (cached,
     as `fold`)."""
-    entity = re.sub(r"\s*\([^)]*\)\s*$", "", entity)  # "Kiss and Tell (1945 film)"
+    entity = without_disambiguation(entity)  # "Kiss and Tell (1945 film)"
     e, t = _strip_article(fold(entity)), fold(text)
     if not e:
         return True

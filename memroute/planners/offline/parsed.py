@@ -38,7 +38,7 @@ import re
 from collections import OrderedDict
 from dataclasses import replace
 
-from memroute.memory.titles import split_title
+from memroute.memory.titles import split_title, without_disambiguation
 from memroute.nlp import SPEAKER_LABEL, Entity, entity_key, extract_entities
 from memroute.planners.base import EvidenceEntities
 from memroute.planners.offline.bridging import (
@@ -349,7 +349,7 @@ def typed_bridge_found(query: str, bridge_query: str, fresh: list[str],
     typed = {e.key for ents in kept_entities for e in ents if e.label in slot}
     found = {key for title, _ in map(split_title, fresh) if title is not None
              and mentioned(title, bridge_query) and not mentioned(title, query)
-             and (key := entity_key(re.sub(r"\s*\([^)]*\)\s*$", "", title))) in typed}
+             and (key := entity_key(without_disambiguation(title))) in typed}
     if each:
         return all(entity_key(b) in found for b in each)
     return bool(found)
@@ -453,7 +453,7 @@ def rank_bridges(query: str, evidence: list[str], tried: list[str],
         evidence) else None)
     texts = [f" {entity_key(text)} " for text in evidence]
     # "Drive" is vouched for by a fact filed under "Drive (2011 film)"
-    titles = {entity_key(re.sub(r"\s*\([^)]*\)\s*$", "", t)) for t in (
+    titles = {entity_key(without_disambiguation(t)) for t in (
         split_title(line)[0] for text in evidence for line in text.splitlines()) if t}
     subject = [any(e.key in qp.named_keys for e in ents)
                or any(mentioned(n, text) for n in qp.named)
