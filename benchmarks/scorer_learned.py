@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import pickle
 from pathlib import Path
 
@@ -34,6 +33,7 @@ import numpy as np
 
 from benchmarks.rerank_headroom import pool_recall
 from benchmarks.scorer_replay import entity_keys_of, pool_candidates
+from benchmarks.stop_logistic import fit_logistic
 from memroute.evals.datasets import load_dataset
 from memroute.evals.scoring import headline_metric
 from memroute.evals.store import open_store
@@ -98,7 +98,8 @@ async def extract(args) -> None:
     finally:
         await memory.close()
     with args.out.open("wb") as f:
-        pickle.dump({"dataset": args.dataset, "rows": out}, f)
+        pickle.dump({"dataset": args.dataset, "rows": out,
+                     "questions": {q.question: q for q in dataset.questions}}, f)
     print(json.dumps({"dataset": args.dataset, "questions": len(out),
                       "scored": sum(r["x"] is not None for r in out)}))
 
@@ -190,16 +191,10 @@ def recall(dataset: str, question, own: list[dict], rest: list[dict], order, k: 
     return pool_recall(dataset, question, list(seen.values()))
 
 
-DATA = {"hotpotqa": "hotpotqa/hotpotqa_dev_distractor_800.jsonl",
-        "2wiki": "2wikimultihopqa/2wikimultihopqa_dev_334.json",
-        "musique": "musique/musique_ans_dev_200.jsonl",
-        "locomo": "locomo/locomo10_conv0-6.json"}
-
-
-def load(spec: str, data_dir: Path) -> dict[str, dict]:
-    """``name=path[:from-to]`` pairs: a pickle of `extract` (optionally its questions
-    ``from``-``to``, 1-based in the data file's order), with its questions by text."""
-    out, questions = {}, {}
+def load(spec: str) -> dict[str, dict]:
+    """``name=path[:from-to]`` pairs: a pickle of `extract` (its rows, its questions by
+    text), optionally only its questions ``from``-``to`` (1-based, in the data file's order)."""
+    out = {}
     for part in filter(None, spec.split(",")):
         name, path = part.split("=", 1)
         span = None
@@ -210,11 +205,7 @@ def load(spec: str, data_dir: Path) -> dict[str, dict]:
         if span:
             lo, hi = map(int, span.split("-"))
             data["rows"] = [r for r in data["rows"] if lo <= r["index"] + 1 <= hi]
-        dataset = data["dataset"]
-        if dataset not in questions:
-            questions[dataset] = {q.question: q for q in
-                                  load_dataset(dataset, data_dir / DATA[dataset]).questions}
-        out[name] = {**data, "questions": questions[dataset]}
+        out[name] = data
     return out
 
 
@@ -249,15 +240,8 @@ def fit_model(sets: dict[str, dict], columns: list[int], l2: float = 0.01,
             else:
                 xs.append(x)
                 ys.append(y)
-    x, y = np.vstack(xs), np.concatenate(ys)
-    sd = x.std(0) + 1e-9
-    mu = np.zeros(x.shape[1]) if pairwise else x.mean(0)
-    z = np.c_[np.ones(len(x)), (x - mu) / sd]
-    w = np.zeros(z.shape[1])
-    for _ in range(2000):  # gradient descent; L2 on the weights, not the bias
-        p = 1 / (1 + np.exp(-np.clip(z @ w, -30, 30)))
-        w -= z.T @ (p - y) / len(y) + l2 * np.r_[0, w[1:]]
-    return w, mu, sd
+    return fit_logistic(np.vstack(xs), np.concatenate(ys), steps=2000, rate=1.0, l2=l2,
+                        center=not pairwise)
 
 
 def evaluate(data: dict, score=None, mmr: float = 0.0) -> dict:
@@ -361,7 +345,7 @@ def ascent(sets: dict[str, dict], columns: list[int], rounds: int = 3):
 def fit(args) -> None:
     names = args.features.split(",")
     columns = [FEATURES.index(f) for f in names]
-    fitted, checked = load(args.fit, args.data_dir), load(args.check, args.data_dir)
+    fitted, checked = load(args.fit), load(args.check)
     if args.ranknet:
         score = fit_ranknet(fitted, columns, args.ranknet, args.band or 20)
         print(json.dumps({"features": names, "ranknet": args.ranknet, "band": args.band or 20}))
@@ -389,7 +373,7 @@ def diagnose(args) -> None:
     swaps a better scorer must make (a gold hit today ranks in the 5 places after the cut
     against one of the 3 weakest non-gold hits it keeps) how often the feature is higher
     for the gold hit."""
-    for name, data in load(args.sets, args.data_dir).items():
+    for name, data in load(args.sets).items():
         pairs = {f: [0.0, 0] for f in FEATURES}
         swaps, n_swaps = np.zeros(len(FEATURES)), 0
         base = evaluate(data)
@@ -454,9 +438,6 @@ def main() -> None:
                     help="coordinate ascent on recall instead of a logistic fit")
     dg = sub.add_parser("diagnose")
     dg.add_argument("sets", help="name=features.pkl[:from-to],...")
-    for p in (fi, dg):
-        p.add_argument("--data-dir", type=Path,
-                       default=Path(os.environ.get("MEMROUTE_DATA_DIR", "../shared/data")))
     args = parser.parse_args()
     if args.command == "extract":
         asyncio.run(extract(args))

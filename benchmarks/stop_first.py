@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from benchmarks import stop_features
 from benchmarks.stop_features import _entities, _rows, question_range, write_rows
 from memroute.memory.titles import split_title, without_disambiguation
 from memroute.nlp import entity_key
@@ -164,14 +165,7 @@ def candidate_rows(capture: Path, direct: Path, h: ChainHeuristics) -> list[dict
 def simulate(rows: list[dict], rule: Callable[[dict], bool]) -> dict:
     """Recall and searches per question when the candidates ``rule`` picks stop at their
     first judgment (direct's row in place of the default's, one search)."""
-    n = len(rows)
-    picked = [x for x in rows if x.get("candidate") and rule(x)]
-    delta = sum(x["stop"] - x["base"] for x in picked)
-    return {"stopped": len(picked), "lost": sum(x["stop"] < x["base"] - 1e-9 for x in picked),
-            "recall": round((sum(x["base"] for x in rows) + delta) / n, 4),
-            "points": round(delta / n * 100, 2),
-            "searches": round((sum(x["searches"] for x in rows)
-                               - sum(x["searches"] - 1 for x in picked)) / n, 2)}
+    return stop_features.simulate(rows, rule, saved=lambda x: x["searches"] - 1)
 
 
 RULES: dict[str, Callable[[dict], bool]] = {

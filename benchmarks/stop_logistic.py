@@ -36,6 +36,21 @@ def _vector(row: dict, features: list[str]) -> list[float]:
             for f in features]
 
 
+def fit_logistic(x: np.ndarray, y: np.ndarray, *, steps: int, rate: float, l2: float = 0.01,
+                 center: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Weights (bias first), means and deviations of a logistic model of ``y`` on ``x``'s
+    standardised columns (``center=False``: scaled only, for differences of pairs), by
+    ``steps`` of gradient descent with an L2 penalty on the weights, not the bias."""
+    sd = x.std(0) + 1e-9
+    mu = x.mean(0) if center else np.zeros(x.shape[1])
+    z = np.c_[np.ones(len(x)), (x - mu) / sd]
+    w = np.zeros(z.shape[1])
+    for _ in range(steps):
+        p = 1 / (1 + np.exp(-np.clip(z @ w, -30, 30)))
+        w -= rate * (z.T @ (p - y) / len(y) + l2 * np.r_[0, w[1:]])
+    return w, mu, sd
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--features", required=True)
@@ -51,12 +66,7 @@ def main() -> None:
     cands = [r for rows in fit.values() for r in rows if r.get("candidate")]
     x = np.array([_vector(r, features) for r in cands])
     y = np.array([1.0 if r["stop"] >= r["base"] - 1e-9 else 0.0 for r in cands])
-    mu, sd = x.mean(0), x.std(0) + 1e-9
-    z = np.c_[np.ones(len(x)), (x - mu) / sd]
-    w = np.zeros(z.shape[1])
-    for _ in range(3000):  # gradient descent, a light L2 penalty on the weights
-        p = 1 / (1 + np.exp(-z @ w))
-        w -= 0.5 * (z.T @ (p - y) / len(y) + 0.01 * np.r_[0, w[1:]])
+    w, mu, sd = fit_logistic(x, y, steps=3000, rate=0.5)
     print(json.dumps({"weights": dict(zip(["bias", *features], np.round(w, 3).tolist()))}))
 
     def prob(row: dict) -> float:
