@@ -8,7 +8,7 @@ and the embedded Postgres server's backends. Two passes, on a store the eval bui
 - ``eval``: the eval's own job order and workers (k = 10 only); p50 per strategy and ratio.
 - ``cpu``: each strategy alone over the same questions, same workers; CPU per question of
   this process (main thread and the other threads apart: embedder, spaCy's executor) and of
-  the database server (the postmaster's children, from /proc), so what a question costs is
+  the database server (the postmaster and its backends, `benchmarks.memory.process_tree_cpu_seconds`), so what a question costs is
   counted wherever it runs.
 
 With ``--base COMMIT`` that commit's code runs the same passes beside this tree's, in
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import sys
 import tempfile
@@ -34,58 +33,26 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from benchmarks.auto_latency import _agent, _import
-from benchmarks.memory import load_average
+from benchmarks.memory import load_average, process_tree_cpu_seconds
 from memroute.evals.datasets import load_dataset
 from memroute.evals.store import open_store
+from memroute.memory.server import embedded_server_status
 from memroute.settings import get_settings
 
 STRATEGIES = ("direct", "auto")
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _ticks(stat_path: str) -> int:
-    """utime + stime of one /proc stat file, in clock ticks (0 if the task is gone)."""
-    try:
-        fields = Path(stat_path).read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0
-    return int(fields[11]) + int(fields[12])
-
-
-def server_pid() -> int | None:
-    home = os.environ.get("MEMROUTE_HOME")
-    pid_file = Path(home or "", "pgdata", "postmaster.pid")
-    return int(pid_file.read_text().split()[0]) if home and pid_file.exists() else None
-
-
-def server_cpu_s(postmaster: int | None) -> float:
-    """CPU seconds of the database server: the postmaster and its children alive now."""
-    if postmaster is None:
-        return 0.0
-    total = _ticks(f"/proc/{postmaster}/stat")
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                stat = Path(entry.path, "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == postmaster:
-                total += _ticks(f"{entry.path}/stat")
-    return total / TICK
-
-
 def process_cpu_s() -> tuple[float, float]:
     """CPU seconds of this process: (main thread, every other thread)."""
     main = threading.main_thread().native_id
-    own = other = 0
-    for entry in os.scandir("/proc/self/task"):
-        ticks = _ticks(f"{entry.path}/stat")
-        if int(entry.name) == main:
-            own += ticks
+    own = other = 0.0
+    for thread in psutil.Process().threads():
+        if thread.id == main:
+            own += thread.user_time + thread.system_time
         else:
-            other += ticks
-    return own / TICK, other / TICK
+            other += thread.user_time + thread.system_time
+    return own, other
 
 
 async def run_jobs(agent: Any, store: Any, jobs: list[tuple[Any, str]], concurrency: int
@@ -141,7 +108,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         base_memory = await base.memory.Memory.open(schema=store.schema, embedder=embedder)
         agents["base"] = (_agent(base, base_memory, context), base_memory)
     memories = [m for _, m in agents.values()]
-    postmaster = server_pid()
+    postmaster = embedded_server_status(settings.home)["pid"]
     warm = dataset.questions[-args.warm_up:]
     for agent, _ in agents.values():
         await run_jobs(agent, store, [(q, s) for q in warm for s in STRATEGIES], args.concurrency)
@@ -161,9 +128,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 wall[(name, strategy)].extend(values)
             for strategy in STRATEGIES:
                 clear_caches(memories)
-                before = (*process_cpu_s(), server_cpu_s(postmaster))
+                before = (*process_cpu_s(), process_tree_cpu_seconds(postmaster))
                 await run_jobs(agent, store, [(q, strategy) for q in block], args.concurrency)
-                after = (*process_cpu_s(), server_cpu_s(postmaster))
+                after = (*process_cpu_s(), process_tree_cpu_seconds(postmaster))
                 for part, b, a in zip(("main thread", "other threads", "server"), before, after):
                     cpu[(name, strategy)][part] += (a - b) * 1000
     end_load = load_average()

@@ -137,10 +137,14 @@ async def _fresh_ingest_memory(settings: MemrouteSettings, embedder: Any) -> Mem
 
 
 def server_cpu_seconds(settings: MemrouteSettings) -> float:
-    """CPU seconds the embedded server under the settings' home has used so far: the
-    postmaster, its live processes and the backends it has reaped (0 when none runs there;
-    an external server is not measured)."""
-    pid = embedded_server_status(settings.home)["pid"]
+    """CPU seconds the embedded server under the settings' home has used so far (0 when none
+    runs there; an external server is not measured): `process_tree_cpu_seconds`."""
+    return process_tree_cpu_seconds(embedded_server_status(settings.home)["pid"])
+
+
+def process_tree_cpu_seconds(pid: int | None) -> float:
+    """CPU seconds process ``pid`` has used so far: itself, its live children and the
+    children it has reaped (0 for None)."""
     if pid is None:
         return 0.0
     server = psutil.Process(pid)
