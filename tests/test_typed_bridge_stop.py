@@ -1,10 +1,7 @@
-"""The typed-bridge stop (`ChainHeuristics.typed_bridge_stop`, off by default) and the
-harness that measured it (`benchmarks.stop_features`; docs/evaluation.md, "Telling a right
-first bridge from a wrong one")."""
+"""The typed-bridge stop (`ChainHeuristics.typed_bridge_stop`, off by default)."""
 
 from __future__ import annotations
 
-from benchmarks.stop_features import simulate
 from memroute.nlp import Entity
 from memroute.planners.offline.bridging import ChainHeuristics
 from memroute.planners.offline.parsed import judge_with_entities, typed_bridge_found
@@ -66,19 +63,6 @@ def test_the_judge_stops_after_the_first_rewrite_only_with_the_switch_on() -> No
     first = judge_with_entities(QUESTION, [KEPT], [QUESTION],
                                 ChainHeuristics(keep=1, typed_bridge_stop=True), [PERSON])
     assert not first.is_sufficient
-
-
-def test_simulate_replaces_the_picked_candidates_rows() -> None:
-    rows = [{"base": 1.0, "searches": 3, "stop": 0.5, "candidate": True, "x": 1},
-            {"base": 0.5, "searches": 3, "stop": 0.5, "candidate": True, "x": 0},
-            {"base": 1.0, "searches": 1, "stop": 1.0}]
-    none = simulate(rows, lambda r: False)
-    assert none == {"stopped": 0, "lost": 0, "recall": round(2.5 / 3, 4), "points": 0.0,
-                    "searches": round(7 / 3, 2)}
-    every = simulate(rows, lambda r: True)
-    assert every["stopped"] == 2 and every["lost"] == 1 and every["searches"] == round(5 / 3, 2)
-    assert every["recall"] == round(2.0 / 3, 4) and every["points"] == round(-0.5 / 3 * 100, 2)
-    assert simulate(rows, lambda r: r["x"] == 0)["lost"] == 0
 
 
 def test_a_comparison_of_alternatives_stops_only_once_each_bridge_page_came_up() -> None:
