@@ -10,7 +10,7 @@ loop's threads. `GreedyEntityDecoder` computes the same scores with the same cod
 (``ner``'s token encoder and precomputed features, spaCy's own feature sums, blis for the
 output layer) and applies the same validity rules and moves, vectorised over the batch: the
 same entities (tested; none of 63,122 Wikipedia and LoCoMo sentences differed) for half the
-CPU (Wikipedia 2.07 -> 1.05 ms per sentence, LoCoMo 0.78 -> 0.41; docs/evaluation.md,
+CPU (Wikipedia 2.07 -> 1.05 ms per sentence, LoCoMo 0.78 -> 0.41; docs/research.md,
 "Ingestion with entities: spaCy's decoding loop replaced").
 
 Only texts as the tokenizer makes them are decoded this way (no preset entities); anything

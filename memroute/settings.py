@@ -54,11 +54,11 @@ class MemrouteSettings(BaseSettings):
 
     # The full-text lane (the query's rarest terms, fused with the vector lane): on, since
     # it searches only the rarest terms (about +15% per auto retrieval, idle) and raised
-    # recall on every shared set (docs/evaluation.md, "The full-text lane, cheap").
+    # recall on every shared set (docs/research.md, "The full-text lane, cheap").
     lexical: bool = True
     # The entity index (spaCy NER per sentence at ingestion) and the entity lane of search
     # (memroute.memory.entity_sql): on, since the lane raised direct search on conversations
-    # and lost nothing elsewhere (docs/evaluation.md); the lane needs the index (stores
+    # and lost nothing elsewhere (docs/research.md); the lane needs the index (stores
     # written before it: memroute db backfill-entities).
     entity_lane: bool = True
     extract_entities: bool = True
@@ -76,7 +76,7 @@ class MemrouteSettings(BaseSettings):
     # the chain hops whose judgment the cascade may ask the model for (later: offline)
     cascade_judge_hops: int = Field(default=1, ge=0, le=10)
     # the offline planner parses questions with spaCy (memroute.planners.offline.parsed);
-    # on since it beat the surface heuristics on the shared sets (docs/evaluation.md)
+    # on since it beat the surface heuristics on the shared sets (docs/research.md)
     offline_parse: bool = True
     llm_base_url: str | None = None
     llm_api_key: SecretStr | None = None

@@ -1,4 +1,4 @@
-"""Issue #16 items 9 and 10: one call's size is capped with a typed error naming the limit
+"""One call's size is capped with a typed error naming the limit
 (nothing written), and a sentence longer than the embedder reads is embedded as overlapping
 windows, so a word at its very end is found; results still show each episode once."""
 

@@ -1,7 +1,7 @@
-"""Issue #16 item 3 (5,000-digit integers: tests/test_hardening.py, hypothesis cannot print
-them): arbitrary JSON and text fed to every public entry point (Memory, the
+"""Arbitrary JSON and text fed to every public entry point (Memory, the
 agent, the retriever, the agent tool, the CLI) either works or raises one of memroute's typed
-errors; nothing else escapes. Bounded examples, so the module runs in about half a minute."""
+errors; nothing else escapes (5,000-digit integers, which hypothesis cannot print, are in
+tests/test_input_validation.py). Bounded examples, so the module runs in about half a minute."""
 
 from __future__ import annotations
 

@@ -142,7 +142,7 @@ async def test_settings_configure_the_client_and_a_cheaper_router_model(server, 
     assert [r["model"] for r in server.requests] == ["small", "big"]
 
 
-# -- issue #16 item 12: an explicit offline choice never reaches a model ----------------------
+# -- an explicit offline choice never reaches a model --------------------------------------
 
 
 async def test_planner_offline_never_reaches_the_configured_model(server, memory, corpus):
@@ -171,7 +171,7 @@ def test_planner_choice_conflicts_are_typed_errors(memory):
         RetrievalAgent(memory, planner="offlin")
 
 
-# -- issue #16 item 6: every HTTP request counts against the budget --------------------------
+# -- every HTTP request counts against the budget --------------------------------------------
 
 QUESTION = "Where was the director of Harbor Lights born?"
 

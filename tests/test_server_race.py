@@ -1,4 +1,4 @@
-"""Issue #16 item 8: processes opening a fresh MEMROUTE_HOME at once all get one tuned server.
+"""Processes opening a fresh MEMROUTE_HOME at once all get one tuned server.
 
 Each child waits for a common start instant, opens the embedded server, then keeps
 connecting and querying for a while: a child that returned while another was still

@@ -28,11 +28,12 @@ from memroute.nlp import SPEAKER_LABEL, Entity, entity_key, query_entity_keys
 NODE = "final_rerank"
 # Each pooled result scores on its whole context window (a neighbour still never outranks
 # its match): the windows around the searches' strong matches fill the top k, which on
-# LoCoMo holds more evidence than crediting each matched turn (docs/evaluation.md).
+# LoCoMo holds more evidence than crediting each matched turn (docs/research.md, "The auto
+# regression on LoCoMo").
 FINAL_CREDIT = "window"
 # The final scorer's two credits for a chain's second-hop evidence, which is linked to the
-# question through the bridge, not by its similarity to any one query (docs/evaluation.md,
-# "A better final scorer", replayed on the session-9 pools and run end to end):
+# question through the bridge, not by its similarity to any one query (docs/research.md,
+# "A better final scorer", replayed on the pools dumped at 69f1047 and run end to end):
 # - each rewrite's bridge words joined to the question (`composed_queries`), scored as one
 #   more query of the max fusion;
 # - LINK_BONUS added to a hit whose title the best windows of another title name
@@ -47,7 +48,7 @@ LINK_BONUS = 0.07
 # or an amount) that one of the `ENTITY_LINKING_TOP` (10) best windows of other episodes
 # stores and the question does not name, speakers left out (`entity_link_keys`,
 # `linked_by_entities`).
-# Replayed on the session-9 pools (docs/evaluation.md, "The entity link"), 0 -> 0.05:
+# Replayed on the pools dumped at 8b129a0 (docs/research.md, "The entity link"), 0 -> 0.05:
 # HotpotQA 800 0.8684 -> 0.8703, HotpotQA 300 0.8985 -> 0.8977, 2Wiki 0.8798 -> 0.8805,
 # MuSiQue (replay count) 0.7904 -> 0.8013, LoCoMo (replay count) 0.8459 -> 0.8483.
 ENTITY_LINK_BONUS = 0.05
@@ -102,7 +103,7 @@ def own_turns_first(pool: list[ResultRecord]) -> tuple[list[ResultRecord], list[
     """The hits of the chain's search of one speaker's turns, in that search's order, and the
     rest of the pool. A question about one speaker is answered from their own turns: fused
     with the question's search, the other speaker's turns that name them ("Wow, Melanie!")
-    outrank the evidence (LoCoMo, docs/evaluation.md, "noun-phrase bridges and lists")."""
+    outrank the evidence (LoCoMo, docs/research.md, "noun-phrase bridges and lists")."""
     own = sorted((r for r in pool if OWN_RANK in r["extra"]), key=lambda r: r["extra"][OWN_RANK])
     return own, [r for r in pool if OWN_RANK not in r["extra"]]
 

@@ -14,7 +14,7 @@ log = get_logger(__name__)
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _LOCK_ID = 0x6D656D726F757465  # "memroute"
 # PostgreSQL's reserved and type/function-name keywords (pg_get_keywords() catcode R and T):
-# none can name a schema unquoted. tests/test_hardening.py checks the list against the server.
+# none can name a schema unquoted. tests/test_input_validation.py checks the list against the server.
 RESERVED_WORDS = frozenset("""
     all analyse analyze and any array as asc asymmetric authorization binary both case cast
     check collate collation column concurrently constraint create cross current_catalog

@@ -531,7 +531,7 @@ class Memory:
         timings["embed_ms"] = (time.perf_counter() - start) * 1000
 
         # the full-text lane adds at most k sentences: its later hits cost reranking and recall
-        # little (docs/evaluation.md, "The full-text lane, cheap")
+        # little (docs/research.md, "The full-text lane, cheap")
         lanes = ([sql.lexical_lane_sql(self.schema, scope.key, query, filters, k)]
                  if lexical else [])
         if entity_keys:

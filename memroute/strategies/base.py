@@ -24,7 +24,7 @@ MAX_PRODUCER_CHARS = 200  # of the speaker a chain's rewrite is confined to
 MAX_HOP_QUERIES = 4  # searches one chain hop may send at once
 # A search for a rewritten query (a sub-query, a bridge that may pack several entities)
 # fetches this many times the k asked for: the final multi-query rerank cuts the pooled
-# evidence to k anyway (docs/evaluation.md, "Fewer searches").
+# evidence to k anyway (docs/research.md, "Fewer searches, same recall").
 REWRITE_RESULTS_FACTOR = 2
 
 

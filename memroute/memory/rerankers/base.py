@@ -167,7 +167,7 @@ async def rank_by_window(reranker: Reranker, queries: list[RerankQuery],
 
 
 # How many of the best windows may link a title, and how many hits of one linked title get
-# the bonus (docs/evaluation.md, "A better final scorer", replayed on the session-9 pools with
+# the bonus (docs/research.md, "A better final scorer", replayed on the pools dumped at 69f1047 with
 # the composed queries and a 0.05 bonus; HotpotQA 300 / 2Wiki / MuSiQue replay): top 5, 10,
 # 30 windows 0.8941 / 0.8966 / 0.8977 on HotpotQA; per title 1, 2, 3, unlimited
 # 0.8952 / 0.8952 / 0.8957 / 0.8966, 0.8671 / 0.8708 / 0.8760 / 0.8798, 0.7925 / 0.7887 /
@@ -215,7 +215,7 @@ def title_name(title: str | None) -> str | None:
 
 
 # How many of the best windows may link a hit through the entity index (replayed: top 5 / 10
-# on HotpotQA 800 0.8693 / 0.8703, LoCoMo 0.8473 / 0.8483; docs/evaluation.md, "The entity link").
+# on HotpotQA 800 0.8693 / 0.8703, LoCoMo 0.8473 / 0.8483; docs/research.md, "The entity link").
 ENTITY_LINKING_TOP = 10
 
 

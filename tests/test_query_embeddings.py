@@ -1,5 +1,5 @@
 """Query embeddings shared while in flight, and the final rerank's composed queries embedded
-during the searches that make them known (docs/evaluation.md, "The composed queries off the
+during the searches that make them known (docs/research.md, "The composed queries off the
 critical path")."""
 
 from __future__ import annotations

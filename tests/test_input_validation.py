@@ -1,4 +1,4 @@
-"""Issue #16: every bad input is a typed error with nothing written; stored times never break a
+"""Every bad input is a typed error with nothing written; stored times never break a
 scope; unknown scope keys are refused; schema names cannot be keywords or system schemas."""
 
 from __future__ import annotations
