@@ -56,11 +56,15 @@ def serve(
             "--allow-remote to bind another address (behind a TLS proxy)")
     import uvicorn
 
+    from memroute.service.protocol import HeaderDeadlineH11
+
     application = create_app(host=host, allowed_hosts=allowed_host or [], mcp=mcp,
                              max_body_bytes=max_body_bytes or MAX_REQUEST_BYTES,
                              key_cache_seconds=key_cache_seconds)
+    # h11 with a deadline on request headers (`HeaderDeadlineH11`); idle keep-alive
+    # connections close after uvicorn's 5 s
     uvicorn.run(application, host=host, port=port, log_level="debug" if debug else "warning",
-                proxy_headers=False)
+                proxy_headers=False, http=HeaderDeadlineH11)
 
 
 @app.command("mcp")

@@ -73,15 +73,21 @@ class ServerGuard:
 
 
 class GuardedPool(AsyncConnectionPool):
-    """An `AsyncConnectionPool` whose `getconn` asks its `ServerGuard` after `PROBE_AFTER_S`."""
+    """An `AsyncConnectionPool` whose `getconn` asks its `ServerGuard` after `PROBE_AFTER_S`.
+    Pools may share a guard: after a restart another pool noticed, the next `getconn`
+    drops this pool's dead connections at once instead of waiting to notice it too."""
 
     def __init__(self, *args: Any, guard: ServerGuard, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.guard = guard
+        self._restarts_seen = guard.restarts
 
     async def getconn(self, timeout: float | None = None) -> Any:
         timeout = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
+        if self.guard.restarts != self._restarts_seen:
+            self._restarts_seen = self.guard.restarts
+            await self.check()
         try:
             return await super().getconn(min(timeout, PROBE_AFTER_S))
         except PoolTimeout:
@@ -89,5 +95,6 @@ class GuardedPool(AsyncConnectionPool):
                 raise
         await self.guard.recover()
         if self.guard.restarts:
+            self._restarts_seen = self.guard.restarts
             await self.check()  # drop the dead connections now, refill from the new server
         return await super().getconn(max(deadline - time.monotonic(), 0.1))
