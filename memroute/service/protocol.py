@@ -22,6 +22,11 @@ class HeaderDeadlineH11(H11Protocol):
 
     header_timeout_s = HEADER_TIMEOUT_S
 
+    @classmethod
+    def with_timeout(cls, seconds: float) -> type[HeaderDeadlineH11]:
+        """This protocol with a deadline of ``seconds`` (what uvicorn's ``http=`` takes)."""
+        return type(cls.__name__, (cls,), {"header_timeout_s": seconds})
+
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._header_timer: asyncio.TimerHandle | None = None
