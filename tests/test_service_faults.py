@@ -32,7 +32,7 @@ def owned_env(home: Path, **extra: str) -> dict[str, str]:
     """A server that starts (and so may restart) the embedded server under ``home``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMROUTE_")}
     env.update({"MEMROUTE_HOME": str(home), "MEMROUTE_DB_SCHEMA": SCHEMA,
-                "MEMROUTE_EMBED_THREADS": "1", "MEMROUTE_POOL_TIMEOUT_S": "10",
+                "MEMROUTE_EMBED_THREADS": "1",
                 "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", **extra})
     return env
 
