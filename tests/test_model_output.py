@@ -179,8 +179,9 @@ async def test_served_retrieve_degrades_on_bad_model_output_and_refuses_bad_quer
         for what, query in BAD_QUERIES.items():
             if what == "too long":
                 continue  # the request model refuses it before the agent
-            refused = await client.post("/v1/retrieve", content=json.dumps({**body, "query": query}),
-                                        headers={"Content-Type": "application/json"})
+            refused = await client.post(
+                "/v1/retrieve", content=json.dumps({**body, "query": query}),
+                headers={"Content-Type": "application/json"})
             assert refused.status_code == 422, (what, refused.text)
             assert refused.json()["kind"] == "InvalidInputError"
         assert len(llm_server.requests) == sent  # not one router request for them

@@ -220,7 +220,8 @@ def test_keys_commands_refuse_arguments_that_are_not_utf8(memory: Memory, pg_url
 
 # -- unauthenticated and slow requests ------------------------------------------------------
 
-def raw_request(url: str, head: bytes, body: bytes = b"", wait_s: float = 10.0) -> tuple[bytes, float]:
+def raw_request(url: str, head: bytes, body: bytes = b"",
+                wait_s: float = 10.0) -> tuple[bytes, float]:
     """Send ``head`` and ``body`` on a raw socket, then read until the server answers or
     closes; returns what it sent and when (seconds after the first byte)."""
     host, port = url.removeprefix("http://").split(":")

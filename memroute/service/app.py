@@ -12,13 +12,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from mcp.server.transport_security import TransportSecuritySettings
+from psycopg import OperationalError
 from starlette.exceptions import HTTPException
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memroute import __version__
-from psycopg import OperationalError
-
 from memroute.errors import (
     MemrouteError,
     NotAuthenticatedError,

@@ -173,7 +173,7 @@ class KeyStore:
     async def verify(self, token: str | None) -> KeyGrant | None:
         """The grant of a valid, unrevoked key; ``None`` for anything else."""
         parts = _split(token or "")
-        if parts is None:
+        if parts is None or text_problem(token or ""):
             return None
         key_id, secret = parts
         cache_key = _digest(token or "")
@@ -188,8 +188,6 @@ class KeyStore:
         return grant
 
     async def _lookup(self, key_id: str, secret: str) -> KeyGrant | None:
-        if text_problem(key_id):
-            return None
         row = await self._run(
             "key lookup",
             f"SELECT secret_sha256, org_id, project_ids, user_ids FROM {self.schema}.api_keys "
