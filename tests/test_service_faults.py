@@ -1,6 +1,7 @@
 """The embedded postmaster killed (SIGKILL) under a running `memroute serve` and under
 `memroute mcp`: the next request is answered, with a result or a typed 503, within 10 s,
-and every later one succeeds; no request fails untyped or loses its connection."""
+and every later one succeeds; no request fails untyped or loses its connection. Killed
+again within a minute, it is not restarted: a typed 503 (a typed tool error), in seconds."""
 
 from __future__ import annotations
 
@@ -100,6 +101,12 @@ async def test_serve_answers_within_seconds_after_the_postmaster_dies(home: Path
             counted = (await client.get("/v1/scopes/stats", params=SCOPE)).json()
             wrote = first[-1][0].status_code == 200
             assert counted["episodes"] >= 1 + wrote
+            # dead again within a minute: not restarted again, a typed 503 within seconds
+            await asyncio.to_thread(kill_postmaster, home)
+            response, seconds = await timed(search)
+            assert response.status_code == 503, response.text
+            assert response.json()["kind"] == "StoreUnavailableError"
+            assert seconds < ANSWER_WITHIN_S, seconds
             print(f"\nkey cache {key_cache}s: first answers in "
                   f"{max(s for _, s in first):.1f}s "
                   f"({sorted(r.status_code for r, _ in first)})")
@@ -125,7 +132,7 @@ async def test_mcp_stdio_answers_within_seconds_after_the_postmaster_dies(home: 
         assert seconds < ANSWER_WITHIN_S, seconds
         text = result.content[0].text
         assert ("pier seven" in text) if not result.is_error else (
-            text.startswith("[StoreUnavailableError]")), text
+            "[StoreUnavailableError]" in text), text
         for tool, arguments in [("memory_search", {"query": "where is the boat"}),
                                 ("memory_retrieve", {"query": "where is the boat", "k": 3}),
                                 ("memory_add", {"episodes": [{"content": "After the crash."}]})]:
@@ -133,5 +140,11 @@ async def test_mcp_stdio_answers_within_seconds_after_the_postmaster_dies(home: 
             later = await client.call_tool(tool, arguments)
             assert not later.is_error, later.content
             assert time.perf_counter() - started < ANSWER_WITHIN_S
+        await asyncio.to_thread(kill_postmaster, home)  # again: a typed tool error, in time
+        started = time.perf_counter()
+        failed = await client.call_tool("memory_search", {"query": "where is the boat"})
+        failed_in = time.perf_counter() - started
+        assert failed.is_error and failed_in < ANSWER_WITHIN_S, failed_in
+        assert "[StoreUnavailableError] " in failed.content[0].text, failed.content
         outcome = "error" if result.is_error else "result"
         print(f"\nmcp stdio: first answer in {seconds:.1f}s ({outcome})")
