@@ -1,10 +1,11 @@
 """The store's connection pool, which notices a dead server within seconds.
 
 A plain pool waits its whole timeout (30 s by default) for a connection to a server that
-is gone (`with_retry` does not wait it again: a `PoolTimeout` is not retried). `GuardedPool` waits `PROBE_AFTER_S`, then
-tries one direct connection: a server that answers is only busy, and the wait goes on; an
-embedded server this process opened and that no longer answers is restarted, once per
-`RESTART_COOLDOWN_S`, after `RESTART_BACKOFF_S`; anything else is `StoreUnavailableError`.
+is gone (`with_retry` does not wait it again: a `PoolTimeout` is not retried).
+`GuardedPool` waits `PROBE_AFTER_S`, then tries one direct connection: a server that
+answers is only busy, and the wait goes on; an embedded server this process opened and that
+no longer answers is restarted, once per `RESTART_COOLDOWN_S`, after `RESTART_BACKOFF_S`;
+anything else is `StoreUnavailableError`.
 """
 
 from __future__ import annotations
@@ -89,8 +90,9 @@ class ServerGuard:
 
 class GuardedPool(AsyncConnectionPool):
     """An `AsyncConnectionPool` whose `getconn` asks its `ServerGuard` after `PROBE_AFTER_S`,
-    and whose connections are opened with a `CONNECT_TIMEOUT_S`. Pools may share a guard: after a restart another pool noticed, the next `getconn`
-    drops this pool's dead connections at once instead of waiting to notice it too."""
+    and whose connections are opened with a `CONNECT_TIMEOUT_S`. Pools may share a guard:
+    after a restart another pool noticed, the next `getconn` drops this pool's dead
+    connections at once instead of waiting to notice it too."""
 
     def __init__(self, conninfo: str = "", *, guard: ServerGuard,
                  kwargs: dict[str, Any] | None = None, **options: Any) -> None:
