@@ -244,6 +244,17 @@ def test_an_unauthenticated_request_is_refused_before_its_body(served: ServedPro
         answer, seconds = raw_request(served.url, head, b"{")
         assert answer.startswith(b"HTTP/1.1 401"), (path, answer[:200])
         assert b'"kind":"NotAuthenticatedError"' in answer and seconds < TIMEOUT_S, path
+    # a client that goes on sending the refused body is cut off after the header deadline
+    host, port = served.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=TIMEOUT_S + 5) as sock:
+        sock.sendall(head.replace(b"/mcp", b"/v1/search") + b"{")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 401")
+        started = time.perf_counter()
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            while time.perf_counter() - started < TIMEOUT_S + 5:
+                sock.sendall(b" ")
+                time.sleep(0.2)
+        assert time.perf_counter() - started < TIMEOUT_S + 2  # closed by the server
     # open routes need no key; a wrong key is refused the same way
     assert httpx.get(f"{served.url}/v1/health").status_code == 200
     wrong = httpx.post(f"{served.url}/v1/search", headers={"Authorization": "Bearer mr_x.y"},

@@ -51,9 +51,10 @@ def needs_key(path: str) -> bool:
 
 class KeyRequired:
     """ASGI wrapper: a request to a path that `needs_key` without a valid API key gets its
-    401 (503 if the keys cannot be read) from the headers alone, before a byte of its body
-    is read; a body still coming closes the connection after the answer. The verified grant
-    is left in the request's state (``key_grant``) for the routes."""
+    401 (503 if the keys cannot be read) from the headers alone; its body is never read
+    (uvicorn discards what still comes, and `HeaderDeadlineH11` closes a connection that
+    keeps sending it). The verified grant is left in the request's state (``key_grant``)
+    for the routes."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -66,8 +67,6 @@ class KeyRequired:
             except MemrouteError as exc:
                 extra = {"WWW-Authenticate": "Bearer"} if isinstance(
                     exc, NotAuthenticatedError) else {}
-                if headers.get("content-length", "0") != "0" or "transfer-encoding" in headers:
-                    extra["Connection"] = "close"  # the unread body is not waited for
                 response = error_response(http_status_for(exc), " ".join(str(exc).split()),
                                           type(exc).__name__, **extra)
                 await response(scope, receive, send)

@@ -4,7 +4,9 @@ uvicorn times out an idle keep-alive connection, but not one that is slow to sen
 request's headers: a client trickling them holds its connection (and its file descriptor)
 for as long as it likes. `HeaderDeadlineH11` closes a connection whose next request's
 headers have not all arrived `HEADER_TIMEOUT_S` after the connection opened or its last
-response ended. (A slow body is timed out by the app: `memroute.service.app.BodyLimit`.)
+response ended; the rest of a body answered before it was read (a 401 sent from the
+headers) counts as such, so it cannot hold the connection either. (A slow body the app
+reads is timed out by the app: `memroute.service.app.BodyLimit`.)
 """
 
 from __future__ import annotations
