@@ -37,6 +37,12 @@ def serve(
         min=0, help="Trust a verified API key this long before looking it up again (a "
                     "revocation takes up to this long to reach a running server; 0: "
                     "look up every request).")] = 5.0,
+    header_timeout_seconds: Annotated[float, typer.Option(
+        min=0.1, help="Close a connection whose request headers have not all arrived this "
+                      "long after it opened (or after its last response).")] = 10.0,
+    body_timeout_seconds: Annotated[float, typer.Option(
+        min=0.1, help="Answer 408 to a request whose body has not all arrived this long "
+                      "after its headers.")] = 30.0,
     openapi: Annotated[bool, typer.Option(
         "--openapi", help="Print the REST API's OpenAPI schema and exit.")] = False,
     debug: DebugOpt = False,
@@ -56,11 +62,17 @@ def serve(
             "--allow-remote to bind another address (behind a TLS proxy)")
     import uvicorn
 
+    from memroute.service.protocol import HeaderDeadlineH11
+
     application = create_app(host=host, allowed_hosts=allowed_host or [], mcp=mcp,
                              max_body_bytes=max_body_bytes or MAX_REQUEST_BYTES,
-                             key_cache_seconds=key_cache_seconds)
+                             key_cache_seconds=key_cache_seconds,
+                             body_timeout_s=body_timeout_seconds)
+    # h11 with a deadline on request headers (`HeaderDeadlineH11`); idle keep-alive
+    # connections close after uvicorn's 5 s
     uvicorn.run(application, host=host, port=port, log_level="debug" if debug else "warning",
-                proxy_headers=False)
+                proxy_headers=False,
+                http=HeaderDeadlineH11.with_timeout(header_timeout_seconds))
 
 
 @app.command("mcp")

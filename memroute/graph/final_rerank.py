@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from typing import Any
 
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
@@ -22,6 +23,7 @@ from memroute.graph.state import (
 )
 from memroute.graph.trace import record_decision
 from memroute.errors import ModelUnavailableError
+from memroute.memory.limits import MAX_LIST
 from memroute.memory.models import ScoredResult
 from memroute.nlp import SPEAKER_LABEL, Entity, entity_key, query_entity_keys
 
@@ -55,6 +57,14 @@ ENTITY_LINK_BONUS = 0.05
 NOT_BRIDGES = frozenset({"DATE", "TIME", "CARDINAL", "ORDINAL", "QUANTITY", "MONEY", "PERCENT",
                          SPEAKER_LABEL})
 _WORD = re.compile(r"[\w'’-]+")
+
+
+async def pooled_entities(memory: Any, scope: dict, uids: list[str]) -> dict[str, list[Entity]]:
+    """`Memory.stored_entities` of every pooled episode: a large k's windows hold more than
+    one lookup may ask for (`MAX_LIST`), so they are read in lookups of that size."""
+    parts = await asyncio.gather(*(memory.stored_entities(scope, uids[i:i + MAX_LIST])
+                                   for i in range(0, len(uids), MAX_LIST)))
+    return {uid: entities for part in parts for uid, entities in part.items()}
 
 
 def entity_link_keys(question: str, results: list[ScoredResult],
@@ -134,8 +144,8 @@ def make_final_rerank(resolve: ContextResolver):
                 # the pool's vectors and its episodes' entities, read at once
                 pooled, stored, speakers = await asyncio.gather(
                     ctx.memory.with_stored_embeddings(state["scope"], hits),
-                    ctx.memory.stored_entities(
-                        state["scope"], list({e.uid for r in hits for e in r.episodes if e.uid})),
+                    pooled_entities(ctx.memory, state["scope"],
+                                    list({e.uid for r in hits for e in r.episodes if e.uid})),
                     scope_speakers(ctx, state["scope"]))
                 keys = entity_link_keys(state["query"], pooled, stored, speakers)
             else:

@@ -19,8 +19,8 @@ from memroute.graph.events import RouteChosen, as_payload
 from memroute.graph.memory_search import send_search
 from memroute.graph.planner_step import PlannerStep, first_attempt_time, limits_for
 from memroute.graph.state import NodeCost, RetrievalState, node_cost
-from memroute.memory.limits import MAX_K
-from memroute.memory.models import coerce_scope
+from memroute.memory.limits import MAX_K, MAX_QUERY_CHARS
+from memroute.memory.models import coerce_scope, text_problem
 from memroute.strategies import tool_select as strategy
 from memroute.strategies.base import STRATEGIES, ChainJudgment, ChainSearch, Route
 from memroute.strategies.chain_of_query import hop_searches
@@ -36,6 +36,13 @@ def _request(state: RetrievalState, ctx: RetrievalContext, started_at: float) ->
     query = state.get("query")
     if not isinstance(query, str) or not query.strip():
         raise InvalidInputError("query must be a non-empty string")
+    # checked as the search will check it, but before any planner call is paid for
+    problem = text_problem(query)
+    if problem:
+        raise InvalidInputError(f"query {problem}")
+    if len(query.strip()) > MAX_QUERY_CHARS:
+        raise InvalidInputError(f"query is {len(query.strip())} characters; the limit is "
+                                f"{MAX_QUERY_CHARS}")
     k = state.get("k", 10)
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise InvalidInputError(f"k must be an integer in [1, {MAX_K}], got {k!r:.40}")

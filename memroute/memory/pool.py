@@ -1,10 +1,11 @@
 """The store's connection pool, which notices a dead server within seconds.
 
 A plain pool waits its whole timeout (30 s by default) for a connection to a server that
-is gone, and `with_retry` waits that four times. `GuardedPool` waits `PROBE_AFTER_S`, then
-tries one direct connection: a server that answers is only busy, and the wait goes on; an
-embedded server this process opened and that no longer answers is restarted, once per
-`RESTART_COOLDOWN_S`, after `RESTART_BACKOFF_S`; anything else is `StoreUnavailableError`.
+is gone (`with_retry` does not wait it again: a `PoolTimeout` is not retried).
+`GuardedPool` waits `PROBE_AFTER_S`, then tries one direct connection: a server that
+answers is only busy, and the wait goes on; an embedded server this process opened and that
+no longer answers is restarted, once per `RESTART_COOLDOWN_S`, after `RESTART_BACKOFF_S`;
+anything else is `StoreUnavailableError`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from psycopg import AsyncConnection, OperationalError
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool.base import AttemptWithBackoff
 
 from memroute._log import get_logger
 from memroute.errors import StoreUnavailableError
@@ -27,6 +30,19 @@ PROBE_AFTER_S = 2.0  # of waiting for a connection before asking whether the ser
 PROBE_TIMEOUT_S = 2  # connect_timeout of that probe (whole seconds, libpq's unit)
 RESTART_BACKOFF_S = 0.5  # before restarting: another process may be restarting it already
 RESTART_COOLDOWN_S = 60.0  # a server that dies again this soon is not restarted again
+CONNECT_TIMEOUT_S = 5  # of a pool's connections, unless the URL sets connect_timeout
+RECONNECT_MAX_DELAY_S = 1.0  # between a pool's attempts to replace a lost connection
+
+
+class _ReconnectAttempt(AttemptWithBackoff):
+    """psycopg_pool's reconnection backoff (1 s, doubling) with its delay capped at
+    `RECONNECT_MAX_DELAY_S`: a restarted server is reconnected to within a second, not at
+    the next power of two (a server back after 4.5 s was reached after 7 s, after 7.5 s
+    only after 15 s). An attempt on a server that is down costs one refused connection."""
+
+    def update_delay(self, now: float) -> None:
+        super().update_delay(now)
+        self.delay = min(self.delay, RECONNECT_MAX_DELAY_S)
 
 
 class ServerGuard:
@@ -73,15 +89,31 @@ class ServerGuard:
 
 
 class GuardedPool(AsyncConnectionPool):
-    """An `AsyncConnectionPool` whose `getconn` asks its `ServerGuard` after `PROBE_AFTER_S`."""
+    """An `AsyncConnectionPool` whose `getconn` asks its `ServerGuard` after `PROBE_AFTER_S`,
+    and whose connections are opened with a `CONNECT_TIMEOUT_S`. Pools may share a guard:
+    after a restart another pool noticed, the next `getconn` drops this pool's dead
+    connections at once instead of waiting to notice it too."""
 
-    def __init__(self, *args: Any, guard: ServerGuard, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, conninfo: str = "", *, guard: ServerGuard,
+                 kwargs: dict[str, Any] | None = None, **options: Any) -> None:
+        if "connect_timeout" not in conninfo_to_dict(conninfo):
+            kwargs = {"connect_timeout": CONNECT_TIMEOUT_S, **(kwargs or {})}
+        super().__init__(conninfo, kwargs=kwargs, **options)
         self.guard = guard
+        self._restarts_seen = guard.restarts
+
+    async def _add_connection(self, attempt: AttemptWithBackoff | None,
+                              growing: bool = False) -> None:
+        # psycopg_pool's own (private) step; only the backoff it starts with is changed
+        attempt = attempt or _ReconnectAttempt(timeout=self.reconnect_timeout)
+        await super()._add_connection(attempt, growing)
 
     async def getconn(self, timeout: float | None = None) -> Any:
         timeout = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
+        if self.guard.restarts != self._restarts_seen:
+            self._restarts_seen = self.guard.restarts
+            await self.check()
         try:
             return await super().getconn(min(timeout, PROBE_AFTER_S))
         except PoolTimeout:
@@ -89,5 +121,6 @@ class GuardedPool(AsyncConnectionPool):
                 raise
         await self.guard.recover()
         if self.guard.restarts:
+            self._restarts_seen = self.guard.restarts
             await self.check()  # drop the dead connections now, refill from the new server
         return await super().getconn(max(deadline - time.monotonic(), 0.1))

@@ -7,6 +7,7 @@ from typing import TypeVar
 
 from psycopg import OperationalError
 from psycopg.errors import QueryCanceled
+from psycopg_pool import PoolTimeout
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from memroute.errors import StatementTimeoutError, StoreUnavailableError
@@ -15,9 +16,11 @@ T = TypeVar("T")
 
 
 def _transient(exc: BaseException) -> bool:
-    """Connection-level failures (server restart, killed backend, pool timeout); not a
-    statement cancelled by its ``statement_timeout``, which would only time out again."""
-    return isinstance(exc, OperationalError) and not isinstance(exc, QueryCanceled)
+    """Connection-level failures (server restart, killed backend); not a statement cancelled
+    by its ``statement_timeout``, which would only time out again, nor a `PoolTimeout`: the
+    pool has waited its whole timeout already (after its guard found the server alive), and
+    waiting again would make one call take a multiple of the configured timeout."""
+    return isinstance(exc, OperationalError) and not isinstance(exc, (QueryCanceled, PoolTimeout))
 
 
 async def with_retry(operation: Callable[[], Awaitable[T]], what: str) -> T:

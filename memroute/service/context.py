@@ -22,10 +22,15 @@ class Service:
 async def open_service(settings: MemrouteSettings, *, key_cache_seconds: float = 0.0
                        ) -> Service:
     """Open the memory (migrating its schema), the agent over it and the key store (which
-    keeps a verified key ``key_cache_seconds`` without asking the database again)."""
+    keeps a verified key ``key_cache_seconds`` without asking the database again).
+
+    The key store's pool shares the memory's server guard: a dead embedded server is
+    restarted once, whichever lookup notices first, and both fail the same typed way."""
     memory = await Memory.open(settings=settings)
     try:
-        keys = await KeyStore.open(memory.url, memory.schema, cache_seconds=key_cache_seconds)
+        keys = await KeyStore.open(memory.url, memory.schema, cache_seconds=key_cache_seconds,
+                                   guard=getattr(memory._pool, "guard", None),
+                                   timeout_s=settings.pool_timeout_s)
     except BaseException:
         await memory.close()
         raise

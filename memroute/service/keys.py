@@ -12,12 +12,15 @@ import hmac
 import secrets
 import time
 from datetime import datetime
+from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict
 
 from memroute.errors import InvalidInputError
-from memroute.memory.models import Scope
+from memroute.memory.models import Scope, text_problem
+from memroute.memory.pool import GuardedPool, ServerGuard
+from memroute.memory.retry import with_retry
 from memroute.memory.schema import check_identifier
 
 PREFIX = "mr_"
@@ -72,6 +75,15 @@ def _split(token: str) -> tuple[str, str] | None:
     return (key_id, secret) if key_id and secret else None
 
 
+def _check_text(value: str, what: str) -> str:
+    """``value`` if PostgreSQL can store it as text, else `InvalidInputError` (a command-line
+    argument that is not valid UTF-8 arrives with lone surrogates)."""
+    problem = text_problem(value)
+    if problem:
+        raise InvalidInputError(f"{what} {value!r:.80} {problem}")
+    return value
+
+
 def _check_parts(values: list[str] | None, what: str) -> tuple[str, ...] | None:
     if values is None:
         return None
@@ -97,14 +109,32 @@ class KeyStore:
 
     @classmethod
     async def open(cls, url: str, schema: str, max_size: int = 4, *,
-                   cache_seconds: float = 0.0) -> KeyStore:
+                   cache_seconds: float = 0.0, guard: ServerGuard | None = None,
+                   timeout_s: float = 30.0) -> KeyStore:
         """A key store on its own small pool (the schema must be migrated: open a `Memory`
         on it first). ``cache_seconds`` > 0 keeps a verified key that long without asking
-        the database again, so a revocation takes up to that long to reach this process."""
-        pool = AsyncConnectionPool(url, min_size=1, max_size=max_size, open=False,
-                                   name=f"memroute-keys-{schema}")
-        await pool.open(wait=True)
+        the database again, so a revocation takes up to that long to reach this process.
+
+        The pool is guarded as the memory's is (`GuardedPool`; pass the memory's ``guard``
+        so a dead embedded server is restarted once for both), and every lookup is retried
+        across connection failures (`with_retry`): a dead database is a
+        `StoreUnavailableError` within seconds, never the pool's whole ``timeout_s``."""
+        pool = GuardedPool(url, min_size=1, max_size=max_size, open=False, timeout=timeout_s,
+                           check=AsyncConnectionPool.check_connection,
+                           name=f"memroute-keys-{schema}", guard=guard or ServerGuard(url, None))
+        await pool.open(wait=True, timeout=timeout_s)
         return cls(pool, schema, cache_seconds=cache_seconds)
+
+    async def _run(self, what: str, sql: str, params: Any, fetch: str | None = None) -> Any:
+        """One statement on the pool, retried across connection failures: the row(s) of
+        ``fetch`` ("one" or "all"), else the row count."""
+        async def run() -> Any:
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(sql, params)
+                if fetch == "one":
+                    return await cur.fetchone()
+                return await cur.fetchall() if fetch == "all" else cur.rowcount
+        return await with_retry(run, what)
 
     async def close(self) -> None:
         await self._pool.close()
@@ -120,15 +150,22 @@ class KeyStore:
             raise InvalidInputError(f"invalid org {org_id!r}: {exc}") from exc
         projects = _check_parts(project_ids, "project")
         users = _check_parts(user_ids, "user")
+        _check_text(name, "name")
         key_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(
-                f"INSERT INTO {self.schema}.api_keys "
-                "(key_id, secret_sha256, org_id, project_ids, user_ids, name) "
-                "VALUES (%s, %s, %s, %s, %s, %s) RETURNING created_at",
-                (key_id, _digest(secret), org_id, projects and list(projects),
-                 users and list(users), name))
-            created_at = (await cur.fetchone())[0]
+        # a retry after a lost acknowledgement finds its own row (same id and secret)
+        row = await self._run(
+            "create key",
+            f"INSERT INTO {self.schema}.api_keys AS k "
+            "(key_id, secret_sha256, org_id, project_ids, user_ids, name) "
+            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (key_id) DO UPDATE SET "
+            "key_id = EXCLUDED.key_id WHERE k.secret_sha256 = EXCLUDED.secret_sha256 "
+            "RETURNING created_at",
+            (key_id, _digest(secret), org_id, projects and list(projects),
+             users and list(users), name), "one")
+        if row is None:  # 48 random bits collided with another key's id
+            return await self.create(org_id, project_ids=project_ids, user_ids=user_ids,
+                                     name=name)
+        created_at = row[0]
         record = KeyRecord(key_id=key_id, org_id=org_id, project_ids=projects, user_ids=users,
                            name=name, created_at=created_at)
         return f"{PREFIX}{key_id}.{secret}", record
@@ -136,7 +173,7 @@ class KeyStore:
     async def verify(self, token: str | None) -> KeyGrant | None:
         """The grant of a valid, unrevoked key; ``None`` for anything else."""
         parts = _split(token or "")
-        if parts is None:
+        if parts is None or text_problem(token or ""):
             return None
         key_id, secret = parts
         cache_key = _digest(token or "")
@@ -151,11 +188,10 @@ class KeyStore:
         return grant
 
     async def _lookup(self, key_id: str, secret: str) -> KeyGrant | None:
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(
-                f"SELECT secret_sha256, org_id, project_ids, user_ids FROM {self.schema}.api_keys "
-                "WHERE key_id = %s AND revoked_at IS NULL", (key_id,))
-            row = await cur.fetchone()
+        row = await self._run(
+            "key lookup",
+            f"SELECT secret_sha256, org_id, project_ids, user_ids FROM {self.schema}.api_keys "
+            "WHERE key_id = %s AND revoked_at IS NULL", (key_id,), "one")
         if row is None or not hmac.compare_digest(bytes(row[0]), _digest(secret)):
             return None
         return KeyGrant(key_id=key_id, org_id=row[1],
@@ -164,12 +200,11 @@ class KeyStore:
 
     async def list(self, org_id: str | None = None) -> list[KeyRecord]:
         """Every key (of one org), oldest first, revoked ones included."""
-        where, params = ("WHERE org_id = %s", [org_id]) if org_id else ("", [])
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(
-                f"SELECT key_id, org_id, project_ids, user_ids, name, created_at, revoked_at "
-                f"FROM {self.schema}.api_keys {where} ORDER BY created_at, key_id", params)
-            rows = await cur.fetchall()
+        where, params = ("WHERE org_id = %s", [_check_text(org_id, "org")]) if org_id else ("", [])
+        rows = await self._run(
+            "list keys",
+            f"SELECT key_id, org_id, project_ids, user_ids, name, created_at, revoked_at "
+            f"FROM {self.schema}.api_keys {where} ORDER BY created_at, key_id", params, "all")
         return [KeyRecord(key_id=r[0], org_id=r[1], project_ids=r[2], user_ids=r[3], name=r[4],
                           created_at=r[5], revoked_at=r[6]) for r in rows]
 
@@ -177,10 +212,8 @@ class KeyStore:
         """Revoke a key by its id (the part between ``mr_`` and the dot); ``False`` if there
         is no such unrevoked key."""
         parts = _split(key_id)
-        key_id = parts[0] if parts else key_id.removeprefix(PREFIX)
+        key_id = _check_text(parts[0] if parts else key_id.removeprefix(PREFIX), "key id")
         self._verified = {k: v for k, v in self._verified.items() if v[1].key_id != key_id}
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(
-                f"UPDATE {self.schema}.api_keys SET revoked_at = now() "
-                "WHERE key_id = %s AND revoked_at IS NULL", (key_id,))
-            return cur.rowcount == 1
+        return await self._run(
+            "revoke key", f"UPDATE {self.schema}.api_keys SET revoked_at = now() "
+            "WHERE key_id = %s AND revoked_at IS NULL", (key_id,)) == 1

@@ -9,7 +9,6 @@ before it reads or writes.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
@@ -19,7 +18,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
 from memroute import __version__
-from memroute.errors import MemrouteError
+from memroute.errors import InvalidInputError, MemrouteError
 from memroute.memory.limits import MAX_K, MAX_QUERY_CHARS
 from memroute.memory.models import Episode, Scope
 from memroute.service.auth import authenticate, authorize, bearer_token
@@ -67,53 +66,54 @@ class Deleted(BaseModel):
     deleted: int
 
 
+def tool_error(exc: MemrouteError, tool: str | None = None) -> ToolError:
+    """A tool error a client can tell apart by kind, as the REST body's ``kind``:
+    ``"[StoreUnavailableError] memory_search failed: ..."``."""
+    return ToolError(f"[{type(exc).__name__}] {f'{tool} failed: ' if tool else ''}{exc}")
+
+
 def http_token(ctx: Context) -> str | None:
     """The bearer token of the HTTP request behind a tool call."""
     return bearer_token(ctx.headers)
 
 
 def build_mcp_server(get_service: Callable[[], Service], token_for: TokenSource,
-                     *, lifespan: Callable[..., Any] | None = None,
-                     searches_kept: int = 64) -> MCPServer:
+                     *, lifespan: Callable[..., Any] | None = None) -> MCPServer:
     """The MCP server; ``token_for`` gives the API key of a call (the HTTP header, or the
     key a stdio server was started with)."""
     server = MCPServer("memroute", version=__version__, instructions=INSTRUCTIONS,
                        lifespan=lifespan, log_level="WARNING")
-    searches: OrderedDict[str, MemorySearch] = OrderedDict()  # paging state per scope
 
     async def scoped(ctx: Context, project_id: str | None, user_id: str | None,
                      agent_id: str | None) -> Scope:
         try:
             grant = await authenticate(get_service().keys, token_for(ctx))
             return authorize(grant, grant.default_scope(project_id, user_id, agent_id))
-        except (MemrouteError, ValueError) as exc:
-            raise ToolError(str(exc)) from exc
-
-    def forget_pages(scope: Scope) -> None:
-        searches.pop(scope.key, None)
+        except MemrouteError as exc:
+            raise tool_error(exc) from exc
+        except ValueError as exc:
+            raise tool_error(InvalidInputError(str(exc))) from exc
 
     async def call(coro: Awaitable[Any], tool: str) -> Any:
         try:
             return await coro
         except MemrouteError as exc:
-            raise ToolError(f"{tool} failed: {exc}") from exc
+            raise tool_error(exc, tool) from exc
 
     @server.tool(description=SEARCH_DESCRIPTION.format(page_size=PAGE_SIZE))
     async def memory_search(ctx: Context, query: Query, page: Page = 0,
                             project_id: ProjectId = None, user_id: UserId = None,
                             agent_id: AgentId = None) -> str:
         scope = await scoped(ctx, project_id, user_id, agent_id)
-        search = searches.get(scope.key)
-        if search is None:
-            search = searches[scope.key] = MemorySearch(get_service().memory, scope,
-                                                        page_size=PAGE_SIZE)
-            while len(searches) > searches_kept:
-                searches.popitem(last=False)
-        searches.move_to_end(scope.key)
+        # a fresh search per call (each page reads the store again): a kept result list
+        # would serve an episode deleted since, by this process or another
+        search = MemorySearch(get_service().memory, scope, page_size=PAGE_SIZE)
         try:
             text, _ = await search.apage(query, page)
-        except ToolException as exc:  # the agent tool's error names what failed
-            raise ToolError(str(exc)) from exc
+        except ToolException as exc:  # the agent tool's, around the memory's error
+            cause = exc.__cause__
+            raise (tool_error(cause, "memory_search") if isinstance(cause, MemrouteError)
+                   else ToolError(str(exc))) from exc
         return text
 
     @server.tool(description=(
@@ -151,7 +151,6 @@ def build_mcp_server(get_service: Callable[[], Service], token_for: TokenSource,
                          agent_id: AgentId = None) -> Added:
         scope = await scoped(ctx, project_id, user_id, agent_id)
         uids = await call(get_service().memory.add(scope, episodes), "memory_add")
-        forget_pages(scope)
         return Added(uids=uids)
 
     @server.tool(description=(
@@ -169,7 +168,6 @@ def build_mcp_server(get_service: Callable[[], Service], token_for: TokenSource,
         scope = await scoped(ctx, project_id, user_id, agent_id)
         deleted = await call(get_service().memory.delete(scope, session_id=session_id,
                                                          uids=uids), "memory_delete")
-        forget_pages(scope)
         return Deleted(deleted=deleted)
 
     return server

@@ -1,7 +1,8 @@
 """The REST routes under ``/v1``: thin calls on the service's `Memory` and `RetrievalAgent`.
 
-Every route that touches memory authenticates the key (a dependency, so it runs before the
-body is even used) and authorizes the scope before the call.
+Every route that touches memory needs a valid key (checked by the app's `KeyRequired` from
+the headers, before the body is read; the dependency here takes its grant) and authorizes the
+scope before the call.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from psycopg import OperationalError
 
 from memroute.errors import InvalidInputError, MemrouteError, StoreUnavailableError
 from memroute.graph.events import Final, as_payload
@@ -43,9 +45,13 @@ _bearer = HTTPBearer(auto_error=False, description="An API key from `memroute ke
 
 
 async def key_grant(
+    request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     svc: Annotated[Service, Depends(service)],
 ) -> KeyGrant:
+    checked = getattr(request.state, "key_grant", None)  # by `KeyRequired`, before the body
+    if checked is not None:
+        return checked
     return await authenticate(svc.keys, credentials.credentials if credentials else None)
 
 
@@ -143,6 +149,9 @@ async def retrieve_stream(body: Retrieve, grant: Grant, svc: Svc) -> StreamingRe
                     yield _sse(event.event, as_payload(event))
         except MemrouteError as exc:
             yield _sse("error", {"error": str(exc), "kind": type(exc).__name__})
+        except OperationalError as exc:  # the stream has begun: the error is its last event
+            yield _sse("error", {"error": f"database unavailable: {exc}",
+                                 "kind": StoreUnavailableError.__name__})
 
     return StreamingResponse(events(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})

@@ -32,6 +32,15 @@ def with_margin(estimated_input_tokens: int) -> int:
     return math.ceil(estimated_input_tokens * INPUT_MARGIN_RATIO) + INPUT_MARGIN_TOKENS
 
 
+def _finite(value: int | float) -> bool:
+    """Whether ``value`` is a finite number a float can hold (NaN, ±inf and an integer past
+    float's range are not: a deadline cannot be computed from them)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 @dataclass(frozen=True)
 class Budget:
     """What one request may spend. ``None`` means unlimited."""
@@ -47,10 +56,13 @@ class Budget:
             if value is None:
                 continue
             integral = f.name != "max_latency_s"
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-                    integral and not isinstance(value, int)) or value < 0:
-                kind = "a non-negative integer" if integral else "a non-negative number"
-                raise InvalidInputError(f"Budget.{f.name} must be {kind} or None, got {value!r}")
+            bad = (isinstance(value, bool) or not isinstance(value, (int, float))
+                   or (integral and not isinstance(value, int))
+                   or (not integral and not _finite(value)) or value < 0)
+            if bad:
+                kind = "a non-negative integer" if integral else "a finite non-negative number"
+                raise InvalidInputError(
+                    f"Budget.{f.name} must be {kind} or None, got {value!r:.40}")
 
     @classmethod
     def coerce(cls, value: Budget | dict[str, Any] | None) -> Budget | None:

@@ -26,16 +26,19 @@ log = get_logger(__name__)
 # differ: llama.cpp's rejects "json_schema" but takes a schema inside "json_object".
 RESPONSE_FORMATS = ("json_schema", "json_object_schema", "json_object", "none")
 _REJECTION_STATUS = (400, 404, 415, 422)
-# llama-cpp-python answers an unsupported format with a 500 naming it; any other 5xx is
-# transient and says nothing about the format.
-_FORMAT_WORDS = ("response_format", "json_schema", "json_object")
+# What an error names when the server refuses the output format (llama-cpp-python answers
+# with a 500 naming it). Any other error, a 400 "maximum context length" or a transient 5xx,
+# says nothing about the format and changes nothing.
+_FORMAT_WORDS = ("response_format", "response format", "json_schema", "json_object",
+                 "structured output", "schema")
 
 
 def _rejects_format(exc: Any) -> bool:
-    """Whether an API error is the server refusing the requested output format."""
-    if exc.status_code in _REJECTION_STATUS:
-        return True
-    return exc.status_code >= 500 and any(w in str(exc).lower() for w in _FORMAT_WORDS)
+    """Whether an API error is the server refusing the requested output format: a 4xx or
+    5xx whose message names the format."""
+    if exc.status_code not in _REJECTION_STATUS and exc.status_code < 500:
+        return False
+    return any(w in str(exc).lower() for w in _FORMAT_WORDS)
 
 
 def _merge_system(messages: list[Message]) -> list[Message]:
@@ -53,9 +56,10 @@ class OpenAIChat:
     The client's own retries are off by default: the graph's retry policy owns retrying.
     Every `complete` sends exactly one HTTP request, so `StructuredLLM` charges each one.
     ``response_format`` is the first of `RESPONSE_FORMATS` the server accepts: until one
-    is accepted, a request the server refuses for its format (a 4xx, or a 5xx naming the
-    format) raises `FormatRejected` and the next call asks the next way; the downgrade is
-    remembered for this model, a 5xx or timeout changes nothing. A plain-text call
+    is accepted, a request the server refuses for its format (a 4xx or 5xx whose message
+    names the format) raises `FormatRejected` and the next call asks the next way; the
+    downgrade is remembered for this model; any other error (a 400 "maximum context
+    length", a 5xx, a timeout) changes nothing. A plain-text call
     (``schema=None``) sends none.
     """
 

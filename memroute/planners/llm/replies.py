@@ -1,13 +1,17 @@
 """What the model is asked to return for each decision, and how a reply becomes the
 strategy's decision schema (`memroute.strategies.base`).
 
-Replies are lenient where a model is often sloppy; the conversions clamp and filter.
-Sub-queries are passed on as proposed: the graph cleans them once (`clean_sub_queries`).
+Replies are lenient where a model is often sloppy; the conversions clamp and filter. A
+reply is untrusted input: every text it carries loses what the store cannot hold (NUL
+bytes, lone surrogates: `storable`), so a bad reply never fails the request as if the
+caller had sent it. Sub-queries are then cleaned once more by the graph
+(`clean_sub_queries`: length, duplicates, derived wording).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -21,6 +25,12 @@ from memroute.strategies.base import (
 )
 
 MAX_NEW_QUERY_CHARS = 500
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # NUL, and surrogates (in a str, always lone)
+
+
+def storable(text: str) -> str:
+    """``text`` without NUL bytes and lone surrogates, whitespace collapsed."""
+    return " ".join(_UNSTORABLE.sub(" ", text).split())
 
 
 def _bare_schema(schema: dict[str, Any]) -> None:
@@ -61,11 +71,11 @@ class JudgeReply(Reply):
 
 
 def to_decision(reply: RouteReply) -> RouteDecision:
-    return RouteDecision(route=reply.route, reason=reply.reason.strip()[:MAX_REASON_CHARS])
+    return RouteDecision(route=reply.route, reason=storable(reply.reason)[:MAX_REASON_CHARS])
 
 
 def to_plan(reply: SplitReply) -> SplitPlan:
-    return SplitPlan(sub_queries=list(reply.sub_queries))
+    return SplitPlan(sub_queries=[storable(q) for q in reply.sub_queries])
 
 
 def to_judgment(reply: JudgeReply, n_evidence: int) -> ChainJudgment:
@@ -73,5 +83,5 @@ def to_judgment(reply: JudgeReply, n_evidence: int) -> ChainJudgment:
     indices = list(dict.fromkeys(i for i in reply.evidence_indices if 0 <= i < n_evidence))
     confidence = reply.confidence if math.isfinite(reply.confidence) else 0.0
     return ChainJudgment(is_sufficient=reply.is_sufficient, evidence_indices=indices,
-                         new_query=" ".join(reply.new_query.split())[:MAX_NEW_QUERY_CHARS],
+                         new_query=storable(reply.new_query)[:MAX_NEW_QUERY_CHARS],
                          confidence=min(1.0, max(0.0, confidence)))
