@@ -10,6 +10,7 @@ embedded server this process opened and that no longer answers is restarted, onc
 from __future__ import annotations
 
 import asyncio
+import select
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,20 @@ PROBE_AFTER_S = 2.0  # of waiting for a connection before asking whether the ser
 PROBE_TIMEOUT_S = 2  # connect_timeout of that probe (whole seconds, libpq's unit)
 RESTART_BACKOFF_S = 0.5  # before restarting: another process may be restarting it already
 RESTART_COOLDOWN_S = 60.0  # a server that dies again this soon is not restarted again
+
+
+async def check_idle_connection(conn: AsyncConnection) -> None:
+    """The pool's check of a connection before lending it, without a round trip when it can:
+    an idle connection to a live server has nothing to read, so a readable socket (a
+    terminated backend's last message, a closed server's end of file) is checked with a query
+    (`AsyncConnectionPool.check_connection`, which raises for a dead one) and a quiet one is
+    lent at once. A connection that dies after the check fails its statement, which
+    `memroute.memory.retry.with_retry` runs again on another."""
+    if conn.closed or conn.broken:
+        raise OperationalError("the connection is closed")
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    if readable:
+        await AsyncConnectionPool.check_connection(conn)
 
 
 class ServerGuard:
