@@ -64,8 +64,8 @@ async def run(args: argparse.Namespace) -> None:
     settings = MemrouteSettings().model_copy(update={
         "embed_threads": args.threads, "db_schema": "bench", "query_cache_size": 0})
     embedder = MiniLMOnnxEmbedder(threads=args.threads)
-    schema = f"bench_v2_{args.size}"
-    scope = Scope(org_id="bench", project_id=str(args.size))
+    schema = args.schema or f"bench_v2_{args.size}"
+    scope = Scope(org_id="bench", project_id=args.project or str(args.size))
     with tempfile.TemporaryDirectory() as tmp:
         base_memory = import_base(args.base, Path(tmp))
         memories = {"base": await base_memory.Memory.open(settings=settings, schema=schema,
@@ -128,6 +128,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", required=True, help="the git commit to compare against")
     parser.add_argument("--size", type=int, default=100_000)
+    parser.add_argument("--schema", help="another store than the bench's (bench_v2_SIZE)")
+    parser.add_argument("--project", help="its scope's project_id (default: SIZE)")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--data-dir", default=os.environ.get("MEMROUTE_DATA_DIR", "../shared/data"))
