@@ -80,3 +80,25 @@ async def test_a_search_whose_full_text_lane_times_out_goes_on_without_it(
     found = await quick.search_scored(scope, "who logs storms?", k=1, lexical=True)
     assert [r.nucleus.content for r in found] == ["The lighthouse keeper logs every storm."]
     assert found[0].lexical_score is None and time.perf_counter() - start < 4
+
+
+async def test_a_querys_entity_keys_are_kept_for_its_next_search(monkeypatch) -> None:
+    """The second search of a query gets its entity keys without parsing (or a worker
+    thread) again; a caller changing the list it got changes nothing kept."""
+    from memroute.memory import entity_sql
+    from memroute.nlp import query_entity_keys
+
+    parsed: list[str] = []
+
+    def counting(text: str) -> list[str]:
+        parsed.append(text)
+        return query_entity_keys(text)
+
+    monkeypatch.setattr(entity_sql, "query_entity_keys", counting)
+    query = "Where did Caroline meet Melanie in Lisbon last spring?"
+    first = await entity_sql.query_keys(query, True)
+    assert first and parsed == [query]
+    first.append("not a key")
+    assert await entity_sql.query_keys(query, True) == first[:-1]
+    assert parsed == [query]
+    assert await entity_sql.query_keys(query, False) == []
