@@ -319,13 +319,3 @@ async def test_a_failed_search_read_leaves_its_connection_as_it_found_it(memory:
         assert conn.autocommit is False
         cur = await conn.execute("SELECT current_setting('hnsw.ef_search', true)")
         assert (await cur.fetchone())[0] in (None, "", "40")  # the failed read's setting rolled back
-
-
-async def test_a_query_embeds_as_the_same_text_in_a_batch(embedder) -> None:
-    """The one-text path (`MiniLMOnnxEmbedder.encode` without the batch tokenizer) gives
-    the vector the batch path gives the same text, to 1e-5, long texts (truncated) too."""
-    texts = ["Which magazine was started first, Arthur's Magazine or First for Women?",
-             "Où est la gare ?", "x", "word " * 400]
-    batch = await embedder.embed_documents([*texts, "another text to make it a batch"])
-    for text, row in zip(texts, batch):
-        np.testing.assert_allclose(await embedder.embed_query(text), row, atol=1e-5)

@@ -107,10 +107,7 @@ class MiniLMOnnxEmbedder:
         the memory one batch of long texts takes."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        # one text (a query) skips the batch encoder's thread pool: waking it cost more than
-        # tokenizing a question
-        encodings = (self._tokenizer.encode_batch(texts) if len(texts) > 1
-                     else [self._tokenizer.encode(texts[0])])
+        encodings = self._tokenizer.encode_batch(texts)
         # Sorting by length keeps padding small within each batch.
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
