@@ -143,19 +143,3 @@ def test_titles_of_reads_titles_not_conversation_turns() -> None:
     for turn in ("Look at this. [image: a photo of a dog]", "Thanks! My advice: stay focused.",
                  "no title here", "my advice: stay calm."):
         assert titles_of(turn) == ""
-
-
-def test_bm25_is_the_same_after_the_term_ids_start_over(monkeypatch) -> None:
-    """Past `MAX_TERMS` process-wide terms the ids start over; scores do not change."""
-    from memroute.memory.rerankers import offline
-
-    texts = ["Oslo: the fjord train", "rain in Bergen\nOslo again", "", "piano sister rain"]
-    query = [RerankQuery("Oslo rain piano", np.zeros(2, np.float32))]
-    before = offline._bm25(texts, query)
-    monkeypatch.setattr(offline, "MAX_TERMS", 3)
-    generation = offline._generation
-    assert np.array_equal(offline._bm25(texts, query), before)
-    assert offline._generation > generation
-    expected = BM25Okapi([offline.tokenize(t) or ["_"] for t in texts]).get_scores(
-        offline.tokenize(query[0].text))
-    assert np.allclose(before[0], expected, rtol=1e-6)

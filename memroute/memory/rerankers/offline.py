@@ -4,9 +4,7 @@
 from __future__ import annotations
 
 import functools
-import itertools
 import re
-import threading
 
 import numpy as np
 
@@ -31,112 +29,44 @@ def tokenize(text: str) -> list[str]:
     return [t for line in text.split("\n") for t in _line_tokens(line)]
 
 
-# Process-wide term ids, so a line's ids are computed once across searches (`_line_ids`);
-# past `MAX_TERMS` terms they start over (a new generation: ids of two never mix).
-MAX_TERMS = 1_000_000
-_terms: dict[str, int] = {}
-_terms_lock = threading.Lock()
-_generation = 0
-
-
-def _term_id(term: str) -> int:
-    found = _terms.get(term)
-    if found is None:
-        with _terms_lock:
-            found = _terms.setdefault(term, len(_terms))
-    return found
-
-
-@functools.lru_cache(maxsize=16_384)
-def _line_ids(line: str, generation: int) -> np.ndarray:
-    """A line's tokens (`_line_tokens`) as process-wide term ids."""
-    return np.fromiter(map(_term_id, _line_tokens(line)), dtype=np.int64)
-
-
-def _documents(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """All texts' tokens as one array of ids into their own vocabulary (a text without any
-    holds the id of "_"), numbered in order of first appearance, and each text's length;
-    with the process-wide ids of that vocabulary (sorted) and their local ids, to look
-    query terms up (`_query_ids`)."""
-    global _generation
-    if len(_terms) > MAX_TERMS:
-        with _terms_lock:
-            if len(_terms) > MAX_TERMS:
-                _terms.clear()
-                _generation += 1
-    generation = _generation
-    empty = np.array([_term_id("_")], dtype=np.int64)
-    lines: list[np.ndarray] = []
-    lengths = np.empty(len(texts), dtype=np.int64)
-    for i, text in enumerate(texts):
-        ids = [_line_ids(line, generation) for line in text.split("\n")]
-        lengths[i] = sum(map(len, ids))
-        if lengths[i]:
-            lines.extend(ids)
-        else:
-            lines.append(empty)
-            lengths[i] = 1
-    if generation != _generation:  # the ids started over meanwhile: number them again
-        return _documents(texts)
-    known, first, inverse = np.unique(np.concatenate(lines), return_index=True,
-                                      return_inverse=True)
-    local = np.empty(len(known), dtype=np.int64)
-    local[np.argsort(first, kind="stable")] = np.arange(len(known))
-    return local[inverse], lengths, known, local
-
-
-def _query_ids(text: str, known: np.ndarray, local: np.ndarray) -> list[int]:
-    """A query's tokens as local ids of `_documents`' vocabulary (unknown ones left out)."""
-    found = [_terms.get(t, -1) for t in tokenize(text)]
-    at = np.searchsorted(known, found)
-    inside = at < len(known)
-    return [int(local[a]) for a, f, ok in zip(at, found, inside) if ok and known[a] == f]
-
-
-def term_ids(texts: list[str]) -> tuple[list[np.ndarray], dict[str, int]]:
+def term_ids(texts: list[str]) -> tuple[list[list[int]], dict[str, int]]:
     """Each text's tokens as ids into one vocabulary (a text without any: the id of "_"),
-    numbered in order of first appearance, and that vocabulary."""
-    ids, lengths, known, local = _documents(texts)
-    names = {global_id: term for term, global_id in _terms.items()}
-    vocabulary = {names[g]: int(i) for g, i in zip(known.tolist(), local.tolist())}
-    return np.split(ids, np.cumsum(lengths)[:-1]), vocabulary
+    each distinct line tokenized and looked up once."""
+    vocabulary: dict[str, int] = {}
+    by_line: dict[str, list[int]] = {}
+    documents = []
+    for text in texts:
+        ids: list[int] = []
+        for line in text.split("\n"):
+            if (line_ids := by_line.get(line)) is None:
+                line_ids = by_line[line] = [vocabulary.setdefault(t, len(vocabulary))
+                                            for t in _line_tokens(line)]
+            ids.extend(line_ids)
+        documents.append(ids or [vocabulary.setdefault("_", len(vocabulary))])
+    return documents, vocabulary
 
 
 def bm25_okapi(documents: list[list[int]], queries: list[list[int]], terms: int,
                k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25) -> np.ndarray:
     """``(len(queries), len(documents))`` Okapi BM25 scores of documents and queries given as
     term ids below ``terms``; the same as rank-bm25's ``BM25Okapi(documents).get_scores(query)``
-    (negative idf floored at ``epsilon`` times the mean idf)."""
-    lengths = np.fromiter(map(len, documents), dtype=np.int64, count=len(documents))
-    ids = np.fromiter(itertools.chain.from_iterable(documents), dtype=np.int64,
-                      count=int(lengths.sum()))
-    return _bm25_arrays(ids, lengths, queries, terms, k1, b, epsilon)
-
-
-def _bm25_arrays(ids: np.ndarray, lengths: np.ndarray, queries: list[list[int]], terms: int,
-                 k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25) -> np.ndarray:
-    """`bm25_okapi` of the documents' ids laid end to end (``lengths`` each), on arrays: the
-    distinct (document, term) cells and their counts, a dense column only per query term."""
-    n = len(lengths)
-    rows = np.repeat(np.arange(n, dtype=np.int64), lengths)
-    cells, counts = np.unique(rows * terms + ids, return_counts=True)
-    cell_terms = cells % terms
-    df = np.bincount(cell_terms, minlength=terms)
-    present = df > 0  # every term of the vocabulary that a document holds
+    (negative idf floored at ``epsilon`` times the mean idf), computed on arrays."""
+    lengths = np.array([len(doc) for doc in documents])
+    n = len(documents)
+    rows = np.repeat(np.arange(n), lengths)
+    ids = np.fromiter((t for doc in documents for t in doc), dtype=np.int64, count=len(rows))
+    tf = np.bincount(rows * terms + ids, minlength=n * terms).reshape(n, terms)
+    present = tf.any(axis=0)  # every term of the vocabulary that a document holds
+    df = (tf[:, present] > 0).sum(axis=0)
     idf = np.zeros(terms)
-    idf[present] = np.log(n - df[present] + 0.5) - np.log(df[present] + 0.5)
+    idf[present] = np.log(n - df + 0.5) - np.log(df + 0.5)
     negative = present & (idf < 0)
     idf[negative] = epsilon * idf[present].mean()
     norm = k1 * (1 - b + b * lengths / lengths.mean())
     out = np.zeros((len(queries), n))
     for qi, query in enumerate(queries):
         if query:  # repeated terms count again, as in rank-bm25
-            wanted, column = np.unique(query, return_inverse=True)
-            at = np.searchsorted(wanted, cell_terms)
-            hit = wanted[np.minimum(at, len(wanted) - 1)] == cell_terms
-            tf = np.zeros((n, len(wanted)))
-            tf[cells[hit] // terms, at[hit]] = counts[hit]
-            freq = tf[:, column]
+            freq = tf[:, query].astype(np.float64)
             out[qi] = (idf[query] * freq * (k1 + 1) / (freq + norm[:, None])).sum(axis=1)
     return out
 
@@ -222,6 +152,6 @@ def _title_shares(titles: list[str], scores: np.ndarray, full: int, decay: float
 
 def _bm25(texts: list[str], queries: list[RerankQuery]) -> np.ndarray:
     """BM25 of each text over ``texts``, per query: ``(len(queries), len(texts))``."""
-    ids, lengths, known, local = _documents(texts)
-    return _bm25_arrays(ids, lengths, [_query_ids(q.text, known, local) for q in queries],
-                        len(known)).astype(np.float32)
+    documents, vocabulary = term_ids(texts)
+    return bm25_okapi(documents, [[vocabulary[t] for t in tokenize(q.text) if t in vocabulary]
+                                  for q in queries], len(vocabulary)).astype(np.float32)
