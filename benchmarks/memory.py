@@ -368,7 +368,7 @@ class RoundTrips:
                             self.count += 1
                         start = time.perf_counter()
                         ready = yield state
-                        if state == waiting.WAIT_R:
+                        if state & waiting.WAIT_R:  # a pipeline waits to read and write at once
                             self.waited_ms += (time.perf_counter() - start) * 1000
                         state = gen.send(ready)
                 except StopIteration as stop:
