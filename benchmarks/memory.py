@@ -342,10 +342,14 @@ async def build_store(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder, 
 class RoundTrips:
     """Counts the client's round trips to the server: the calls of psycopg's ``wait_async``
     whose generator waited for the server's answer (a pipeline's queued statements and their
-    one sync count once). Installed around the search timing only; costs a generator per call."""
+    one sync count once), and the milliseconds the client spent waiting for the server's
+    bytes (``waited_ms``: the server's work, the socket and the scheduler; the rest of a
+    read is the client's share). Installed around the search timing only; costs a generator
+    per call."""
 
     def __init__(self) -> None:
         self.count = 0
+        self.waited_ms = 0.0
         self._original = None
 
     def __enter__(self) -> RoundTrips:
@@ -362,7 +366,11 @@ class RoundTrips:
                         if state == waiting.WAIT_R and not waited:
                             waited = True
                             self.count += 1
-                        state = gen.send((yield state))
+                        start = time.perf_counter()
+                        ready = yield state
+                        if state & waiting.WAIT_R:  # a pipeline waits to read and write at once
+                            self.waited_ms += (time.perf_counter() - start) * 1000
+                        state = gen.send(ready)
                 except StopIteration as stop:
                     return stop.value
 
@@ -501,12 +509,11 @@ async def run(args: argparse.Namespace) -> dict:
 
     whole = [i for i, t in enumerate(texts) if split_sentences(t) == [t]]
     texts, vectors = [texts[i] for i in whole], vectors[whole]
-    report: dict = {
-        "machine": machine_info(args.threads),
-        "ingestion": await measure_ingestion(settings, embedder, texts[: args.ingest_n],
-                                            vectors[: args.ingest_n], args.ingest_rounds),
-        "search": {},
-    }
+    report: dict = {"machine": machine_info(args.threads), "search": {}}
+    if not args.skip_ingestion:
+        report["ingestion"] = await measure_ingestion(
+            settings, embedder, texts[: args.ingest_n], vectors[: args.ingest_n],
+            args.ingest_rounds)
     if args.batch_sizes:
         report["embedder_sentences_per_s_by_batch_size"] = measure_batch_sizes(
             texts[: args.ingest_n], args.batch_sizes, args.threads)
@@ -521,8 +528,15 @@ async def run(args: argparse.Namespace) -> dict:
 
 
 def print_report(report: dict) -> None:
-    ing = report["ingestion"]
     print(f"threads: {report['machine']['threads']}")
+    if "ingestion" in report:
+        print_ingestion(report["ingestion"])
+    for size, rate in report.get("embedder_sentences_per_s_by_batch_size", {}).items():
+        print(f"embedder, batch size {size:>3}:  {rate:8.1f} sentences/s")
+    print_search(report)
+
+
+def print_ingestion(ing: dict) -> None:
     print(f"ingestion of {ing['sentences']:,} sentences in batches of {ing['batch']}, "
           f"{len(ing['rounds'])} alternating rounds (load {ing['load_average']}):")
     labels = {"embedder": "embedder alone", "pipelined": "ingestion, pipelined",
@@ -545,8 +559,9 @@ def print_report(report: dict) -> None:
         print(line)
     print(f"  without embedding:             {ing['without_embedding_sentences_per_s']:7.1f} "
           "sentences/s (once)")
-    for size, rate in report.get("embedder_sentences_per_s_by_batch_size", {}).items():
-        print(f"embedder, batch size {size:>3}:  {rate:8.1f} sentences/s")
+
+
+def print_search(report: dict) -> None:
     for size, fig in report["search"].items():
         for label in SEARCHES:
             lat, stages = fig[label]["latency_ms"], fig[label]["stages_ms_p50"]
@@ -570,6 +585,8 @@ def main() -> None:
                         help="alternating rounds of the embedder alone and the ingestion kinds")
     parser.add_argument("--batch-sizes", type=int, nargs="*", default=[],
                         help="also time the embedder at these batch sizes (e.g. 8 16 32 64)")
+    parser.add_argument("--skip-ingestion", action="store_true",
+                        help="time search only (the stores of --sizes are reused when present)")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()

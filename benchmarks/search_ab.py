@@ -48,12 +48,25 @@ def import_base(commit: str, into: Path):
     return importlib.import_module("memroute_base.memory")
 
 
+def differences(base: list, branch: list, tolerance: float = 1e-5) -> str:
+    """"identical" when every query's results have the same uids, windows and order, and
+    scores within ``tolerance``; else how many queries differ."""
+    differ = 0
+    for one, other in zip(base, branch, strict=True):
+        same = len(one) == len(other) and all(
+            a[0] == b[0] and a[3] == b[3] and abs(a[1] - b[1]) <= tolerance
+            and abs(a[2] - b[2]) <= tolerance for a, b in zip(one, other))
+        differ += not same
+    return "identical" if not differ else f"{differ} of {len(base)} queries differ"
+
+
 async def run(args: argparse.Namespace) -> None:
     settings = MemrouteSettings().model_copy(update={
-        "embed_threads": args.threads, "db_schema": "bench", "query_cache_size": 0})
+        "embed_threads": args.threads, "db_schema": "bench",
+        "query_cache_size": 4 * args.queries if args.cached_queries else 0})
     embedder = MiniLMOnnxEmbedder(threads=args.threads)
-    schema = f"bench_v2_{args.size}"
-    scope = Scope(org_id="bench", project_id=str(args.size))
+    schema = args.schema or f"bench_v2_{args.size}"
+    scope = Scope(org_id="bench", project_id=args.project or str(args.size))
     with tempfile.TemporaryDirectory() as tmp:
         base_memory = import_base(args.base, Path(tmp))
         memories = {"base": await base_memory.Memory.open(settings=settings, schema=schema,
@@ -64,35 +77,52 @@ async def run(args: argparse.Namespace) -> None:
             raise SystemExit(f"no {args.size:,}-sentence bench store in this MEMROUTE_HOME: "
                              "build it with benchmarks.memory first")
         qs = questions(Path(args.data_dir), args.queries + 20)
-        for q in qs[args.queries:]:  # warm-up
+        # warm-up (with --cached-queries: the timed queries too, so their vectors and parses
+        # are kept and the timing is the read, the rerank and the rest of the client)
+        for q in qs[args.queries:] + (qs[:args.queries] if args.cached_queries else []):
             for memory in memories.values():
                 await memory.search_scored(scope.model_dump(), q, k=10, context=(1, 2))
         times: dict[tuple[str, str], list[float]] = {}
-        trips: dict[tuple[str, str], list[int]] = {}
-        stages: dict[tuple[str, str], dict[str, list[float]]] = {}
+        figures: dict[tuple[str, str], dict[str, list[float]]] = {}
+        results: dict[tuple[str, str], list] = {}
         start_load = load_average()
         with RoundTrips() as counter:
             for n, q in enumerate(qs[:args.queries]):
                 for label, config in SEARCHES.items():
                     for name in ("base", "branch") if n % 2 == 0 else ("branch", "base"):
-                        before, start = counter.count, time.perf_counter()
+                        trips, waited = counter.count, counter.waited_ms
+                        cpu, start = time.process_time(), time.perf_counter()
                         hits = await memories[name].search_scored(
                             scope.model_dump(), q, k=10, rerank=config.rerank,
                             context=config.context, entities=config.entities,
                             lexical=config.lexical)
-                        times.setdefault((label, name), []).append(
-                            (time.perf_counter() - start) * 1000)
-                        trips.setdefault((label, name), []).append(counter.count - before)
-                        for stage, ms in hits.timings.items():
-                            stages.setdefault((label, name), {}).setdefault(stage, []).append(ms)
+                        total = (time.perf_counter() - start) * 1000
+                        times.setdefault((label, name), []).append(total)
+                        read = hits.timings.get("read_ms", 0.0)
+                        for stage, value in {
+                                **hits.timings, "other_ms": total - sum(hits.timings.values()),
+                                "round_trips": counter.count - trips,
+                                "client_cpu_ms": (time.process_time() - cpu) * 1000,
+                                "read_client_ms": read - (counter.waited_ms - waited)}.items():
+                            figures.setdefault((label, name), {}).setdefault(stage, []).append(
+                                value)
+                        results.setdefault((label, name), []).append(
+                            [(h.uid, h.rerank_score, h.vector_score,
+                              tuple(e.uid for e in h.episodes)) for h in hits])
         print(f"base {args.base} vs working tree, {args.size:,} sentences, {args.queries} "
-              f"queries, load average {start_load} -> {load_average()}")
+              f"queries{' (cached)' if args.cached_queries else ''}, threads {args.threads}, load average {start_load} -> {load_average()}")
         for (label, name), values in times.items():
-            split = "  ".join(f"{s.removesuffix('_ms')} {np.median(v):.1f}"
-                              for s, v in stages[(label, name)].items())
+            split = "  ".join(f"{s.removesuffix('_ms')} {np.median(v):.2f}"
+                              for s, v in figures[(label, name)].items() if s != "round_trips")
             print(f"{label:<24} {name:<6} p50 {np.median(values):6.1f} ms  "
                   f"p95 {np.percentile(values, 95):6.1f} ms  round trips "
-                  f"{np.mean(trips[(label, name)]):.1f}  stages p50: {split}")
+                  f"{np.mean(figures[(label, name)]['round_trips']):.1f}  p50: {split}")
+        for label in SEARCHES:
+            ratio = np.median(times[(label, "branch")]) / np.median(times[(label, "base")])
+            cpu = (np.median(figures[(label, "branch")]["client_cpu_ms"])
+                   / np.median(figures[(label, "base")]["client_cpu_ms"]))
+            print(f"{label:<24} branch/base p50 {ratio:.2f}  client CPU p50 {cpu:.2f}  "
+                  f"results: {differences(results[(label, 'base')], results[(label, 'branch')])}")
         for memory in memories.values():
             await memory.close()
 
@@ -101,8 +131,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", required=True, help="the git commit to compare against")
     parser.add_argument("--size", type=int, default=100_000)
+    parser.add_argument("--schema", help="another store than the bench's (bench_v2_SIZE)")
+    parser.add_argument("--project", help="its scope's project_id (default: SIZE)")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--cached-queries", action="store_true",
+                        help="embed and parse the queries before timing (the client's own share)")
     parser.add_argument("--data-dir", default=os.environ.get("MEMROUTE_DATA_DIR", "../shared/data"))
     asyncio.run(run(parser.parse_args()))
 

@@ -180,3 +180,34 @@ async def test_an_unreachable_external_database_fails_fast(memory: Memory, scope
         for conn in conns:
             await memory._pool.putconn(conn)
         memory._pool.guard = guard
+
+
+async def test_the_pools_check_lends_a_quiet_connection_without_a_round_trip(
+        memory: Memory, pg_url: str) -> None:
+    """A live idle connection is lent at once (no query sent); one whose backend was
+    terminated is found by the check and replaced, so the search after the kill succeeds
+    on its first try."""
+    from psycopg import OperationalError
+
+    from benchmarks.memory import RoundTrips
+    from memroute.memory.pool import check_idle_connection
+
+    async with memory._pool.connection() as conn:
+        with RoundTrips() as trips:
+            await check_idle_connection(conn)
+        assert trips.count == 0
+        await conn.execute("SELECT 1")  # still usable
+    conn = await AsyncConnection.connect(pg_url, autocommit=True)
+    try:
+        await kill_backends(pg_url)
+        for _ in range(100):  # the terminated backend's message reaches the socket
+            import select
+            if select.select([conn.fileno()], [], [], 0)[0]:
+                break
+            await asyncio.sleep(0.01)
+        with pytest.raises(OperationalError):
+            await check_idle_connection(conn)
+    finally:
+        await conn.close()
+    with pytest.raises(OperationalError):
+        await check_idle_connection(conn)  # closed

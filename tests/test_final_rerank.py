@@ -210,3 +210,23 @@ async def test_an_auto_question_is_embedded_once_while_the_planner_decides(memor
     queries = list(dict.fromkeys(result.queries))
     # each once, with the final rerank's composed queries (the question and a bridge)
     assert sorted(embedded) == sorted(queries + composed_queries(queries))
+
+
+@pytest.mark.parametrize("rerank", [True, False])
+@pytest.mark.parametrize("context", [(0, 0), (1, 1)])
+async def test_each_result_carries_its_windows_stored_vectors(memory, rerank, context) -> None:
+    """With or without the rerank (which stacks only the results' windows), a window of one
+    episode or several: each result's vectors are its window's stored sentence vectors in
+    window order, and its nucleus rows are its nucleus's."""
+    scope = Scope(org_id=f"vc-{uuid.uuid4().hex[:8]}", project_id="p", user_id="u")
+    await memory.add(scope, [{"content": t, "session_id": "s"} for t in TURNS])
+    results = await memory.search_scored(scope, "What does Clara love to eat?", k=3,
+                                         context=context, rerank=rerank)
+    assert len(results) == 3
+    async with memory._pool.connection() as conn:
+        stored = await sql.fetch_sentence_embeddings(
+            conn, memory.schema, scope.key, [e.uid for r in results for e in r.episodes])
+    for result in results:
+        np.testing.assert_array_equal(result.sentence_embeddings,
+                                      np.vstack([stored[e.uid] for e in result.episodes]))
+        np.testing.assert_array_equal(result.nucleus_embeddings(), stored[result.uid])

@@ -198,3 +198,25 @@ async def test_a_timed_out_search_statement_leaves_its_connection_usable(
     assert outcomes[4:7].count("timeout") >= 1
     assert all(isinstance(n, int) and n > 0 for n in outcomes[7:])
     assert outcomes[7:] == [outcomes[0]] * 5
+
+
+async def test_a_querys_entity_keys_are_kept_for_its_next_search(monkeypatch) -> None:
+    """The second search of a query gets its entity keys without parsing (or a worker
+    thread) again; a caller changing the list it got changes nothing kept."""
+    from memroute.memory import entity_sql
+    from memroute.nlp import query_entity_keys
+
+    parsed: list[str] = []
+
+    def counting(text: str) -> list[str]:
+        parsed.append(text)
+        return query_entity_keys(text)
+
+    monkeypatch.setattr(entity_sql, "query_entity_keys", counting)
+    query = "Where did Caroline meet Melanie in Lisbon last spring?"
+    first = await entity_sql.query_keys(query, True)
+    assert first and parsed == [query]
+    first.append("not a key")
+    assert await entity_sql.query_keys(query, True) == first[:-1]
+    assert parsed == [query]
+    assert await entity_sql.query_keys(query, False) == []

@@ -17,7 +17,7 @@ from memroute.errors import StoreUnavailableError
 from memroute._log import get_logger
 from memroute.memory.embedders import Embedder, make_embedder
 from memroute.memory.models import MAX_PRODUCED_AT, MIN_PRODUCED_AT
-from memroute.memory.pool import GuardedPool, ServerGuard
+from memroute.memory.pool import GuardedPool, ServerGuard, check_idle_connection
 from memroute.memory.rerankers import Reranker, make_reranker
 from memroute.memory.schema import migrate
 from memroute.memory.server import ensure_embedded_server
@@ -108,7 +108,7 @@ async def open_pool(dsn: str | None, schema: str, embedder: Embedder,
     pool = GuardedPool(
         url, min_size=settings.pool_min_size, max_size=settings.pool_max_size,
         timeout=settings.pool_timeout_s, configure=configure, open=False,
-        check=AsyncConnectionPool.check_connection, name=f"memroute-{schema}",
+        check=check_idle_connection, name=f"memroute-{schema}",
         guard=ServerGuard(url, owned_home),
     )
     await pool.open(wait=True, timeout=settings.pool_timeout_s)

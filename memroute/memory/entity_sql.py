@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+from collections import OrderedDict
 
 import numpy as np
 from psycopg import AsyncConnection
@@ -58,6 +60,11 @@ async def sentence_entities(texts: list[str], producers: list[str]) -> list[list
 
 
 _warned_no_model = False
+# the entity keys of recent queries: a query searched again (the same question in another
+# hop, its rerank, a retried request) gets them without a trip to the worker thread
+_query_keys: OrderedDict[str, list[str]] = OrderedDict()
+QUERY_KEYS_KEPT = 1024
+_query_keys_lock = threading.Lock()
 
 
 async def query_keys(query: str, enabled: bool) -> list[str]:
@@ -66,8 +73,18 @@ async def query_keys(query: str, enabled: bool) -> list[str]:
     global _warned_no_model
     if not enabled:
         return []
+    with _query_keys_lock:  # Memories on other threads' event loops share it
+        kept = _query_keys.get(query)
+        if kept is not None:
+            _query_keys.move_to_end(query)
+            return list(kept)
     try:
-        return await asyncio.to_thread(query_entity_keys, query)
+        keys = await asyncio.to_thread(query_entity_keys, query)
+        with _query_keys_lock:
+            _query_keys[query] = keys
+            while len(_query_keys) > QUERY_KEYS_KEPT:
+                _query_keys.popitem(last=False)
+        return list(keys)
     except ModelUnavailableError as exc:
         if not _warned_no_model:
             log.warning("memory.entity_lane_skipped", reason=str(exc))

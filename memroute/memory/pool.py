@@ -11,6 +11,7 @@ anything else is `StoreUnavailableError`.
 from __future__ import annotations
 
 import asyncio
+import select
 import time
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,20 @@ class _ReconnectAttempt(AttemptWithBackoff):
     def update_delay(self, now: float) -> None:
         super().update_delay(now)
         self.delay = min(self.delay, RECONNECT_MAX_DELAY_S)
+
+
+async def check_idle_connection(conn: AsyncConnection) -> None:
+    """The pool's check of a connection before lending it, without a round trip when it can:
+    an idle connection to a live server has nothing to read, so a readable socket (a
+    terminated backend's last message, a closed server's end of file) is checked with a query
+    (`AsyncConnectionPool.check_connection`, which raises for a dead one) and a quiet one is
+    lent at once. A connection that dies after the check fails its statement, which
+    `memroute.memory.retry.with_retry` runs again on another."""
+    if conn.closed or conn.broken:
+        raise OperationalError("the connection is closed")
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    if readable:
+        await AsyncConnectionPool.check_connection(conn)
 
 
 class ServerGuard:

@@ -298,8 +298,8 @@ def _vectors(packed: list[bytes]) -> list[np.ndarray]:
     width = int.from_bytes(packed[0][:2], "big") + 1  # in float4s, with the header
     every = np.frombuffer(b"".join(packed), dtype=">f4").reshape(-1, width)[:, 1:]
     every = every.astype(np.float32)
-    counts = np.array([len(p) for p in packed]) // (4 * width)
-    return np.split(every, np.cumsum(counts)[:-1])
+    ends = (np.cumsum([len(p) for p in packed]) // (4 * width)).tolist()
+    return [every[start:end] for start, end in zip([0, *ends[:-1]], ends)]
 
 
 async def fetch_clusters(conn: AsyncConnection, schema: str, scope_key: str, uids: list[str],

@@ -605,14 +605,16 @@ class Memory:
                 nucleus.vector_score = (float((vectors @ embeddings[0]).max())
                                         if vectors is not None else 0.0)
         start = time.perf_counter()
-        window_vectors, nucleus_rows = [], []
-        for nucleus in nuclei:
+
+        def window_vectors(nucleus: Any) -> tuple[np.ndarray, tuple[int, int]]:
+            """A window's stacked vectors and the rows of its nucleus."""
             parts = [stored.get(u) for u in windows[nucleus.uid]]
             offset = sum(len(p) for p in parts[:windows[nucleus.uid].index(nucleus.uid)]
                          if p is not None)
-            window_vectors.append(self._stack(parts))
-            nucleus_rows.append((offset, offset + len(stored.get(nucleus.uid, ()))))
+            return self._stack(parts), (offset, offset + len(stored.get(nucleus.uid, ())))
+
         if rerank and self.reranker is not None:
+            stacked = dict(enumerate(map(window_vectors, nuclei)))
             order = await rank_in_context(
                 self.reranker, [RerankQuery(q, e) for q, e in zip(all_queries, embeddings)],
                 [ContextCandidate(
@@ -621,13 +623,14 @@ class Memory:
                     tuple(windows[n.uid]),
                     RerankCandidate(episodes[n.uid].content, v[a:b])
                     if len(windows[n.uid]) > 1 else None)
-                 for n, v, (a, b) in zip(nuclei, window_vectors, nucleus_rows)],
+                 for n, (v, (a, b)) in zip(nuclei, stacked.values())],
                 k, fusion)
         else:
             order = sorted(((i, n.vector_score) for i, n in enumerate(nuclei)),
                            key=lambda item: -item[1])[:k]
+            stacked = {i: window_vectors(nuclei[i]) for i, _ in order}  # the results' only
         timings["rerank_ms"] = (time.perf_counter() - start) * 1000
-        ranked = [(nuclei[i], score, window_vectors[i], nucleus_rows[i]) for i, score in order]
+        ranked = [(nuclei[i], score, *stacked[i]) for i, score in order]
         reranker = self.reranker_name if rerank else "none"
         shown = {u: episodes[u].episode() for n, *_ in ranked for u in windows[n.uid]}
         results = [
@@ -684,6 +687,8 @@ class Memory:
 
     def _stack(self, parts: list[np.ndarray | None]) -> np.ndarray:
         present = [p for p in parts if p is not None]
+        if len(present) == 1:  # a window of one episode: its own rows, not a copy
+            return present[0]
         return np.vstack(present) if present else np.zeros((0, self.embedder.dim), np.float32)
 
     async def rerank(self, results: list[ScoredResult], queries: list[str], k: int,
