@@ -10,7 +10,7 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Coroutine, Generator, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,36 @@ SPEAKERS_CACHED_SCOPES = 1024
 MAX_SPEAKERS = 64
 
 log = get_logger(__name__)
+
+
+class OpeningMemory:
+    """What `Memory.open` returns: await it for the `Memory`, or use it as an async context
+    manager that closes the memory on exit."""
+
+    def __init__(self, opening: Coroutine[Any, Any, Memory]) -> None:
+        self._opening: Coroutine[Any, Any, Memory] | None = opening
+        self._memory: Memory | None = None
+
+    def _take(self) -> Coroutine[Any, Any, Memory]:
+        if self._opening is None:
+            raise RuntimeError("Memory.open() was awaited already; call it again")
+        opening, self._opening = self._opening, None
+        return opening
+
+    def __await__(self) -> Generator[Any, None, Memory]:
+        return self._take().__await__()
+
+    async def __aenter__(self) -> Memory:
+        self._memory = await self._take()
+        return self._memory
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._memory is not None:
+            await self._memory.close()
+
+    def __del__(self) -> None:
+        if self._opening is not None:  # never awaited: no "coroutine was never awaited"
+            self._opening.close()
 
 
 class SearchResults(list[ScoredResult]):
@@ -228,7 +258,20 @@ class Memory:
             del self._stored_vectors[key]
 
     @classmethod
-    async def open(
+    def open(cls, dsn: str | None = None, **kwargs: Any) -> OpeningMemory:
+        """Connect (starting the embedded server unless a DSN is given) and migrate the schema:
+        ``memory = await Memory.open()`` (then ``await memory.close()``), or
+        ``async with Memory.open() as memory:``, which closes it at the end of the block.
+
+        ``dsn`` defaults to ``MEMROUTE_DATABASE_URL``; without either, the embedded server
+        under ``MEMROUTE_HOME`` is started or reused. Keyword arguments: ``schema``,
+        ``embedder``, ``reranker``, ``settings``. Models load here, so a missing or corrupt
+        model fails now, not inside a query.
+        """
+        return OpeningMemory(cls._open(dsn, **kwargs))
+
+    @classmethod
+    async def _open(
         cls,
         dsn: str | None = None,
         *,
@@ -237,12 +280,6 @@ class Memory:
         reranker: Reranker | str | None = connect.SETTINGS_RERANKER,  # type: ignore[assignment]
         settings: MemrouteSettings | None = None,
     ) -> Memory:
-        """Connect (starting the embedded server unless a DSN is given) and migrate the schema.
-
-        ``dsn`` defaults to ``MEMROUTE_DATABASE_URL``; without either, the embedded server
-        under ``MEMROUTE_HOME`` is started or reused. Models load here, so a missing or
-        corrupt model fails now, not inside a query.
-        """
         settings = settings or get_settings()
         schema = check_identifier(schema or settings.db_schema)
         embedder, reranker = await connect.load_models(embedder, reranker, settings)

@@ -28,7 +28,7 @@ class SyncMemory:
     @classmethod
     def open(cls, dsn: str | None = None, **kwargs: Any) -> SyncMemory:
         loop = LoopHandle.shared()
-        return cls(loop.run_as_sync(Memory.open(dsn, **kwargs)), loop)
+        return cls(loop.run_as_sync(Memory._open(dsn, **kwargs)), loop)
 
     def add(self, scope: Scope | dict, episodes: list[Episode | dict]) -> list[str]:
         return self.loop.run_as_sync(self.memory.add(scope, episodes))
