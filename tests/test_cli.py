@@ -210,7 +210,8 @@ def test_errors_are_one_line_unless_debug(cli, scope_arg: str, tmp_path: Path,
 def test_logs_go_to_stderr_and_debug_shows_them(cli, scope_arg: str) -> None:
     quiet = cli("db", "erase", "--scope", scope_arg, "--yes", "--json")
     assert quiet.exit_code == 0
-    assert json.loads(quiet.stdout) == {"scope": scope_arg, "session": None, "deleted": 0}
+    assert json.loads(quiet.stdout) == {"scope": scope_arg, "session": None, "deleted": 0,
+                                       "by_scope": {}}
     assert "memory.delete" not in quiet.output  # an info event: hidden by default
 
     loud = cli("db", "erase", "--scope", scope_arg, "--yes", "--json", "--debug")

@@ -103,7 +103,7 @@ async def test_scope_isolation(memory: Memory) -> None:
         await memory.add(s, turns("s1", [f"The secret code of user {s.user_id} is blue falcon."]))
     hits = await memory.search_scored(scopes[0], "secret code", k=10)
     assert hits and all(h.nucleus.content.endswith("user a is blue falcon.") for h in hits)
-    assert await memory.delete(scopes[0]) == 1
+    assert await memory.delete(scopes[0], all=True) == 1
     assert (await memory.count(scopes[0]))["episodes"] == 0
     for s in scopes[1:]:
         assert await memory.count(s) == {"episodes": 1, "sentences": 1}
@@ -241,7 +241,7 @@ def test_sync_facade(settings, embedder, scope: Scope) -> None:
         mem.add(scope, [Episode(content="The meeting moved to Thursday.", uid="m1")])
         hits = mem.search_scored(scope, "When is the meeting?", k=1)
         assert hits[0].nucleus.uid == "m1"
-        assert mem.delete(scope) == 1
+        assert mem.delete(scope, all=True) == 1
 
 
 async def test_real_embedder_semantics(embedder) -> None:

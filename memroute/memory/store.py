@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import json
 import math
@@ -58,6 +59,27 @@ SPEAKERS_CACHED_SCOPES = 1024
 MAX_SPEAKERS = 64
 
 log = get_logger(__name__)
+
+
+def all_strings(values: Iterable[Any]) -> bool:
+    return builtins.all(isinstance(v, str) for v in values)
+
+
+def scope_path(scope: Scope) -> str:
+    """``org/project[/user[/agent]]``, as the CLI's ``--scope`` spells it."""
+    return "/".join(i for i in (scope.org_id, scope.project_id, scope.user_id, scope.agent_id)
+                    if i is not None)
+
+
+class Deleted(int):
+    """How many episodes a delete removed, and (``by_scope``) how many in each scope."""
+
+    by_scope: dict[str, int]
+
+    def __new__(cls, count: int = 0, by_scope: dict[str, int] | None = None) -> Deleted:
+        deleted = super().__new__(cls, count)
+        deleted.by_scope = dict(by_scope or {})
+        return deleted
 
 
 class OpeningMemory:
@@ -417,13 +439,36 @@ class Memory:
         return await with_retry(run, "list_scopes")
 
     async def delete(self, scope: Scope | dict, *, session_id: str | None = None,
-                     uids: list[str] | None = None) -> int:
-        """Delete a session's episodes, the given uids, or (with neither) the whole scope.
+                     uids: list[str] | None = None, all: bool = False,  # noqa: A002
+                     sub_scopes: bool = False) -> Deleted:
+        """Delete a session's episodes, the given uids, or (``all=True``) the whole scope;
+        ``all=True, sub_scopes=True`` erases the scope with every scope under it (a user's
+        agents; a project's users and their agents).
 
-        Sentences, embeddings and lexical entries go with their episodes. Returns the count.
+        Erasing a whole scope is never implied: with neither ``session_id`` nor ``uids``,
+        ``all=True`` is required. Sentences, embeddings and lexical entries go with their
+        episodes. Returns the count, an int whose ``by_scope`` maps each scope path
+        (``org/project[/user[/agent]]``) to the episodes deleted there.
         """
         scope = coerce_scope(scope)
-        where, params = "scope_key = %s", [scope.key]
+        if not isinstance(all, bool) or not isinstance(sub_scopes, bool):
+            raise InvalidInputError("all and sub_scopes are booleans")
+        if all and (session_id is not None or uids is not None):
+            raise InvalidInputError("all=True erases the whole scope: give it without "
+                                    "session_id or uids")
+        if session_id is None and uids is None and not all:
+            raise InvalidInputError("give session_id, uids, or all=True to erase the whole scope")
+        if sub_scopes and not all:
+            raise InvalidInputError("sub_scopes=True erases whole scopes: it needs all=True")
+        if sub_scopes and scope.user_id is None and scope.agent_id is not None:
+            raise InvalidInputError("a scope with an agent but no user has no sub-scopes")
+        if sub_scopes:
+            ids = [i for i in (scope.org_id, scope.project_id, scope.user_id, scope.agent_id)
+                   if i is not None]
+            where = " AND ".join(f"{c} = %s" for c in lookup.SCOPE_PARTS[:len(ids)])
+            params: list[Any] = list(ids)
+        else:
+            where, params = "scope_key = %s", [scope.key]
         if session_id is not None:
             if not isinstance(session_id, str) or not session_id:
                 raise InvalidInputError("session_id must be a non-empty string")
@@ -432,25 +477,33 @@ class Memory:
             where += " AND session_id = %s"
             params.append(session_id)
         if uids is not None:
-            if not isinstance(uids, (list, tuple)) or not all(isinstance(u, str) for u in uids):
+            if not isinstance(uids, (list, tuple)) or not all_strings(uids):
                 raise InvalidInputError("uids must be a list of strings")
             if problem := next(filter(None, map(text_problem, uids)), None):
                 raise InvalidInputError(f"uids {problem}")
             where += " AND uid = ANY(%s::text[])"
             params.append(list(uids))
 
-        async def run() -> int:
+        async def run() -> list[tuple[Scope, int]]:
             async with self._pool.connection() as conn:
-                cur = await conn.execute(f"DELETE FROM {self.schema}.episodes WHERE {where}",
-                                         params)
-                return cur.rowcount
+                cur = await conn.execute(
+                    f"WITH gone AS (DELETE FROM {self.schema}.episodes WHERE {where} "
+                    "RETURNING org_id, project_id, user_id, agent_id) "
+                    "SELECT org_id, project_id, user_id, agent_id, count(*) FROM gone "
+                    "GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3 NULLS FIRST, 4 NULLS FIRST", params)
+                return [(Scope(org_id=o, project_id=p, user_id=u, agent_id=a), n)
+                        for o, p, u, a, n in await cur.fetchall()]
 
-        count = await with_retry(run, "delete")
-        self._forget_vectors(scope.key, None if uids is None or session_id else list(uids))
-        self._forget_speakers(scope.key)
-        log.info("memory.delete", scope=scope.key, session_id=session_id,
-                 uids=len(uids) if uids is not None else None, deleted=count)
-        return count
+        counts = await with_retry(run, "delete")
+        deleted = Deleted(sum(n for _, n in counts),
+                          {scope_path(s): n for s, n in counts})
+        for gone, _ in counts or [(scope, 0)]:
+            self._forget_vectors(gone.key, None if uids is None or session_id else list(uids))
+            self._forget_speakers(gone.key)
+        log.info("memory.delete", scope=scope.key, session_id=session_id, all=all,
+                 sub_scopes=sub_scopes, uids=len(uids) if uids is not None else None,
+                 deleted=int(deleted), scopes=len(counts))
+        return deleted
 
     async def backfill_entities(self, batch: int = 256) -> int:
         """Extract and store the entities of sentences written without them (stores created
