@@ -39,6 +39,7 @@ from memroute.memory.models import (
     ScoredResult,
     StoredEpisode,
     coerce_scope,
+    json_text,
     text_problem,
 )
 from memroute.memory.rerankers import RerankCandidate, Reranker, RerankQuery
@@ -504,6 +505,39 @@ class Memory:
                  sub_scopes=sub_scopes, uids=len(uids) if uids is not None else None,
                  deleted=int(deleted), scopes=len(counts))
         return deleted
+
+    async def merge_metadata(self, scope: Scope | dict, patches: dict[str, dict[str, Any]]
+                             ) -> int:
+        """Merge ``patches[uid]`` into the metadata of each episode (and its sentences, which
+        searches filter on), in one transaction; nothing is re-embedded. Returns how many
+        episodes were found."""
+        scope = coerce_scope(scope)
+        if not isinstance(patches, dict) or not patches:
+            return 0
+        uids = _check_uids(list(patches))
+        texts = []
+        for uid in uids:
+            if not isinstance(patches[uid], dict):
+                raise InvalidInputError("a metadata patch is a dict")
+            try:
+                texts.append(json_text(patches[uid]))
+            except ValueError as exc:
+                raise InvalidInputError(f"metadata {exc}") from exc
+
+        async def run() -> int:
+            async with self._pool.connection() as conn, conn.transaction():
+                cur = await conn.execute(
+                    f"UPDATE {self.schema}.episodes e SET metadata = e.metadata || p.patch "
+                    "FROM unnest(%s::text[], %s::jsonb[]) AS p(uid, patch) "
+                    "WHERE e.scope_key = %s AND e.uid = p.uid", [uids, texts, scope.key])
+                found = cur.rowcount
+                await conn.execute(
+                    f"UPDATE {self.schema}.sentences s SET metadata = s.metadata || p.patch "
+                    "FROM unnest(%s::text[], %s::jsonb[]) AS p(uid, patch) "
+                    "WHERE s.scope_key = %s AND s.episode_uid = p.uid", [uids, texts, scope.key])
+                return found
+
+        return await with_retry(run, "merge_metadata")
 
     async def backfill_entities(self, batch: int = 256) -> int:
         """Extract and store the entities of sentences written without them (stores created
