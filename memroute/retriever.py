@@ -18,7 +18,7 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
 from langchain_core.runnables import ConfigurableField, RunnableSerializable
-from pydantic import ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from memroute.errors import InvalidInputError
 from memroute.memory.limits import MAX_K
@@ -33,6 +33,9 @@ from memroute.memory.sync import memory_and_loop
 from memroute.strategies.base import Strategy
 
 CALL_OPTIONS = ("k", "filters", "strategy", "budget", "scope")
+# LangChain's ``search_kwargs`` names (``VectorStoreRetriever``) and the fields they set
+SEARCH_KWARGS = {"k": "k", "filter": "filters", "filters": "filters", "strategy": "strategy",
+                 "budget": "budget"}
 
 
 class MemrouteRetriever(BaseRetriever):
@@ -60,6 +63,32 @@ class MemrouteRetriever(BaseRetriever):
     include_context: bool = True
 
     _loop: Any = PrivateAttr(default=None)  # where the memory's pool lives (memroute._loop)
+
+    def __init__(self, **options: Any) -> None:
+        """As any retriever, plus LangChain's ``search_kwargs`` (``k``, ``filter``, and
+        ``filters``, ``strategy``, ``budget``). An unknown or bad option is an
+        `InvalidInputError`, never silently ignored."""
+        fields = type(self).model_fields
+        unknown = sorted(str(name) for name in options
+                         if name not in fields and name != "search_kwargs")
+        if unknown:
+            raise InvalidInputError(f"unknown retriever option(s) {', '.join(unknown)}; "
+                                    f"use {', '.join(sorted(fields))} or search_kwargs")
+        search_kwargs = options.pop("search_kwargs", None) or {}
+        if not isinstance(search_kwargs, dict):
+            raise InvalidInputError("search_kwargs is a dict, e.g. {'k': 4, 'filter': {...}}")
+        for name, value in search_kwargs.items():
+            field = SEARCH_KWARGS.get(name)
+            if field is None:
+                raise InvalidInputError(f"unknown search_kwargs option {name!r:.40}; "
+                                        f"use {', '.join(SEARCH_KWARGS)}")
+            if field in options and options[field] != value:
+                raise InvalidInputError(f"{field} is given twice (and in search_kwargs)")
+            options[field] = value
+        try:
+            super().__init__(**options)
+        except ValidationError as exc:
+            raise InvalidInputError(f"invalid retriever option: {exc}") from exc
 
     @field_validator("scope", mode="before")
     @classmethod
@@ -94,10 +123,16 @@ class MemrouteRetriever(BaseRetriever):
     # -- the work ------------------------------------------------------------------------
 
     def _options(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        if "filter" in overrides:  # LangChain's name
+            if "filters" in overrides:
+                raise InvalidInputError("give filter or filters, not both")
+            overrides = {**overrides, "filters": overrides["filter"]}
+            del overrides["filter"]
         unknown = sorted(set(overrides) - set(CALL_OPTIONS))
         if unknown:
             raise InvalidInputError(
-                f"unknown retriever option(s) {', '.join(unknown)}; use {', '.join(CALL_OPTIONS)}")
+                f"unknown retriever option(s) {', '.join(unknown)}; use {', '.join(CALL_OPTIONS)}"
+                " or filter")
         options = {name: getattr(self, name) for name in CALL_OPTIONS}
         options.update(overrides)
         options["scope"] = coerce_scope(options["scope"])

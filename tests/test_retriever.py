@@ -245,3 +245,25 @@ def test_sync_invoke_with_an_async_memory_says_what_to_do(memory: Memory) -> Non
     retriever = MemrouteRetriever(memory=memory, scope={"org_id": "x"})
     with pytest.raises(InvalidInputError, match="needs a SyncMemory"):
         retriever.invoke(QUESTION)
+
+
+async def test_search_kwargs_as_in_langchain(memory: Memory, filled: Scope) -> None:
+    retriever = MemrouteRetriever(memory=memory, scope=filled,
+                                  search_kwargs={"k": 1, "filter": {"producer": "support"}})
+    assert (retriever.k, retriever.filters) == (1, {"producer": "support"})
+    docs = await retriever.ainvoke("laptop")
+    assert len(docs) == 1 and docs[0].metadata["producer"] == "support"
+    per_call = await retriever.ainvoke("laptop", k=3, filter={"producer": "user"})
+    assert len(per_call) == 3 and {d.metadata["producer"] for d in per_call} == {"user"}
+    configurable = retriever.with_config_fields()
+    assert len(await configurable.ainvoke("laptop", config={"configurable": {"k": 2}})) == 2
+
+
+@pytest.mark.parametrize("options", [{"kk": 1}, {"search_kwargs": {"kk": 1}},
+                                     {"search_kwargs": {"score_threshold": 0.5}},
+                                     {"search_kwargs": ["k", 1]},
+                                     {"k": 2, "search_kwargs": {"k": 3}}, {"k": 0},
+                                     {"k": "many"}, {"include_context": "sometimes"}])
+def test_unknown_or_bad_constructor_options_are_typed_errors(memory: Memory, options) -> None:
+    with pytest.raises(InvalidInputError):
+        MemrouteRetriever(memory=memory, scope={"org_id": "x"}, **options)
