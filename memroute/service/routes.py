@@ -76,8 +76,8 @@ router = APIRouter(prefix="/v1", responses=_ERRORS)
 @router.post("/episodes", response_model=Uids, tags=["memory"])
 async def add_episodes(body: AddEpisodes, grant: Grant, svc: Svc) -> Uids:
     """Store episodes in one scope, atomically; idempotent by uid (a uid stored before is
-    left as it is). Returns the uids in input order (derived from scope, session, producer, time and content for episodes without
-    one, so a retried request stores them once)."""
+    left as it is). Returns the uids in input order; an episode without one gets a uid
+    derived from its scope, session, producer, time and content, so a retry stores it once."""
     return Uids(uids=await svc.memory.add(authorize(grant, body.scope), body.episodes))
 
 
