@@ -324,6 +324,12 @@ def test_ingest_locomo_makes_one_scope_per_conversation(cli, scope_arg: str,
     org, project, _ = scope_arg.split("/")
     assert report["scopes"] == [f"{org}/{project}/conv-a", f"{org}/{project}/conv-b"]
     assert report["added"] == 6
+    assert report["episodes_by_scope"] == {f"{org}/{project}/conv-a": 3,
+                                           f"{org}/{project}/conv-b": 3}
+    again = cli("ingest", str(path), "--format", "locomo", "--scope", f"{org}/{project}")
+    assert again.exit_code == 0, again.output  # the scopes stored into, not the one given
+    assert (f"→ 2 scopes: {org}/{project}/conv-a (now 3), {org}/{project}/conv-b (now 3)"
+            in " ".join(again.stdout.split()))
     hits = json.loads(cli("search", "cat name", "--scope", f"{org}/{project}/conv-b",
                           "--json").stdout)["results"]
     assert len(hits) == 3  # one result per turn, each with its context window
