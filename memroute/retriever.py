@@ -158,7 +158,6 @@ class MemrouteRetriever(BaseRetriever):
         return Document(id=result.uid, page_content=content, metadata={
             "uid": result.uid,
             "score": result.rerank_score,
-            "rerank_score": result.rerank_score,
             "vector_score": result.vector_score,
             "route": route,
             "query": result.query,

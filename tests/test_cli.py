@@ -79,7 +79,7 @@ def test_ingest_then_search(cli, scope_arg: str) -> None:
     ranked = payload["results"]
     assert len(ranked) == 3
     assert [r["rank"] for r in ranked] == [1, 2, 3]
-    assert ranked[0]["rerank_score"] >= ranked[1]["rerank_score"] >= ranked[2]["rerank_score"]
+    assert ranked[0]["score"] >= ranked[1]["score"] >= ranked[2]["score"]
     texts = [r["content"] + " ".join(c["content"] for c in r["context"]) for r in ranked]
     assert any("Riverside Animal Clinic" in text for text in texts)
     assert {"embed_ms", "read_ms"} <= set(payload["timings_ms"])

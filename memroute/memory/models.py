@@ -212,6 +212,11 @@ class ScoredResult:
         return self.nucleus.uid or ""
 
     @property
+    def score(self) -> float:
+        """The result's score (the rerank score): the name every face uses."""
+        return self.rerank_score
+
+    @property
     def text(self) -> str:
         """The cluster's content, one episode per line, chronological."""
         return "\n".join(e.content for e in self.episodes)
