@@ -9,7 +9,8 @@ runs as a child run of the retriever, so traces show routing, LLM calls and sear
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import timezone
+from typing import Any, Literal
 
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
@@ -23,6 +24,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, field_vali
 from memroute.errors import InvalidInputError
 from memroute.memory.limits import MAX_K
 from memroute.memory.models import (
+    Episode,
     Scope,
     ScoredResult,
     ShownWindow,
@@ -38,6 +40,12 @@ SEARCH_KWARGS = {"k": "k", "filter": "filters", "filters": "filters", "strategy"
                  "budget": "budget"}
 
 
+def render_turn(episode: Episode) -> str:
+    """A turn as chat transcripts print it: ``[2024-03-18 12:16] user: text`` (UTC)."""
+    when = episode.produced_at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M")
+    return f"[{when}] {episode.producer}: {episode.content}"
+
+
 class MemrouteRetriever(BaseRetriever):
     """Retrieve episodes from a memroute memory through the retrieval agent.
 
@@ -48,6 +56,10 @@ class MemrouteRetriever(BaseRetriever):
     (the search's context window) rather than the episode alone. Within one response no
     episode's text is in two documents: a neighbour shown by a better document, or that is
     another document's episode, is left out (its uid in metadata ``shown_elsewhere``).
+    ``content_format``: ``"turns"`` (default) renders each episode as a transcript line,
+    ``[2024-03-18 12:16] user: text`` (time in UTC), so ``format_docs`` keeps who said what
+    and when; ``"text"`` gives the bare text. Metadata ``content`` is the matched episode's
+    raw text either way.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -61,6 +73,7 @@ class MemrouteRetriever(BaseRetriever):
     agent: Any = None
     llm: Any = None
     include_context: bool = True
+    content_format: Literal["turns", "text"] = "turns"
 
     _loop: Any = PrivateAttr(default=None)  # where the memory's pool lives (memroute._loop)
 
@@ -154,9 +167,11 @@ class MemrouteRetriever(BaseRetriever):
         """
         episode = result.nucleus
         window = window or ShownWindow(result.episodes or [episode], [])
-        content = window.text if self.include_context else episode.content
-        return Document(id=result.uid, page_content=content, metadata={
+        shown = window.episodes if self.include_context else [episode]
+        render = render_turn if self.content_format == "turns" else (lambda e: e.content)
+        return Document(id=result.uid, page_content="\n".join(map(render, shown)), metadata={
             "uid": result.uid,
+            "content": episode.content,
             "score": result.rerank_score,
             "vector_score": result.vector_score,
             "route": route,
