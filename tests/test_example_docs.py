@@ -64,12 +64,20 @@ def run_snippet(code: str, where: str, tmp_path: Path) -> str:
 
 def test_every_python_snippet_runs_as_a_file(env, tmp_path: Path) -> None:
     snippets = python_blocks()
-    assert len(snippets) >= 7  # README (2) and docs/interfaces.md (5) at least
+    assert len(snippets) >= 8  # README (2) and docs/interfaces.md (6) at least
     out = {where: run_snippet(code, where, tmp_path) for where, code in snippets}
     joined = "\n".join(out.values())
     assert re.search(r"^(direct|split|chain) \[.*Priya.*\] \w+", out["README.md#0"], re.M)
     assert re.search(r"^\d\.\d{3} My order 1234 arrived broken\.", out["README.md#1"], re.M)
     assert re.search(r"^m1 \d\.\d{3} direct .*My sister Priya moved to Lisbon", joined, re.M)
+    # the walk-through: a LangGraph agent with memroute as retriever, tool and store
+    walk = out["interfaces.md#0"].splitlines()
+    assert walk[0] == ("[search_conversations] [2024-03-18 12:16] user: My sister Priya "
+                       "moved to Lisbon last year.")
+    assert walk[1].startswith("[memory_search] Showing 2 of 3 results (page 1/2)")
+    assert walk[2:] == ["[save_note] noted",
+                        "answer: Your sister Priya lives in Lisbon and works at Tidewave Labs.",
+                        "note: Noor's sister Priya lives in Lisbon."]
     # one result per stored episode the query matches (3), each turn printed once
     assert "Showing 1 of 3 results (page 1/3):" in joined
     assert "Showing 1 of 3 results (page 2/3):" in joined and "· route " in joined
