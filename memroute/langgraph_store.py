@@ -244,6 +244,30 @@ class MemrouteStore(BaseStore):
                 await self.memory.upsert(scope, kept)
         return results
 
+    def sweep_ttl(self) -> int:
+        """Delete the expired items (blocking; needs a `SyncMemory`). Optional: expired items
+        are never returned anyway. Returns how many were deleted."""
+        return self.loop.run_as_sync(self._sweep())
+
+    async def asweep_ttl(self) -> int:
+        """Delete the expired items of every namespace this store reaches (its tenant's, when
+        bound). Returns how many were deleted."""
+        return await self.loop.run_as_async(self._sweep())
+
+    async def _sweep(self) -> int:
+        expired = {EXPIRES_KEY: {"$lte": time.time()}}
+        deleted, page = 0, 0
+        while True:
+            scopes = await self.memory.list_scopes(list(self.tenant or ()), limit=MAX_LIST,
+                                                   offset=page)
+            for scope in scopes:
+                while found := await self.memory.recent(scope, filters=expired, limit=MAX_LIST):
+                    deleted += await self.memory.delete(
+                        scope, uids=[s.episode.uid for s in found])
+            if len(scopes) < MAX_LIST:
+                return deleted
+            page += MAX_LIST
+
     # -- one op -----------------------------------------------------------------------------
 
     def _scope(self, namespace: Any) -> Scope:

@@ -315,6 +315,11 @@ async def test_ttl_expires_items_and_reads_refresh_it(memory: Memory, ns) -> Non
     await asyncio.sleep(1.2)
     assert await store.aget(ns, "kept", refresh_ttl=False) is None
     assert await store.aget(ns, "forever") is not None
+    scope = Scope(org_id=ns[0], project_id=ns[1], user_id=ns[2])
+    assert (await memory.count(scope))["episodes"] == 3  # expired, never returned, still stored
+    bound = MemrouteStore(memory, tenant=ns[0])
+    assert await bound.asweep_ttl() == 2  # the optional sweep deletes them
+    assert (await memory.count(scope))["episodes"] == 1
 
 
 async def test_default_ttl_and_bad_ttls(memory: Memory, ns) -> None:
