@@ -17,6 +17,14 @@ The mapping:
 - ``search`` with a ``query`` runs the retrieval agent (``strategy``, default ``auto``) and
   scores items by its final rerank; without one it lists the newest first. ``filter`` uses
   LangGraph's syntax (``{"field": value}`` or ``{"field": {"$gt": ...}}``) on the value.
+- ``put(..., index=False)`` items are never vector-scored: a search with a query returns them
+  after the scored ones, with ``score=None`` (as LangGraph's in-memory store).
+- ``ttl`` (minutes, or ``TTLConfig.default_ttl``) stores an expiry with the item; every read
+  filters on it in SQL, so an expired item is never returned; reads with ``refresh_ttl``
+  restart it; ``sweep_ttl`` deletes the expired items (optional).
+- a batch is all or nothing: every op is validated first, any bad input is an
+  `InvalidInputError` and nothing is written. ``tenant=`` binds a store to one namespace
+  prefix (`ScopeForbiddenError` outside it; ``list_namespaces`` lists only its namespaces).
 
 Episodes written by other faces (``Memory.add``) show up as items whose value is
 ``{"content": ..., **metadata}``.
