@@ -233,7 +233,8 @@ class MemrouteStore(BaseStore):
     async def _batch(self, ops: list[Op]) -> list[Result]:
         """As LangGraph's own stores, all or nothing: every op is validated (every put's
         episode built) before anything runs; reads see the state before the batch's writes;
-        then the puts run (the last one per key wins), each scope's in one transaction."""
+        then the writes run (the last one per key wins): per scope, the deletions, then the
+        puts in one transaction."""
         writes: dict[tuple[tuple[str, ...], str], Episode | None] = {}
         for op in ops:
             self._check(op)
