@@ -58,6 +58,9 @@ class SyncMemory:
     def delete(self, scope: Scope | dict, **kwargs: Any) -> int:
         return self.loop.run_as_sync(self.memory.delete(scope, **kwargs))
 
+    def merge_metadata(self, scope: Scope | dict, patches: dict[str, dict[str, Any]]) -> int:
+        return self.loop.run_as_sync(self.memory.merge_metadata(scope, patches))
+
     def count(self, scope: Scope | dict) -> dict[str, int]:
         return self.loop.run_as_sync(self.memory.count(scope))
 
