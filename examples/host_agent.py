@@ -57,9 +57,11 @@ async def prepare(state: HostState, runtime: Runtime[HostContext]) -> dict[str, 
 
 
 def evidence_text(results: list[ResultRecord]) -> str:
-    """One numbered line per result: the matched turn with its neighbouring turns."""
+    """One numbered line per result: the matched turn with its neighbouring turns, each turn
+    once (a neighbour another result shows is in its ``shown_elsewhere``)."""
     return "\n".join(f"{i}. " + " / ".join(f"{e.producer}: {e.content}"
-                                           for e in from_record(r).episodes)
+                                           for e in from_record(r).episodes
+                                           if e.uid not in r.get("shown_elsewhere", ()))
                      for i, r in enumerate(results, start=1))
 
 

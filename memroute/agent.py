@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from memroute.graph import (
@@ -107,6 +107,11 @@ class RetrievalResult:
         return data
 
 
+# The deadline of a request whose budget sets no ``max_latency_s``: planning (LLM) steps past
+# it are cancelled, and the first search and the final rerank still run (docs/agent.md).
+DEFAULT_MAX_LATENCY_S = 30.0
+
+
 class RetrievalAgent:
     """Routes each query (direct, SplitQuery or ChainOfQuery), searches memory, and reranks.
 
@@ -118,7 +123,8 @@ class RetrievalAgent:
     above; ``"offline"`` never reaches a model (whatever ``MEMROUTE_LLM_MODEL`` says),
     ``"llm"`` requires one, ``"cascade"`` asks the model only below the offline
     confidence threshold, ``"auto"`` is the rule above; ``None`` is ``MEMROUTE_PLANNER``
-    (default ``auto``).
+    (default ``auto``). ``max_latency_s``: the deadline of a request whose budget sets none
+    (default `DEFAULT_MAX_LATENCY_S`, 30 s; ``None``: no default deadline).
     """
 
     def __init__(self, memory: Memory | SyncMemory, llm: Any = None,
@@ -128,7 +134,8 @@ class RetrievalAgent:
                  sufficient_confidence: float = 0.8,
                  rerank_mode: Literal["fused", "concat"] = "fused",
                  search_concurrency: int = 4, context: tuple[int, int] | None = None,
-                 policies: GraphPolicies | None = None) -> None:
+                 policies: GraphPolicies | None = None,
+                 max_latency_s: float | None = DEFAULT_MAX_LATENCY_S) -> None:
         memory, self.loop = memory_and_loop(memory)  # runs go where the memory's pool lives
         self.settings = settings or memory.settings
         if reranker is not None:  # a view of the same store (same pool) with another reranker
@@ -146,18 +153,23 @@ class RetrievalAgent:
         RetrievalContext(memory=self.memory, planner=self.planner, **self.options)  # validate
         self.policies = policies or GraphPolicies.from_settings(self.settings)
         self.graph = compiled_retrieval_graph(self.policies)
+        Budget(max_latency_s=max_latency_s)  # validate
+        self.max_latency_s = max_latency_s
 
     def context(self) -> RetrievalContext:
         """A fresh runtime context for one run (its own search-concurrency cap)."""
         return RetrievalContext(memory=self.memory, planner=self.planner, **self.options)
 
-    @staticmethod
-    def _input(query: str, scope: Scope | dict, k: int, filters: dict | None,
+    def _input(self, query: str, scope: Scope | dict, k: int, filters: dict | None,
                strategy: Strategy, budget: Budget | dict | None) -> dict[str, Any]:
-        """The graph's input as plain data (the graph validates it)."""
+        """The graph's input as plain data (the graph validates it), with the agent's
+        default deadline when the budget sets none."""
+        budget = Budget.coerce(budget)
+        if self.max_latency_s is not None and (budget is None or budget.max_latency_s is None):
+            budget = replace(budget or Budget(), max_latency_s=self.max_latency_s)
         return {"query": query, "scope": scope.as_dict() if isinstance(scope, Scope) else scope,
                 "k": k, "filters": filters, "strategy": strategy,
-                "budget": asdict(budget) if isinstance(budget, Budget) else budget}
+                "budget": None if budget is None else asdict(budget)}
 
     def _config(self, request: dict[str, Any], config: dict | None) -> dict[str, Any]:
         """The caller's run config with the request's trace metadata and tags added."""

@@ -69,7 +69,7 @@ def result_dict(rank: int, result: ScoredResult, window: ShownWindow | None = No
     return {
         "rank": rank,
         **episode_dict(result.nucleus),
-        "rerank_score": round(result.rerank_score, 6),
+        "score": round(result.rerank_score, 6),
         "vector_score": round(result.vector_score, 6),
         "lexical_score": result.lexical_score,
         "reranker": result.reranker,

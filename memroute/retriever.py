@@ -9,7 +9,8 @@ runs as a child run of the retriever, so traces show routing, LLM calls and sear
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import timezone
+from typing import Any, Literal
 
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
@@ -18,11 +19,12 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
 from langchain_core.runnables import ConfigurableField, RunnableSerializable
-from pydantic import ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from memroute.errors import InvalidInputError
 from memroute.memory.limits import MAX_K
 from memroute.memory.models import (
+    Episode,
     Scope,
     ScoredResult,
     ShownWindow,
@@ -33,6 +35,15 @@ from memroute.memory.sync import memory_and_loop
 from memroute.strategies.base import Strategy
 
 CALL_OPTIONS = ("k", "filters", "strategy", "budget", "scope")
+# LangChain's ``search_kwargs`` names (``VectorStoreRetriever``) and the fields they set
+SEARCH_KWARGS = {"k": "k", "filter": "filters", "filters": "filters", "strategy": "strategy",
+                 "budget": "budget"}
+
+
+def render_turn(episode: Episode) -> str:
+    """A turn as chat transcripts print it: ``[2024-03-18 12:16] user: text`` (UTC)."""
+    when = episode.produced_at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M")
+    return f"[{when}] {episode.producer}: {episode.content}"
 
 
 class MemrouteRetriever(BaseRetriever):
@@ -45,6 +56,10 @@ class MemrouteRetriever(BaseRetriever):
     (the search's context window) rather than the episode alone. Within one response no
     episode's text is in two documents: a neighbour shown by a better document, or that is
     another document's episode, is left out (its uid in metadata ``shown_elsewhere``).
+    ``content_format``: ``"turns"`` (default) renders each episode as a transcript line,
+    ``[2024-03-18 12:16] user: text`` (time in UTC), so ``format_docs`` keeps who said what
+    and when; ``"text"`` gives the bare text. Metadata ``content`` is the matched episode's
+    raw text either way.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -58,8 +73,35 @@ class MemrouteRetriever(BaseRetriever):
     agent: Any = None
     llm: Any = None
     include_context: bool = True
+    content_format: Literal["turns", "text"] = "turns"
 
     _loop: Any = PrivateAttr(default=None)  # where the memory's pool lives (memroute._loop)
+
+    def __init__(self, **options: Any) -> None:
+        """As any retriever, plus LangChain's ``search_kwargs`` (``k``, ``filter``, and
+        ``filters``, ``strategy``, ``budget``). An unknown or bad option is an
+        `InvalidInputError`, never silently ignored."""
+        fields = type(self).model_fields
+        unknown = sorted(str(name) for name in options
+                         if name not in fields and name != "search_kwargs")
+        if unknown:
+            raise InvalidInputError(f"unknown retriever option(s) {', '.join(unknown)}; "
+                                    f"use {', '.join(sorted(fields))} or search_kwargs")
+        search_kwargs = options.pop("search_kwargs", None) or {}
+        if not isinstance(search_kwargs, dict):
+            raise InvalidInputError("search_kwargs is a dict, e.g. {'k': 4, 'filter': {...}}")
+        for name, value in search_kwargs.items():
+            field = SEARCH_KWARGS.get(name)
+            if field is None:
+                raise InvalidInputError(f"unknown search_kwargs option {name!r:.40}; "
+                                        f"use {', '.join(SEARCH_KWARGS)}")
+            if field in options and options[field] != value:
+                raise InvalidInputError(f"{field} is given twice (and in search_kwargs)")
+            options[field] = value
+        try:
+            super().__init__(**options)
+        except ValidationError as exc:
+            raise InvalidInputError(f"invalid retriever option: {exc}") from exc
 
     @field_validator("scope", mode="before")
     @classmethod
@@ -94,10 +136,16 @@ class MemrouteRetriever(BaseRetriever):
     # -- the work ------------------------------------------------------------------------
 
     def _options(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        if "filter" in overrides:  # LangChain's name
+            if "filters" in overrides:
+                raise InvalidInputError("give filter or filters, not both")
+            overrides = {**overrides, "filters": overrides["filter"]}
+            del overrides["filter"]
         unknown = sorted(set(overrides) - set(CALL_OPTIONS))
         if unknown:
             raise InvalidInputError(
-                f"unknown retriever option(s) {', '.join(unknown)}; use {', '.join(CALL_OPTIONS)}")
+                f"unknown retriever option(s) {', '.join(unknown)}; use {', '.join(CALL_OPTIONS)}"
+                " or filter")
         options = {name: getattr(self, name) for name in CALL_OPTIONS}
         options.update(overrides)
         options["scope"] = coerce_scope(options["scope"])
@@ -119,11 +167,12 @@ class MemrouteRetriever(BaseRetriever):
         """
         episode = result.nucleus
         window = window or ShownWindow(result.episodes or [episode], [])
-        content = window.text if self.include_context else episode.content
-        return Document(id=result.uid, page_content=content, metadata={
+        shown = window.episodes if self.include_context else [episode]
+        render = render_turn if self.content_format == "turns" else (lambda e: e.content)
+        return Document(id=result.uid, page_content="\n".join(map(render, shown)), metadata={
             "uid": result.uid,
+            "content": episode.content,
             "score": result.rerank_score,
-            "rerank_score": result.rerank_score,
             "vector_score": result.vector_score,
             "route": route,
             "query": result.query,

@@ -79,7 +79,7 @@ def test_ingest_then_search(cli, scope_arg: str) -> None:
     ranked = payload["results"]
     assert len(ranked) == 3
     assert [r["rank"] for r in ranked] == [1, 2, 3]
-    assert ranked[0]["rerank_score"] >= ranked[1]["rerank_score"] >= ranked[2]["rerank_score"]
+    assert ranked[0]["score"] >= ranked[1]["score"] >= ranked[2]["score"]
     texts = [r["content"] + " ".join(c["content"] for c in r["context"]) for r in ranked]
     assert any("Riverside Animal Clinic" in text for text in texts)
     assert {"embed_ms", "read_ms"} <= set(payload["timings_ms"])
@@ -210,7 +210,8 @@ def test_errors_are_one_line_unless_debug(cli, scope_arg: str, tmp_path: Path,
 def test_logs_go_to_stderr_and_debug_shows_them(cli, scope_arg: str) -> None:
     quiet = cli("db", "erase", "--scope", scope_arg, "--yes", "--json")
     assert quiet.exit_code == 0
-    assert json.loads(quiet.stdout) == {"scope": scope_arg, "session": None, "deleted": 0}
+    assert json.loads(quiet.stdout) == {"scope": scope_arg, "session": None, "deleted": 0,
+                                       "by_scope": {}}
     assert "memory.delete" not in quiet.output  # an info event: hidden by default
 
     loud = cli("db", "erase", "--scope", scope_arg, "--yes", "--json", "--debug")
@@ -323,6 +324,12 @@ def test_ingest_locomo_makes_one_scope_per_conversation(cli, scope_arg: str,
     org, project, _ = scope_arg.split("/")
     assert report["scopes"] == [f"{org}/{project}/conv-a", f"{org}/{project}/conv-b"]
     assert report["added"] == 6
+    assert report["episodes_by_scope"] == {f"{org}/{project}/conv-a": 3,
+                                           f"{org}/{project}/conv-b": 3}
+    again = cli("ingest", str(path), "--format", "locomo", "--scope", f"{org}/{project}")
+    assert again.exit_code == 0, again.output  # the scopes stored into, not the one given
+    assert (f"→ 2 scopes: {org}/{project}/conv-a (now 3), {org}/{project}/conv-b (now 3)"
+            in " ".join(again.stdout.split()))
     hits = json.loads(cli("search", "cat name", "--scope", f"{org}/{project}/conv-b",
                           "--json").stdout)["results"]
     assert len(hits) == 3  # one result per turn, each with its context window

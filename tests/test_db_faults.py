@@ -101,7 +101,7 @@ async def test_server_restart_keeps_data_and_pool_recovers(memory: Memory, scope
 @pytest.mark.stress
 async def test_stress_many_kills_and_restarts(memory: Memory, pg_url: str, pg_home) -> None:
     scope = Scope(org_id="stress-db", project_id="faults")
-    await memory.delete(scope)
+    await memory.delete(scope, all=True)
     acknowledged = await ingest_while_killing(memory, scope, pg_url, rounds=40)
     for i in range(5):
         if not os.environ.get("MEMROUTE_TEST_DATABASE_URL"):

@@ -85,6 +85,15 @@ async def test_host_final_state_and_no_model(host, memory: Memory, filled: Scope
     assert isinstance(reply, AIMessage)
     assert reply.content.startswith(f"From memory (route {final['route']})")
     assert "Jonah Reyes" in reply.content  # the sitter, found by the subgraph
+    # each turn printed once, as the retriever does: the graph's results say what another
+    # result shows already
+    turns = [t for line in reply.content.splitlines()[1:] for t in line.split(". ", 1)[1].split(" / ")]
+    assert turns and len(turns) == len(set(turns))
+    for result in final["results"]:
+        assert isinstance(result["score"], float) and "rerank_score" not in result
+        assert set(result["shown_elsewhere"]) <= {e["uid"] for e in result["episodes"]} - {
+            result["uid"]}
+    assert any(r["shown_elsewhere"] for r in final["results"])  # the windows do overlap
 
 
 async def test_host_without_memroute_context_fails_clearly(host, filled: Scope) -> None:

@@ -34,7 +34,7 @@ async def test_delete_scope_removes_every_trace_and_nothing_else(memory: Memory)
     kept = await traces(memory, scopes[1])
     assert await memory.delete(scopes[0], session_id="x") == 1
     assert (await traces(memory, scopes[0]))["episodes"] == 1
-    assert await memory.delete(scopes[0]) == 1
+    assert await memory.delete(scopes[0], all=True) == 1
     assert await traces(memory, scopes[0]) == {"episodes": 0, "sentences": 0, "lexical": 0}
     assert await memory.search_scored(scopes[0], "zebra", lexical=True) == []
     assert await traces(memory, scopes[1]) == kept == {"episodes": 2, "sentences": 3, "lexical": 2}

@@ -16,9 +16,11 @@ from langgraph.config import get_store
 from langgraph.prebuilt import create_react_agent
 from langgraph.store.base import GetOp, Item, ListNamespacesOp, PutOp, SearchItem, SearchOp
 from langgraph.store.memory import InMemoryStore
+from langgraph.store.postgres import AsyncPostgresStore
+from psycopg import AsyncConnection
 from langmem import create_manage_memory_tool, create_search_memory_tool
 
-from memroute.errors import InvalidInputError
+from memroute.errors import InvalidInputError, ScopeForbiddenError
 from memroute.langgraph_store import MemrouteStore
 from memroute.memory import Memory, Scope, SyncMemory
 
@@ -282,3 +284,156 @@ async def test_langmem_memory_tools_write_and_search_memroute(memory: Memory) ->
     stored = await store.asearch((org, "assistant", "maya"), limit=10)
     assert sorted(i.value["content"] for i in stored) == [
         "Biscuit the dog eats salmon kibble.", "Maya flies with Aurora Air."]
+
+
+# -- index=False, ttl (LangGraph's contract: ttl in minutes, refreshed on read) -------------
+
+async def test_unindexed_items_come_unscored_after_the_scored(store, ns) -> None:
+    await store.aput(ns, "dog", {"text": "Biscuit the dog eats salmon kibble."})
+    await store.aput(ns, "note", {"text": "Biscuit the dog eats salmon kibble daily."},
+                     index=False)
+    found = await store.asearch(ns, query="What does the dog eat?", limit=5)
+    assert [(i.key, i.score is None) for i in found] == [("dog", False), ("note", True)]
+    assert [i.key for i in await store.asearch(ns, query="dog", limit=1)] == ["dog"]
+    assert [i.key for i in await store.asearch(ns, query="dog", limit=1, offset=1)] == ["note"]
+
+
+@pytest.fixture(params=["postgres", "memroute"])
+async def ttl_store(request, memory: Memory, embedder, pg_url: str):
+    """A store with ttl support: LangGraph's own `AsyncPostgresStore` (the reference, on the
+    test server in a schema of its own) or `MemrouteStore`; both omit expired items."""
+    ttl = {"refresh_on_read": True, "omit_expired": True}
+    if request.param == "memroute":
+        yield MemrouteStore(memory, index={"fields": INDEX_FIELDS}, ttl=ttl)
+        return
+    schema = f"lgstore_{uuid.uuid4().hex[:8]}"
+    async with await AsyncConnection.connect(pg_url, autocommit=True) as admin:
+        await admin.execute(f"CREATE SCHEMA {schema}")
+
+    async def embed(texts: list[str]) -> list[list[float]]:
+        return (await embedder.embed_documents(texts)).tolist()
+
+    url = f"{pg_url}{'&' if '?' in pg_url else '?'}options=-csearch_path%3D{schema},public"
+    async with AsyncPostgresStore.from_conn_string(
+            url, index={"dims": embedder.dim, "embed": embed, "fields": INDEX_FIELDS},
+            ttl=ttl) as store:
+        await store.setup()
+        yield store
+
+
+async def test_expired_items_are_never_returned(ttl_store, ns) -> None:
+    store = ttl_store
+    await store.aput(ns, "short", {"text": "Biscuit naps after lunch."}, ttl=1.5 / 60)
+    await store.aput(ns, "forever", {"text": "Biscuit is a beagle."})
+    assert (await store.aget(ns, "short", refresh_ttl=False)).value["text"].endswith("lunch.")
+    await asyncio.sleep(2)
+    assert await store.aget(ns, "short", refresh_ttl=False) is None
+    assert [i.key for i in await store.asearch(ns, limit=10, refresh_ttl=False)] == ["forever"]
+    scored = await store.asearch(ns, query="Biscuit naps", limit=10, refresh_ttl=False)
+    assert [i.key for i in scored] == ["forever"]
+
+
+async def test_reads_refresh_the_ttl(memory: Memory, ns) -> None:
+    """(LangGraph's PostgresStore keeps ``ttl_minutes`` as an integer, so a refresh of a
+    sub-minute ttl cannot be compared with it in a test of seconds.)"""
+    store = MemrouteStore(memory, index={"fields": INDEX_FIELDS}, ttl={"refresh_on_read": True})
+    second = 1 / 60  # ttl is in minutes
+    await store.aput(ns, "short", {"text": "Biscuit naps after lunch."}, ttl=2 * second)
+    await store.aput(ns, "kept", {"text": "Biscuit naps on the sofa."}, ttl=2 * second)
+    await store.aput(ns, "forever", {"text": "Biscuit is a beagle."})
+    for _ in range(3):  # reading "kept" every second keeps it alive past its first expiry
+        await asyncio.sleep(1)
+        assert (await store.aget(ns, "kept")) is not None
+    assert await store.aget(ns, "short", refresh_ttl=False) is None
+    listed = {i.key for i in await store.asearch(ns, limit=10)}
+    scored = {i.key for i in await store.asearch(ns, query="Biscuit naps", limit=10)}
+    assert listed == scored == {"kept", "forever"}
+    await asyncio.sleep(1.2)
+    assert await store.aget(ns, "kept", refresh_ttl=False) is not None  # refreshed by search
+    await asyncio.sleep(1.2)
+    assert await store.aget(ns, "kept", refresh_ttl=False) is None
+    assert await store.aget(ns, "forever") is not None
+
+
+async def test_expired_items_stay_stored_until_swept(memory: Memory, ns) -> None:
+    store = MemrouteStore(memory, index={"fields": INDEX_FIELDS})
+    await store.aput(ns, "gone", {"text": "Biscuit naps after lunch."}, ttl=1 / 60)
+    await store.aput(ns, "forever", {"text": "Biscuit is a beagle."})
+    await asyncio.sleep(1.2)
+    assert await store.aget(ns, "gone") is None
+    scope = Scope(org_id=ns[0], project_id=ns[1], user_id=ns[2])
+    assert (await memory.count(scope))["episodes"] == 2  # expired, never returned, still stored
+    bound = MemrouteStore(memory, tenant=ns[0])
+    assert await bound.asweep_ttl() == 1  # the optional sweep deletes it
+    assert (await memory.count(scope))["episodes"] == 1
+
+
+async def test_default_ttl_and_bad_ttls(memory: Memory, ns) -> None:
+    store = MemrouteStore(memory, ttl={"default_ttl": 1 / 60, "refresh_on_read": False})
+    await store.aput(ns, "k", {"text": "gone soon"})
+    await asyncio.sleep(1.5)
+    assert await store.aget(ns, "k") is None
+    for ttl in (-1, 0, float("nan"), float("inf"), "5"):
+        with pytest.raises(InvalidInputError):
+            await store.aput(ns, "bad", {"text": "x"}, ttl=ttl)
+    assert (await memory.count(Scope(org_id=ns[0], project_id=ns[1], user_id=ns[2])))[
+        "episodes"] == 1  # the expired one, never returned
+    with pytest.raises(InvalidInputError):
+        MemrouteStore(memory, ttl={"default_ttl": -3})
+
+
+# -- typed errors, all-or-nothing batches, bounds, a store bound to one tenant -----------------
+
+def nested(depth: int) -> dict:
+    value: dict = {"text": "deep"}
+    for _ in range(depth):
+        value = {"v": value}
+    return value
+
+
+@pytest.mark.parametrize("value", [{"text": "a\x00b"}, {"text": "\ud800"}, {"v": float("nan")},
+                                   {"v": float("inf")}, {"text": "x" * 1_000_001},
+                                   nested(5000), nested(100), {"\ud800": 1}])
+async def test_every_bad_value_is_an_invalid_input_error(mstore, memory, ns, value) -> None:
+    with pytest.raises(InvalidInputError):
+        await mstore.abatch([PutOp(ns, "ok", {"text": "fine"}), PutOp(ns, "bad", value)])
+    assert (await memory.count(Scope(org_id=ns[0], project_id=ns[1], user_id=ns[2])))[
+        "episodes"] == 0
+
+
+async def test_a_batch_is_all_or_nothing_across_scopes(mstore, memory, ns) -> None:
+    other = (*ns[:2], "someone")
+    with pytest.raises(InvalidInputError):
+        await mstore.abatch([PutOp(other, "a", {"text": "first"}),
+                             PutOp(ns, "b", {"text": "second", "n": float("nan")})])
+    assert await mstore.aget(other, "a") is None
+    with pytest.raises(InvalidInputError):  # a bad read fails the batch before any write
+        await mstore.abatch([PutOp(ns, "c", {"text": "third"}),
+                             SearchOp(ns, filter=None, limit=0)])
+    assert await mstore.aget(ns, "c") is None
+
+
+@pytest.mark.parametrize("options", [{"offset": -1}, {"limit": 0}, {"limit": -5},
+                                     {"max_depth": 0}, {"max_depth": -1}, {"limit": True}])
+async def test_list_namespaces_rejects_bad_bounds(mstore, ns, options) -> None:
+    await mstore.aput(ns, "k", {"text": "x"})
+    with pytest.raises(InvalidInputError):
+        await mstore.alist_namespaces(prefix=ns[:1], **options)
+
+
+async def test_a_store_bound_to_a_tenant_sees_only_its_namespaces(memory: Memory) -> None:
+    mine, theirs = f"org-{uuid.uuid4().hex[:8]}", f"org-{uuid.uuid4().hex[:8]}"
+    shared = MemrouteStore(memory, index={"fields": INDEX_FIELDS})
+    await shared.aput((mine, "p", "u1"), "k", {"text": "mine"})
+    await shared.aput((theirs, "p", "u1"), "k", {"text": "theirs"})
+    bound = MemrouteStore(memory, index={"fields": INDEX_FIELDS}, tenant=mine)
+    assert await bound.alist_namespaces() == [(mine, "p", "u1")]
+    assert await bound.alist_namespaces(prefix=(theirs,)) == []
+    assert await bound.alist_namespaces(prefix=(mine, "p"), max_depth=2) == [(mine, "p")]
+    for call in (bound.aget((theirs, "p", "u1"), "k"),
+                 bound.asearch((theirs, "p", "u1"), query="theirs"),
+                 bound.aput((theirs, "p", "u1"), "x", {"text": "planted"})):
+        with pytest.raises(ScopeForbiddenError):
+            await call
+    assert (await bound.aget((mine, "p", "u1"), "k")).value == {"text": "mine"}
+    assert await shared.aget((theirs, "p", "u1"), "x") is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import datetime, timedelta, timezone
 
@@ -63,7 +64,7 @@ async def test_stored_sentences_keep_every_field_exactly(memory: Memory, scope: 
 
 async def test_add_generates_uids(memory: Memory, scope: Scope) -> None:
     uids = await memory.add(scope, [Episode(content="A note without a uid.")])
-    assert len(uids) == 1 and uuid.UUID(uids[0])
+    assert len(uids) == 1 and re.fullmatch(r"ep-[0-9a-f]{32}", uids[0])
 
 
 async def test_failing_batch_leaves_nothing_behind(memory: Memory, scope: Scope) -> None:
@@ -103,7 +104,7 @@ async def test_scope_isolation(memory: Memory) -> None:
         await memory.add(s, turns("s1", [f"The secret code of user {s.user_id} is blue falcon."]))
     hits = await memory.search_scored(scopes[0], "secret code", k=10)
     assert hits and all(h.nucleus.content.endswith("user a is blue falcon.") for h in hits)
-    assert await memory.delete(scopes[0]) == 1
+    assert await memory.delete(scopes[0], all=True) == 1
     assert (await memory.count(scopes[0]))["episodes"] == 0
     for s in scopes[1:]:
         assert await memory.count(s) == {"episodes": 1, "sentences": 1}
@@ -241,7 +242,7 @@ def test_sync_facade(settings, embedder, scope: Scope) -> None:
         mem.add(scope, [Episode(content="The meeting moved to Thursday.", uid="m1")])
         hits = mem.search_scored(scope, "When is the meeting?", k=1)
         assert hits[0].nucleus.uid == "m1"
-        assert mem.delete(scope) == 1
+        assert mem.delete(scope, all=True) == 1
 
 
 async def test_real_embedder_semantics(embedder) -> None:

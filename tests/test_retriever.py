@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 from uuid import UUID
 
@@ -56,7 +56,7 @@ async def test_documents_carry_ids_and_metadata(memory: Memory, filled: Scope) -
     meta = top.metadata
     assert meta["uid"] == top.id == result.uid
     assert meta["score"] == pytest.approx(result.rerank_score, abs=1e-6)
-    assert meta["rerank_score"] == meta["score"]
+    assert "rerank_score" not in meta  # one score name on every face
     assert meta["vector_score"] == pytest.approx(result.vector_score, abs=1e-6)
     assert (meta["route"], meta["query"], meta["hop"]) == ("direct", QUESTION, 0)
     assert meta["session_id"] == result.nucleus.session_id == "appointments"
@@ -66,8 +66,10 @@ async def test_documents_carry_ids_and_metadata(memory: Memory, filled: Scope) -
     assert meta["episode_metadata"] == result.nucleus.metadata
     # the episode with the neighbouring turns no other document of the response shows
     others = {r.uid for r in expected[1:]}
-    assert top.page_content == "\n".join(e.content for e in result.episodes
-                                          if e.uid == result.uid or e.uid not in others)
+    assert top.page_content == "\n".join(
+        f"[{e.produced_at.astimezone(timezone.utc):%Y-%m-%d %H:%M}] {e.producer}: {e.content}"
+        for e in result.episodes if e.uid == result.uid or e.uid not in others)
+    assert meta["content"] == result.nucleus.content  # the raw text
     assert meta["shown_elsewhere"] == [e.uid for e in result.episodes
                                        if e.uid != result.uid and e.uid in others]
     assert meta["context_uids"] == [e.uid for e in result.episodes if e.uid != result.uid]
@@ -75,7 +77,8 @@ async def test_documents_carry_ids_and_metadata(memory: Memory, filled: Scope) -
     shown = [line for d in docs for line in d.page_content.split("\n")]
     assert len(shown) == len(set(shown))  # no turn in two documents
     bare = await MemrouteRetriever(memory=memory, scope=filled, k=4, strategy="direct",
-                                   include_context=False).ainvoke(QUESTION)
+                                   include_context=False, content_format="text"
+                                   ).ainvoke(QUESTION)
     assert bare[0].page_content == result.nucleus.content
 
 
@@ -245,3 +248,43 @@ def test_sync_invoke_with_an_async_memory_says_what_to_do(memory: Memory) -> Non
     retriever = MemrouteRetriever(memory=memory, scope={"org_id": "x"})
     with pytest.raises(InvalidInputError, match="needs a SyncMemory"):
         retriever.invoke(QUESTION)
+
+
+async def test_search_kwargs_as_in_langchain(memory: Memory, filled: Scope) -> None:
+    retriever = MemrouteRetriever(memory=memory, scope=filled,
+                                  search_kwargs={"k": 1, "filter": {"producer": "support"}})
+    assert (retriever.k, retriever.filters) == (1, {"producer": "support"})
+    docs = await retriever.ainvoke("laptop")
+    assert len(docs) == 1 and docs[0].metadata["producer"] == "support"
+    per_call = await retriever.ainvoke("laptop", k=3, filter={"producer": "user"})
+    assert len(per_call) == 3 and {d.metadata["producer"] for d in per_call} == {"user"}
+    configurable = retriever.with_config_fields()
+    assert len(await configurable.ainvoke("laptop", config={"configurable": {"k": 2}})) == 2
+
+
+@pytest.mark.parametrize("options", [{"kk": 1}, {"search_kwargs": {"kk": 1}},
+                                     {"search_kwargs": {"score_threshold": 0.5}},
+                                     {"search_kwargs": ["k", 1]},
+                                     {"k": 2, "search_kwargs": {"k": 3}}, {"k": 0},
+                                     {"k": "many"}, {"include_context": "sometimes"}])
+def test_unknown_or_bad_constructor_options_are_typed_errors(memory: Memory, options) -> None:
+    with pytest.raises(InvalidInputError):
+        MemrouteRetriever(memory=memory, scope={"org_id": "x"}, **options)
+
+
+async def test_page_content_is_a_transcript_by_default(memory: Memory, scope: Scope) -> None:
+    """`format_docs` keeps who said what and when: ``[2024-03-18 12:16] user: ...``."""
+    when = datetime(2024, 3, 18, 12, 16, tzinfo=timezone.utc)
+    await memory.add(scope, [
+        {"uid": "q", "content": "Where should we eat tonight?", "producer": "user",
+         "session_id": "s", "produced_at": when},
+        {"uid": "a", "content": "Try the ramen place on Rua Augusta.", "producer": "assistant",
+         "session_id": "s", "produced_at": when.replace(minute=17)}])
+    retriever = MemrouteRetriever(memory=memory, scope=scope, k=1, strategy="direct")
+    (doc,) = await retriever.ainvoke("ramen place")
+    assert doc.page_content == ("[2024-03-18 12:16] user: Where should we eat tonight?\n"
+                                "[2024-03-18 12:17] assistant: Try the ramen place on Rua Augusta.")
+    assert doc.metadata["content"] == "Try the ramen place on Rua Augusta."
+    plain = MemrouteRetriever(memory=memory, scope=scope, k=1, strategy="direct",
+                              content_format="text", include_context=False)
+    assert (await plain.ainvoke("ramen place"))[0].page_content == doc.metadata["content"]

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from memroute import MemrouteRetriever
 from memroute.errors import InvalidInputError
+from memroute.retriever import render_turn
 from memroute.memory import Episode, Memory, Scope, SyncMemory, flatten
 from memroute.memory.models import disjoint_windows
 from memroute.tools import MemorySearch
@@ -245,7 +246,7 @@ def test_search_contract_holds_on_random_stores(sync_memory: SyncMemory, episode
     assert len({d.id for d in docs}) == len(docs)
     for doc in docs:
         nucleus = by_uid[doc.id]
-        assert nucleus.content in doc.page_content.split("\n")
+        assert render_turn(nucleus) in doc.page_content.split("\n")  # "[time] producer: text"
         assert set(doc.metadata["shown_elsewhere"]) <= set(doc.metadata["context_uids"])
     page, artifacts = MemorySearch(sync_memory, scope, page_size=5, filters=filters).page(text)
     if matching:

@@ -113,7 +113,7 @@ async def test_rest_round_trip(tenant_factory) -> None:
     by_session = await t.client.delete("/v1/episodes", params={**t.scope, "session_id": "s1"})
     assert by_session.json() == {"deleted": 2}
     everything = await t.client.delete("/v1/episodes", params={**t.scope, "all": "true"})
-    assert everything.json() == {"deleted": 1}
+    assert everything.json() == {"deleted": 1, "by_scope": {f"{t.org}/p": 1}}
 
 
 async def test_retrieve_stream_sends_the_agents_steps(tenant_factory) -> None:
@@ -297,7 +297,7 @@ async def exercise_mcp(client: Client, other_project: str = "elsewhere") -> None
     assert not got.is_error and data["route"] == "split" and len(data["queries"]) == 3
     assert data["stop_reason"] and {"m1", "m2"} <= {r["uid"] for r in data["results"]}
     deleted = await client.call_tool("memory_delete", {"session_id": "mcp"})
-    assert deleted.structured_content == {"deleted": 4}
+    assert deleted.structured_content == {"deleted": 4, "by_scope": None}
 
     for name, arguments in [("memory_search", {}), ("memory_search", {"query": ""}),
                             ("memory_search", {"query": "x", "page": -1}),

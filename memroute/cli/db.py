@@ -139,33 +139,48 @@ def db_erase(
     scope: Annotated[str, typer.Option("--scope", "-s", help="The scope to erase (required).",
                                        show_default=False)],
     session: Annotated[str | None, typer.Option(help="Erase only this session.")] = None,
+    sub_scopes: Annotated[bool, typer.Option(
+        "--sub-scopes", help="Erase the scopes under this one too (a user's agents; a "
+                             "project's users): everything of this user.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     json_output: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Delete every episode of a scope (or of one session in it)."""
+    """Delete every episode of a scope (or of one session in it; or, with --sub-scopes, of
+    the scope and every scope under it), printing the count per scope."""
     setup_command(json_output, debug)
     from memroute.errors import InvalidInputError
 
     target = parse_scope(scope)
     label = out.scope_label(target)
-    what = f"session {session!r} of scope {label}" if session else f"all of scope {label}"
+    if session and sub_scopes:
+        raise InvalidInputError("--session and --sub-scopes do not go together")
+    what = (f"session {session!r} of scope {label}" if session
+            else f"all of scope {label} and the scopes under it" if sub_scopes
+            else f"all of scope {label}")
     if not yes:
         if json_output:
             raise InvalidInputError(f"refusing to erase {what} without confirmation: pass --yes")
         if not typer.confirm(f"Erase {what}?", default=False, err=True):
             raise InvalidInputError("not confirmed; nothing was erased")
-    deleted = run(_erase(target, session))
+    deleted = run(_erase(target, session, sub_scopes))
     if json_output:
-        out.emit_json({"scope": out.scope_label(target), "session": session, "deleted": deleted})
+        out.emit_json({"scope": out.scope_label(target), "session": session,
+                       "deleted": int(deleted), "by_scope": deleted.by_scope})
     else:
-        out.stdout_console().print(f"erased {deleted} episode(s): {what}")
+        console = out.stdout_console()
+        console.print(f"erased {int(deleted)} episode(s): {what}")
+        if sub_scopes:
+            for path, count in deleted.by_scope.items():
+                console.print(f"  {path}: {count}")
 
 
-async def _erase(scope: Any, session: str | None) -> int:
+async def _erase(scope: Any, session: str | None, sub_scopes: bool) -> Any:
     memory = await open_memory()
     try:
-        return await memory.delete(scope, session_id=session)
+        if session is not None:
+            return await memory.delete(scope, session_id=session)
+        return await memory.delete(scope, all=True, sub_scopes=sub_scopes)
     finally:
         await memory.close()
 

@@ -56,10 +56,19 @@ def ingest(
         console = out.stdout_console()
         console.print(
             f"stored {report['added']} new episode(s) from {report['valid']} valid line(s) "
-            f"in {report['elapsed_s']:.1f}s → scope {report['scope']} "
-            f"(now {report['episodes']} episodes)")
+            f"in {report['elapsed_s']:.1f}s → {_stored_in(report['episodes_by_scope'])}")
         if report["invalid"]:
             console.print(f"skipped {report['invalid']} invalid line(s)")
+
+
+def _stored_in(counts: dict[str, int], shown: int = 5) -> str:
+    """The scopes episodes were stored in (a LoCoMo file: one per conversation), with counts."""
+    if len(counts) == 1:
+        ((label, count),) = counts.items()
+        return f"scope {label} (now {count} episodes)"
+    parts = [f"{label} (now {count})" for label, count in list(counts.items())[:shown]]
+    more = f", … {len(counts) - shown} more" if len(counts) > shown else ""
+    return f"{len(counts)} scopes: {', '.join(parts)}{more}"
 
 
 def _print_line_errors(errors: list[Any], shown: int = 20) -> None:
@@ -112,6 +121,7 @@ async def _ingest(file: Path, fmt: str, scope: Any, batch_size: int, skip_invali
     return {
         "file": str(file), "format": fmt, "scope": out.scope_label(scope),
         "scopes": [out.scope_label(s) for s, _ in after],
+        "episodes_by_scope": {out.scope_label(s): count for s, count in after},
         "records": records, "valid": valid, "invalid": len(errors),
         "errors": [{"line": e.line, "error": e.message} for e in errors],
         "added": total - before, "episodes": total,

@@ -77,13 +77,18 @@ def serve(
 
 @app.command("mcp")
 def mcp_stdio(
-    api_key: Annotated[str, typer.Option(
+    api_key: Annotated[str | None, typer.Option(
         "--api-key", envvar="MEMROUTE_API_KEY", show_default=False,
-        help="The API key every call is checked against (env MEMROUTE_API_KEY).")],
+        help="The API key every call is checked against (env MEMROUTE_API_KEY).")] = None,
     debug: DebugOpt = False,
 ) -> None:
     """Serve memory over MCP on stdin/stdout (for Claude Desktop, editors, agents)."""
     setup_command(False, debug)
+    if not api_key:  # exit 6 with one line, like a wrong key (not a usage box, exit 2)
+        from memroute.errors import NotAuthenticatedError
+
+        raise NotAuthenticatedError("missing API key: set MEMROUTE_API_KEY or pass --api-key "
+                                    "(create one with `memroute keys create`)")
     run(_mcp_stdio(api_key))
 
 

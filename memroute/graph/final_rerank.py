@@ -24,7 +24,7 @@ from memroute.graph.state import (
 from memroute.graph.trace import record_decision
 from memroute.errors import ModelUnavailableError
 from memroute.memory.limits import MAX_LIST
-from memroute.memory.models import ScoredResult
+from memroute.memory.models import ScoredResult, disjoint_windows
 from memroute.nlp import SPEAKER_LABEL, Entity, entity_key, query_entity_keys
 
 NODE = "final_rerank"
@@ -118,6 +118,17 @@ def own_turns_first(pool: list[ResultRecord]) -> tuple[list[ResultRecord], list[
     return own, [r for r in pool if OWN_RANK not in r["extra"]]
 
 
+def deduplicated(results: list[ResultRecord]) -> list[ResultRecord]:
+    """The results as returned: each with its ``score`` and the uids of its context episodes
+    another result shows (a better result's context, or another result's match), so that a
+    consumer printing ``episodes`` minus ``shown_elsewhere`` shows every turn once, as the
+    retriever, the agent tool and the CLI do."""
+    windows = disjoint_windows([from_record(r) for r in results])
+    return [ResultRecord(**{**{k: v for k, v in r.items() if k != "rerank_score"},
+                            "score": r["rerank_score"], "shown_elsewhere": window.shown_elsewhere})
+            for r, window in zip(results, windows)]
+
+
 def make_final_rerank(resolve: ContextResolver):
     async def final_rerank(state: RetrievalState, runtime: Runtime) -> dict:
         """The chain's search of one speaker's turns: its order stands, first
@@ -154,7 +165,7 @@ def make_final_rerank(resolve: ContextResolver):
                                              credit=FINAL_CREDIT, link_bonus=LINK_BONUS,
                                              entity_bonus=ENTITY_LINK_BONUS, entity_keys=keys)
             results += [as_record(r) for r in ranked]
-        results = [for_output(r) for r in results]
+        results = deduplicated([for_output(r) for r in results])
         stop_reason = state.get("stop_reason") or "done"
         await record_decision(state, stop_reason)
         runtime.stream_writer(as_payload(Final(state.get("route", ""), stop_reason,

@@ -31,11 +31,16 @@ class ResultRecord(TypedDict):
     episodes: list[dict[str, Any]]
     matched_sentence: str
     vector_score: float
-    rerank_score: float
+    rerank_score: NotRequired[float]  # in the graph's output: ``score``
     lexical_score: float | None
     reranker: str
     query: str | None
     extra: dict[str, Any]
+    # in the graph's output only (final_rerank): ``score`` (the rerank score, named as on
+    # every face), and the uids of ``episodes`` another result of the same response shows
+    # (as its match or in its context)
+    score: NotRequired[float]
+    shown_elsewhere: NotRequired[list[str]]
 
 
 def as_record(result: ScoredResult) -> ResultRecord:
@@ -57,7 +62,9 @@ def from_record(record: ResultRecord) -> ScoredResult:
     nucleus = next(e for e in episodes if e.uid == record["uid"])
     return ScoredResult(nucleus=nucleus, episodes=episodes,
                         matched_sentence=record["matched_sentence"],
-                        vector_score=record["vector_score"], rerank_score=record["rerank_score"],
+                        vector_score=record["vector_score"],
+                        rerank_score=record["score"] if "score" in record
+                        else record["rerank_score"],
                         lexical_score=record["lexical_score"], reranker=record["reranker"],
                         query=record["query"], extra=dict(record["extra"]))
 

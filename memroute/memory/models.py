@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -130,9 +129,21 @@ class Episode(BaseModel):
             raise ValueError(f"metadata {exc}") from exc
         return value
 
-    def with_uid(self) -> Episode:
-        """This episode with a uid, generating one if it has none."""
-        return self if self.uid else self.model_copy(update={"uid": str(uuid.uuid4())})
+    def with_uid(self, scope: Scope, occurrence: int = 0) -> Episode:
+        """This episode with a uid: its own, else `default_uid`."""
+        return self if self.uid else self.model_copy(
+            update={"uid": default_uid(scope, self, occurrence)})
+
+
+def default_uid(scope: Scope, episode: Episode, occurrence: int = 0) -> str:
+    """The uid of an episode given without one: a hash of its scope, session, producer, time
+    (as UTC) and content, so adding it again (a retry) stores it once. ``occurrence`` tells
+    apart identical episodes of one call (the same words, in the same session, at the same
+    time)."""
+    raw = json.dumps([scope.key, episode.session_id, episode.producer,
+                      episode.produced_at.astimezone(timezone.utc).isoformat(),
+                      episode.content, occurrence])
+    return "ep-" + hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 
 def coerce_scope(scope: Scope | dict[str, Any]) -> Scope:
@@ -152,12 +163,24 @@ def coerce_scope(scope: Scope | dict[str, Any]) -> Scope:
 
 
 def coerce_episode(item: Episode | dict[str, Any], position: int) -> Episode:
-    """An `Episode` (with a uid) from an episode or a mapping, or a typed error naming its position."""
+    """An `Episode` from an episode or a mapping, or a typed error naming its position."""
     try:
-        episode = item if isinstance(item, Episode) else Episode(**item)
+        return item if isinstance(item, Episode) else Episode(**item)
     except (ValidationError, TypeError) as exc:
         raise InvalidInputError(f"episode #{position} is invalid: {exc}") from exc
-    return episode.with_uid()
+
+
+def with_default_uids(scope: Scope, episodes: list[Episode]) -> list[Episode]:
+    """The episodes, those without a uid given their `default_uid`."""
+    seen: dict[str, int] = {}
+    done = []
+    for episode in episodes:
+        if episode.uid is None:
+            first = default_uid(scope, episode)
+            episode = episode.with_uid(scope, seen.get(first, 0))
+            seen[first] = seen.get(first, 0) + 1
+        done.append(episode)
+    return done
 
 
 @dataclass(frozen=True)
@@ -187,6 +210,11 @@ class ScoredResult:
     @property
     def uid(self) -> str:
         return self.nucleus.uid or ""
+
+    @property
+    def score(self) -> float:
+        """The result's score (the rerank score): the name every face uses."""
+        return self.rerank_score
 
     @property
     def text(self) -> str:

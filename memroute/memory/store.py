@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import json
 import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Coroutine, Generator, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from memroute.memory.models import (
     ScoredResult,
     StoredEpisode,
     coerce_scope,
+    json_text,
     text_problem,
 )
 from memroute.memory.rerankers import RerankCandidate, Reranker, RerankQuery
@@ -58,6 +60,57 @@ SPEAKERS_CACHED_SCOPES = 1024
 MAX_SPEAKERS = 64
 
 log = get_logger(__name__)
+
+
+def all_strings(values: Iterable[Any]) -> bool:
+    return builtins.all(isinstance(v, str) for v in values)
+
+
+def scope_path(scope: Scope) -> str:
+    """``org/project[/user[/agent]]``, as the CLI's ``--scope`` spells it."""
+    return "/".join(i for i in (scope.org_id, scope.project_id, scope.user_id, scope.agent_id)
+                    if i is not None)
+
+
+class Deleted(int):
+    """How many episodes a delete removed, and (``by_scope``) how many in each scope."""
+
+    by_scope: dict[str, int]
+
+    def __new__(cls, count: int = 0, by_scope: dict[str, int] | None = None) -> Deleted:
+        deleted = super().__new__(cls, count)
+        deleted.by_scope = dict(by_scope or {})
+        return deleted
+
+
+class OpeningMemory:
+    """What `Memory.open` returns: await it for the `Memory`, or use it as an async context
+    manager that closes the memory on exit."""
+
+    def __init__(self, opening: Coroutine[Any, Any, Memory]) -> None:
+        self._opening: Coroutine[Any, Any, Memory] | None = opening
+        self._memory: Memory | None = None
+
+    def _take(self) -> Coroutine[Any, Any, Memory]:
+        if self._opening is None:
+            raise RuntimeError("Memory.open() was awaited already; call it again")
+        opening, self._opening = self._opening, None
+        return opening
+
+    def __await__(self) -> Generator[Any, None, Memory]:
+        return self._take().__await__()
+
+    async def __aenter__(self) -> Memory:
+        self._memory = await self._take()
+        return self._memory
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._memory is not None:
+            await self._memory.close()
+
+    def __del__(self) -> None:
+        if self._opening is not None:  # never awaited: no "coroutine was never awaited"
+            self._opening.close()
 
 
 class SearchResults(list[ScoredResult]):
@@ -228,7 +281,20 @@ class Memory:
             del self._stored_vectors[key]
 
     @classmethod
-    async def open(
+    def open(cls, dsn: str | None = None, **kwargs: Any) -> OpeningMemory:
+        """Connect (starting the embedded server unless a DSN is given) and migrate the schema:
+        ``memory = await Memory.open()`` (then ``await memory.close()``), or
+        ``async with Memory.open() as memory:``, which closes it at the end of the block.
+
+        ``dsn`` defaults to ``MEMROUTE_DATABASE_URL``; without either, the embedded server
+        under ``MEMROUTE_HOME`` is started or reused. Keyword arguments: ``schema``,
+        ``embedder``, ``reranker``, ``settings``. Models load here, so a missing or corrupt
+        model fails now, not inside a query.
+        """
+        return OpeningMemory(cls._open(dsn, **kwargs))
+
+    @classmethod
+    async def _open(
         cls,
         dsn: str | None = None,
         *,
@@ -237,12 +303,6 @@ class Memory:
         reranker: Reranker | str | None = connect.SETTINGS_RERANKER,  # type: ignore[assignment]
         settings: MemrouteSettings | None = None,
     ) -> Memory:
-        """Connect (starting the embedded server unless a DSN is given) and migrate the schema.
-
-        ``dsn`` defaults to ``MEMROUTE_DATABASE_URL``; without either, the embedded server
-        under ``MEMROUTE_HOME`` is started or reused. Models load here, so a missing or
-        corrupt model fails now, not inside a query.
-        """
         settings = settings or get_settings()
         schema = check_identifier(schema or settings.db_schema)
         embedder, reranker = await connect.load_models(embedder, reranker, settings)
@@ -380,13 +440,36 @@ class Memory:
         return await with_retry(run, "list_scopes")
 
     async def delete(self, scope: Scope | dict, *, session_id: str | None = None,
-                     uids: list[str] | None = None) -> int:
-        """Delete a session's episodes, the given uids, or (with neither) the whole scope.
+                     uids: list[str] | None = None, all: bool = False,  # noqa: A002
+                     sub_scopes: bool = False) -> Deleted:
+        """Delete a session's episodes, the given uids, or (``all=True``) the whole scope;
+        ``all=True, sub_scopes=True`` erases the scope with every scope under it (a user's
+        agents; a project's users and their agents).
 
-        Sentences, embeddings and lexical entries go with their episodes. Returns the count.
+        Erasing a whole scope is never implied: with neither ``session_id`` nor ``uids``,
+        ``all=True`` is required. Sentences, embeddings and lexical entries go with their
+        episodes. Returns the count, an int whose ``by_scope`` maps each scope path
+        (``org/project[/user[/agent]]``) to the episodes deleted there.
         """
         scope = coerce_scope(scope)
-        where, params = "scope_key = %s", [scope.key]
+        if not isinstance(all, bool) or not isinstance(sub_scopes, bool):
+            raise InvalidInputError("all and sub_scopes are booleans")
+        if all and (session_id is not None or uids is not None):
+            raise InvalidInputError("all=True erases the whole scope: give it without "
+                                    "session_id or uids")
+        if session_id is None and uids is None and not all:
+            raise InvalidInputError("give session_id, uids, or all=True to erase the whole scope")
+        if sub_scopes and not all:
+            raise InvalidInputError("sub_scopes=True erases whole scopes: it needs all=True")
+        if sub_scopes and scope.user_id is None and scope.agent_id is not None:
+            raise InvalidInputError("a scope with an agent but no user has no sub-scopes")
+        if sub_scopes:
+            ids = [i for i in (scope.org_id, scope.project_id, scope.user_id, scope.agent_id)
+                   if i is not None]
+            where = " AND ".join(f"{c} = %s" for c in lookup.SCOPE_PARTS[:len(ids)])
+            params: list[Any] = list(ids)
+        else:
+            where, params = "scope_key = %s", [scope.key]
         if session_id is not None:
             if not isinstance(session_id, str) or not session_id:
                 raise InvalidInputError("session_id must be a non-empty string")
@@ -395,25 +478,66 @@ class Memory:
             where += " AND session_id = %s"
             params.append(session_id)
         if uids is not None:
-            if not isinstance(uids, (list, tuple)) or not all(isinstance(u, str) for u in uids):
+            if not isinstance(uids, (list, tuple)) or not all_strings(uids):
                 raise InvalidInputError("uids must be a list of strings")
             if problem := next(filter(None, map(text_problem, uids)), None):
                 raise InvalidInputError(f"uids {problem}")
             where += " AND uid = ANY(%s::text[])"
             params.append(list(uids))
 
-        async def run() -> int:
+        async def run() -> list[tuple[Scope, int]]:
             async with self._pool.connection() as conn:
-                cur = await conn.execute(f"DELETE FROM {self.schema}.episodes WHERE {where}",
-                                         params)
-                return cur.rowcount
+                cur = await conn.execute(
+                    f"WITH gone AS (DELETE FROM {self.schema}.episodes WHERE {where} "
+                    "RETURNING org_id, project_id, user_id, agent_id) "
+                    "SELECT org_id, project_id, user_id, agent_id, count(*) FROM gone "
+                    "GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3 NULLS FIRST, 4 NULLS FIRST", params)
+                return [(Scope(org_id=o, project_id=p, user_id=u, agent_id=a), n)
+                        for o, p, u, a, n in await cur.fetchall()]
 
-        count = await with_retry(run, "delete")
-        self._forget_vectors(scope.key, None if uids is None or session_id else list(uids))
-        self._forget_speakers(scope.key)
-        log.info("memory.delete", scope=scope.key, session_id=session_id,
-                 uids=len(uids) if uids is not None else None, deleted=count)
-        return count
+        counts = await with_retry(run, "delete")
+        deleted = Deleted(sum(n for _, n in counts),
+                          {scope_path(s): n for s, n in counts})
+        for gone, _ in counts or [(scope, 0)]:
+            self._forget_vectors(gone.key, None if uids is None or session_id else list(uids))
+            self._forget_speakers(gone.key)
+        log.info("memory.delete", scope=scope.key, session_id=session_id, all=all,
+                 sub_scopes=sub_scopes, uids=len(uids) if uids is not None else None,
+                 deleted=int(deleted), scopes=len(counts))
+        return deleted
+
+    async def merge_metadata(self, scope: Scope | dict, patches: dict[str, dict[str, Any]]
+                             ) -> int:
+        """Merge ``patches[uid]`` into the metadata of each episode (and its sentences, which
+        searches filter on), in one transaction; nothing is re-embedded. Returns how many
+        episodes were found."""
+        scope = coerce_scope(scope)
+        if not isinstance(patches, dict) or not patches:
+            return 0
+        uids = _check_uids(list(patches))
+        texts = []
+        for uid in uids:
+            if not isinstance(patches[uid], dict):
+                raise InvalidInputError("a metadata patch is a dict")
+            try:
+                texts.append(json_text(patches[uid]))
+            except ValueError as exc:
+                raise InvalidInputError(f"metadata {exc}") from exc
+
+        async def run() -> int:
+            async with self._pool.connection() as conn, conn.transaction():
+                cur = await conn.execute(
+                    f"UPDATE {self.schema}.episodes e SET metadata = e.metadata || p.patch "
+                    "FROM unnest(%s::text[], %s::jsonb[]) AS p(uid, patch) "
+                    "WHERE e.scope_key = %s AND e.uid = p.uid", [uids, texts, scope.key])
+                found = cur.rowcount
+                await conn.execute(
+                    f"UPDATE {self.schema}.sentences s SET metadata = s.metadata || p.patch "
+                    "FROM unnest(%s::text[], %s::jsonb[]) AS p(uid, patch) "
+                    "WHERE s.scope_key = %s AND s.episode_uid = p.uid", [uids, texts, scope.key])
+                return found
+
+        return await with_retry(run, "merge_metadata")
 
     async def backfill_entities(self, batch: int = 256) -> int:
         """Extract and store the entities of sentences written without them (stores created

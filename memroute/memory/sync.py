@@ -28,7 +28,7 @@ class SyncMemory:
     @classmethod
     def open(cls, dsn: str | None = None, **kwargs: Any) -> SyncMemory:
         loop = LoopHandle.shared()
-        return cls(loop.run_as_sync(Memory.open(dsn, **kwargs)), loop)
+        return cls(loop.run_as_sync(Memory._open(dsn, **kwargs)), loop)
 
     def add(self, scope: Scope | dict, episodes: list[Episode | dict]) -> list[str]:
         return self.loop.run_as_sync(self.memory.add(scope, episodes))
@@ -57,6 +57,9 @@ class SyncMemory:
 
     def delete(self, scope: Scope | dict, **kwargs: Any) -> int:
         return self.loop.run_as_sync(self.memory.delete(scope, **kwargs))
+
+    def merge_metadata(self, scope: Scope | dict, patches: dict[str, dict[str, Any]]) -> int:
+        return self.loop.run_as_sync(self.memory.merge_metadata(scope, patches))
 
     def count(self, scope: Scope | dict) -> dict[str, int]:
         return self.loop.run_as_sync(self.memory.count(scope))

@@ -19,7 +19,7 @@ from memroute.errors import InvalidInputError, ModelUnavailableError
 from memroute.memory.embedders import Embedder
 from memroute.memory.entity_sql import entity_columns, sentence_entities
 from memroute.memory.limits import MAX_CHARS_PER_CALL, MAX_EPISODES_PER_CALL
-from memroute.memory.models import Episode, Scope, coerce_episode
+from memroute.memory.models import Episode, Scope, coerce_episode, with_default_uids
 from memroute.memory.retry import with_retry
 from memroute.memory.splitter import split_sentences
 from memroute.nlp import Entity
@@ -119,7 +119,7 @@ class EpisodeWriter:
             raise InvalidInputError(
                 f"{len(episodes)} episodes in one call; the limit is {MAX_EPISODES_PER_CALL} "
                 "(one transaction): use add_batches for more")
-        items = [coerce_episode(e, i) for i, e in enumerate(episodes)]
+        items = with_default_uids(scope, [coerce_episode(e, i) for i, e in enumerate(episodes)])
         if (chars := sum(len(e.content) for e in items)) > MAX_CHARS_PER_CALL:
             raise InvalidInputError(
                 f"{chars} characters of content in one call; the limit is {MAX_CHARS_PER_CALL}:"

@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 from mcp.server.transport_security import TransportSecuritySettings
 from psycopg import OperationalError
 from starlette.exceptions import HTTPException
@@ -155,9 +156,10 @@ def create_app(settings: MemrouteSettings | None = None, *, service: Service | N
             if service is None:
                 await close_service(opened)
 
-    app = FastAPI(title="memroute", version=__version__, lifespan=lifespan,
-                  description="Episodic memory and a retrieval agent, keyed to tenants. "
-                              "Send an API key as 'Authorization: Bearer <key>'.")
+    # /docs and /redoc load Swagger UI and ReDoc from this server (fastapi-offline), not a CDN
+    app = FastAPIOffline(title="memroute", version=__version__, lifespan=lifespan,
+                         description="Episodic memory and a retrieval agent, keyed to tenants. "
+                                     "Send an API key as 'Authorization: Bearer <key>'.")
     app.include_router(router)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes, timeout_s=body_timeout_s)
     app.add_middleware(KeyRequired)  # outermost: no key, no body read

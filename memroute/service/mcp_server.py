@@ -64,6 +64,8 @@ class Added(BaseModel):
 
 class Deleted(BaseModel):
     deleted: int
+    by_scope: dict[str, int] | None = Field(
+        default=None, description="With all: episodes deleted per scope path.")
 
 
 def tool_error(exc: MemrouteError, tool: str | None = None) -> ToolError:
@@ -154,20 +156,26 @@ def build_mcp_server(get_service: Callable[[], Service], token_for: TokenSource,
         return Added(uids=uids)
 
     @server.tool(description=(
-        "Forget episodes: give their uids, or a session_id to forget a whole session. "
+        "Forget episodes: give their uids, or a session_id to forget a whole session, or "
+        "all=true to forget the whole scope (with sub_scopes=true, its agents' scopes too). "
         "Returns how many episodes were deleted."))
     async def memory_delete(ctx: Context,
                             uids: Annotated[list[str] | None, Field(
                                 description="The uids to delete.")] = None,
                             session_id: Annotated[str | None, Field(
                                 description="Delete every episode of this session.")] = None,
+                            all: Annotated[bool, Field(  # noqa: A002
+                                description="Delete the whole scope (must be explicit).")] = False,
+                            sub_scopes: Annotated[bool, Field(
+                                description="With all: the scopes under this one too.")] = False,
                             project_id: ProjectId = None, user_id: UserId = None,
                             agent_id: AgentId = None) -> Deleted:
-        if not uids and not session_id:
-            raise ToolError("give uids or a session_id")
+        if not uids and not session_id and not all:
+            raise ToolError("give uids, a session_id, or all=true to forget the whole scope")
         scope = await scoped(ctx, project_id, user_id, agent_id)
-        deleted = await call(get_service().memory.delete(scope, session_id=session_id,
-                                                         uids=uids), "memory_delete")
-        return Deleted(deleted=deleted)
+        deleted = await call(get_service().memory.delete(
+            scope, session_id=session_id, uids=uids, all=all, sub_scopes=sub_scopes),
+            "memory_delete")
+        return Deleted(deleted=deleted, by_scope=deleted.by_scope if all else None)
 
     return server

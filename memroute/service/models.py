@@ -46,6 +46,8 @@ class Uids(BaseModel):
 
 class Deleted(BaseModel):
     deleted: int
+    by_scope: dict[str, int] | None = Field(
+        default=None, description="With all=true: episodes deleted per scope path.")
 
 
 class ScopeStats(BaseModel):

@@ -82,23 +82,28 @@ router = APIRouter(prefix="/v1", responses=_ERRORS)
 @router.post("/episodes", response_model=Uids, tags=["memory"])
 async def add_episodes(body: AddEpisodes, grant: Grant, svc: Svc) -> Uids:
     """Store episodes in one scope, atomically; idempotent by uid (a uid stored before is
-    left as it is). Returns the uids in input order (generated for episodes without one)."""
+    left as it is). Returns the uids in input order; an episode without one gets a uid
+    derived from its scope, session, producer, time and content, so a retry stores it once."""
     return Uids(uids=await svc.memory.add(authorize(grant, body.scope), body.episodes))
 
 
-@router.delete("/episodes", response_model=Deleted, tags=["memory"])
+@router.delete("/episodes", response_model=Deleted, response_model_exclude_none=True,
+               tags=["memory"])
 async def delete_episodes(
     scope: ScopeQuery, grant: Grant, svc: Svc,
     uid: Annotated[list[str] | None, Query(description="Delete these uids (repeatable).")] = None,
     session_id: Annotated[str | None, Query(description="Delete this session.")] = None,
     all: Annotated[bool, Query(description="With neither uid nor session_id: delete the "
                                            "whole scope (must be explicit).")] = False,
+    sub_scopes: Annotated[bool, Query(description="With all=true: the scopes under this one "
+                                                  "too (a user's agents).")] = False,
 ) -> Deleted:
-    """Delete episodes by uid, by session, or (with ``all=true``) the whole scope."""
+    """Delete episodes by uid, by session, or (with ``all=true``) the whole scope, with
+    ``sub_scopes=true`` every scope under it too (``by_scope`` counts each)."""
     authorize(grant, scope)
-    if uid is None and session_id is None and not all:
-        raise InvalidInputError("give uid, session_id, or all=true to delete the whole scope")
-    return Deleted(deleted=await svc.memory.delete(scope, session_id=session_id, uids=uid))
+    deleted = await svc.memory.delete(scope, session_id=session_id, uids=uid, all=all,
+                                      sub_scopes=sub_scopes)
+    return Deleted(deleted=deleted, by_scope=deleted.by_scope if all else None)
 
 
 @router.get("/scopes/stats", response_model=ScopeStats, tags=["memory"])
