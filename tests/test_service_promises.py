@@ -39,7 +39,9 @@ async def keys(memory: Memory):
 
 @pytest.fixture(scope="module")
 def served(memory: Memory, pg_url: str, pg_home: Path, tmp_path_factory):
-    env = service_env(pg_url, memory.schema, pg_home)
+    # k = 300 searches take longer than the default 2 s statement timeout on a loaded machine
+    env = service_env(pg_url, memory.schema, pg_home,
+                      MEMROUTE_SEARCH_STATEMENT_TIMEOUT_MS="30000")
     server = ServedProcess(env, tmp_path_factory.mktemp("promises") / "serve.log",
                            "--key-cache-seconds", "0",
                            "--header-timeout-seconds", str(TIMEOUT_S),
