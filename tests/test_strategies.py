@@ -48,8 +48,10 @@ def test_cleaning_twice_changes_nothing_and_a_cut_sub_query_has_no_trailing_spac
     assert len(once[0]) <= split_query.MAX_SUB_QUERY_CHARS and once[0] == once[0].strip()
 
 
-def test_an_llm_split_is_passed_on_for_the_graph_to_clean():
-    assert to_plan(SplitReply(sub_queries=[" a ", Q])).sub_queries == [" a ", Q]
+def test_an_llm_split_loses_unstorable_text_and_is_passed_on_for_the_graph_to_clean():
+    # NUL bytes and lone surrogates go, spaces fold; duplicates of the question stay for
+    # clean_sub_queries
+    assert to_plan(SplitReply(sub_queries=[" a\x00b\ud800 ", Q])).sub_queries == ["a b", Q]
 
 
 def test_query_key_ignores_case_punctuation_and_spacing():
