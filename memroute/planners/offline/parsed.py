@@ -57,8 +57,10 @@ from memroute.planners.offline.entities import (
     mentioned,
 )
 from memroute.planners.offline.question_parse import QuestionParse, read_question
+from memroute.planners.offline.resolve import NEAR, answered, descriptor, resolve
 from memroute.planners.offline.question_syntax import (
     COMPARISON,
+    asks_for_hidden_entity,
     comparison_subjects,
     has_nested_relation,
     route_by_syntax,
@@ -83,31 +85,78 @@ def _without_named_possessives(query: str, qp: QuestionParse) -> str:
 
 
 def route_by_parse(query: str, attribute_route: str = "direct") -> tuple[str, str, float]:
-    """The route, a short reason and a confidence in [0, 1] (see the module docstring);
-    ``attribute_route`` is where a named subject's direct attribute goes."""
+    """The route, a reason that names what decided it, and a confidence in [0, 1]:
+    independent lookups (two questions in one, coordinated or compared subjects) -> split;
+    a thing described but not named (`resolve.descriptor`) -> chain, resolved then asked;
+    another relation the parse cannot resolve -> chain by expansion; one subject with a
+    plain attribute -> ``attribute_route`` (direct); nothing named -> direct."""
     qp = read_question(query)
     if qp.clauses:
-        return "split", "coordinated clauses with their own subjects", 0.9
+        return "split", "two questions in one: " + " | ".join(qp.clauses), 0.9
     route, reason = route_by_syntax(query)
+    subjects, _ = comparison_subjects(query)
+    described = descriptor(query, qp.named)
     if route == "split":
-        return "split", reason, 0.8
+        return "split", f"{reason}: {', '.join(subjects)}", 0.8
+    if (subjects and reason == "nested relation" and described is None
+            and not asks_for_hidden_entity(query, subjects)):
+        return "split", f"coordination of several subjects: {', '.join(subjects)}", 0.75
+    if described is not None:
+        return ("chain", f"'{described.text}' is described, not named: resolve it, then ask",
+                0.85)
     if qp.hidden_head:
-        return "chain", f"{qp.hidden_reason}: '{qp.hidden_head}' is not named", 0.85
+        return "chain", (f"{qp.hidden_reason}: '{qp.hidden_head}' is not named; expansion "
+                         "searches the entities the evidence leads to"), 0.7
     if route == "chain" and reason != "nested relation" and not reason.startswith("a relation"):
-        return "chain", reason, 0.7
+        return "chain", f"{reason}; expansion searches the entities the evidence leads to", 0.7
     if has_nested_relation(_without_named_possessives(query, qp)):
-        return "chain", "nested relation", 0.6
+        return "chain", ("nested relation; expansion searches the entities the evidence "
+                         "leads to"), 0.6
     if qp.named:
-        return attribute_route, "one named subject with a direct attribute", 0.75
-    return "direct", "nothing named to bridge from", 0.9
+        names = ", ".join(re.sub(r"['’]s$", "", n) for n in qp.named)
+        return (attribute_route, f"a plain attribute of what it names ({names}): nothing "
+                                 "to resolve", 0.75)
+    return "direct", "nothing described or named to resolve", 0.9
+
+
+_SINGULAR = {"do": "does", "are": "is", "were": "was", "have": "has", "Do": "Does",
+             "Are": "Is", "Were": "Was", "Have": "Has"}
+_SHARED_WORDS = re.compile(r"\s+\b(both|each|either|all|also)\b", re.I)
+
+
+def whole_sub_questions(query: str, subjects: list[str]) -> list[str]:
+    """The question once per coordinated subject, the coordination replaced by that
+    subject ("What do Pepper and Mochi eat?" -> "What does Pepper eat?", "What does Mochi
+    eat?"): predicate, constraints and referent kept. [] when the subjects do not stand
+    together in the question (trailing options of a comparison)."""
+    starts = [query.find(s) for s in subjects]
+    if len(subjects) < 2 or min(starts) < 0:
+        return []
+    first, last = min(starts), max(s + len(n) for s, n in zip(starts, subjects, strict=True))
+    joined = query[first:last]
+    if not re.search(r"\b(and|or|&)\b|,", joined) or len(joined.split()) > 4 * len(subjects):
+        return []
+    before, after = query[:first], _SHARED_WORDS.sub("", query[last:])
+    words = before.rstrip().rsplit(" ", 1)
+    if len(words) == 2 and words[1] in _SINGULAR:
+        before = f"{words[0]} {_SINGULAR[words[1]]} "
+    elif len(words) == 1 and words[0] in _SINGULAR:
+        before = f"{_SINGULAR[words[0]]} "
+    before = _SHARED_WORDS.sub("", before)
+    return [re.sub(r"\s+", " ", f"{before}{s}{after}").strip() for s in subjects]
 
 
 def split_by_parse(query: str) -> list[str]:
-    """One question per coordinated clause, else one sub-query per named subject."""
-    return read_question(query).clauses or subject_sub_queries(query)
+    """One question per coordinated clause, else the question once per coordinated
+    subject (`whole_sub_questions`), else one sub-query per compared subject."""
+    qp = read_question(query)
+    if qp.clauses:
+        return qp.clauses
+    subjects, _ = comparison_subjects(query)
+    return whole_sub_questions(query, subjects) or subject_sub_queries(query)
 
 
-SUBJECTS_AFTER_SEARCH = "subjects searched after the question: "
+SUBJECTS_AFTER_SEARCH = "the question's own search first, then only the subjects it missed: "
 
 
 def compared_subjects(query: str) -> list[str]:
@@ -522,12 +571,14 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
         left = subjects_missed(query, evidence[:keep], subjects, tried)
         if not left:
             return ChainJudgment(is_sufficient=True, evidence_indices=indices,
-                                 confidence=SUFFICIENT)
+                                 confidence=SUFFICIENT,
+                                 reason="the question's search covered every compared subject")
         # the subjects are independent: with ``fan_out`` one hop searches them all
         return ChainJudgment(is_sufficient=False, evidence_indices=indices, new_query=left[0],
                              concurrent_searches=[ChainSearch(query=q) for q in left[1:]]
                              if h.fan_out else [],
-                             confidence=BRIDGE_SURE)
+                             confidence=BRIDGE_SURE,
+                             reason="compared subjects the question's search missed")
     rewrites = max(0, len(tried) - 1)
     fresh_from = keep if rewrites else None
     attribute = (bool(qp.named) and not qp.hidden_head
@@ -599,6 +650,7 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
             return ChainJudgment(
                 is_sufficient=False, evidence_indices=indices, new_query=words,
                 confidence=BRIDGE_SURE, producer=speaker,
+                reason=f"{speaker}'s own turns" if speaker else "the predicate alone",
                 concurrent_searches=[ChainSearch(
                     query=dated, producer=speaker, produced_after=dated_span[0].isoformat(),
                     produced_before=dated_span[1].isoformat())] if both else [])
@@ -668,3 +720,66 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
              if not mentioned(w, bridge)]
     return ChainJudgment(is_sufficient=False, evidence_indices=indices,
                          new_query=" ".join([bridge, *words]).strip(), confidence=confidence)
+
+
+def _resolving_judgment(query: str, evidence: list[str], previous_queries: list[str],
+                        stored: EvidenceEntities) -> tuple[ChainJudgment | None, str]:
+    """Resolve, then ask (`memroute.planners.offline.resolve`): the question with its
+    descriptors replaced by the names the evidence ties to them; sufficient once a sentence
+    names the last of them with the question's words. ``(None, why)`` when the question has
+    no descriptor or the evidence leaves nothing to resolve or ask: then expansion."""
+    qp = read_question(query)
+    if descriptor(query, qp.named) is None or compared_subjects(query):
+        return None, ""
+    indices = list(range(min(ChainHeuristics().keep, len(evidence))))
+    entities = _item_entities(evidence, stored)
+    res = resolve(query, evidence, entities, qp.named)
+    searched = {query_key(q) for q in [query, *previous_queries]}
+    if res.bridges:
+        bridge = res.bridges[-1][1]
+        said = "; ".join(f"'{text}' is {name}" for text, name in res.bridges)
+        if res.left is None:
+            predicate = key_terms(res.question, drop=[bridge, *qp.named])
+            sentence = answered(res.question, bridge, evidence, entities, predicate)
+            if sentence:
+                return ChainJudgment(
+                    is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT,
+                    reason=f"{said}; answered: \"{sentence[:160]}\""), ""
+        if query_key(res.question) not in searched:
+            return ChainJudgment(is_sufficient=False, evidence_indices=indices,
+                                 new_query=res.question, confidence=BRIDGE_SURE,
+                                 reason=f"resolved {said}: asking about {bridge}"), ""
+        if res.left is None:
+            # resolved and asked: whether the evidence answers it needs a reader
+            return ChainJudgment(
+                is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT,
+                reason=f"resolved {said} and asked; no sentence names {bridge} with the "
+                       "question's words (whether the evidence answers needs a reader)"), ""
+    left = res.left
+    if left is not None and query_key(left.text) not in searched:
+        return ChainJudgment(is_sufficient=False, evidence_indices=indices,
+                             new_query=left.text, confidence=BRIDGE_UNSURE,
+                             reason=f"no sentence ties a name to '{left.text}' yet: "
+                                    "searching for it"), ""
+    return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT,
+                         reason=f"no name within {NEAR} words of '{left.text}' in the evidence: "
+                                "nothing left to resolve"), ""
+
+
+def judge_chain(query: str, evidence: list[str], previous_queries: list[str],
+                heuristics: ChainHeuristics = ChainHeuristics(),
+                stored: EvidenceEntities = None) -> ChainJudgment:
+    """Resolve, then ask (`_resolving_judgment`); else the judgment of
+    `judge_with_entities`, whose bridge rewrites are expansion (labelled so)."""
+    if stored is not None and len(stored) != len(evidence):
+        stored = None
+    judgment, why = _resolving_judgment(query, evidence, previous_queries, stored)
+    if judgment is not None:
+        return judgment
+    judgment = judge_with_entities(query, evidence, previous_queries, heuristics, stored)
+    if judgment.reason:
+        return judgment
+    if judgment.is_sufficient:
+        return judgment.model_copy(update={"reason": why or "nothing left to search"})
+    label = "expansion: the evidence's best entities with the question's words"
+    return judgment.model_copy(update={"reason": f"{why}; {label}" if why else label})

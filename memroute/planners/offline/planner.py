@@ -43,7 +43,7 @@ from memroute.planners.offline.parsed import (
     SUBJECTS_AFTER_SEARCH,
     compared_subjects,
     first_round_searches,
-    judge_with_entities,
+    judge_chain,
     route_by_parse,
     split_by_parse,
 )
@@ -84,8 +84,8 @@ class OfflinePlanner:
     spends_llm_calls = False  # so budgets do not steer its routing
 
     def __init__(self, heuristics: ChainHeuristics | None = None, *,
-                 use_nlp: bool = True, attribute_route: Route = "chain",
-                 innermost_first: bool = False, split_question_search: bool = True,
+                 use_nlp: bool = True, attribute_route: Route = "direct",
+                 innermost_first: bool = False, split_question_search: bool = False,
                  **overrides: float) -> None:
         base = heuristics or ChainHeuristics()
         self.heuristics = ChainHeuristics(**{**base.__dict__, **overrides})
@@ -138,8 +138,10 @@ class OfflinePlanner:
                     route, reason = "chain", SUBJECTS_AFTER_SEARCH + reason
                 if route == "chain" and self.innermost_first:
                     first = read_question(query).innermost
-                if route == "chain":
+                if route in ("chain", "direct"):
                     searches = first_round_searches(query, list(speakers), self.heuristics)
+                if route == "direct" and searches:
+                    reason += f"; {searches[0].producer}'s own turns searched beside it"
             else:
                 (route, reason), confidence = route_by_syntax(query), 0.5
             return RouteDecision(route=route, reason=f"{reason} (confidence {confidence:.2f})"
@@ -160,7 +162,7 @@ class OfflinePlanner:
                     hop: int, evidence_entities: EvidenceEntities = None,
                     ) -> PlannerResult[ChainJudgment]:
         if self.use_nlp and query.strip():
-            return await self._run(lambda: judge_with_entities(
+            return await self._run(lambda: judge_chain(
                 query, list(evidence), list(previous_queries), self.heuristics,
                 evidence_entities))
         return await self._run(lambda: judge_evidence(query, list(evidence),
