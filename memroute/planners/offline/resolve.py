@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 
 from memroute.memory.titles import split_title, without_disambiguation
-from memroute.nlp import SPEAKER_LABEL, Entity, entity_key
+from memroute.nlp import SPEAKER_LABEL, Entity, entity_key, parse
 from memroute.planners.offline.entities import STOPWORDS, capitalized_phrases, fold
 
 # Who or what a memory relates to someone: people by their role, pets by their kind.
@@ -96,6 +96,16 @@ _RELATIVE_WORDS = frozenset("who whom that which where i i'm i've we we're you h
                             "his her their".split())
 
 
+def _names_a_kind(question: str, end: int) -> bool:
+    """Whether the relation noun ending at ``end`` only names a kind of the question's last
+    noun ("When is my dentist appointment?": an appointment, not a dentist, is asked about)."""
+    rest = _WORD.findall(question[end:])
+    if len(rest) != 1:
+        return False
+    token = next((t for t in parse(question) if t.idx >= end and t.is_alpha), None)
+    return token is not None and token.tag_ == "NN"
+
+
 def _possessed(question: str) -> Descriptor | None:
     """"my brother", "Anders's fiancée", "my pottery tutor": an owner, up to two modifiers,
     and a relation noun."""
@@ -109,6 +119,8 @@ def _possessed(question: str) -> Descriptor | None:
             plain = re.sub(r"['’]s?$", "", word)
             if _relation(plain):
                 end = question.find(word, m.end()) + len(plain)
+                if _names_a_kind(question, end):
+                    return None
                 return Descriptor(question[m.start():end], fold(plain),
                                   name.strip() if name else "my", tuple(words[:i]))
             if not re.fullmatch(r"[A-Za-z\-]+", word):
@@ -318,10 +330,7 @@ def resolve(question: str, evidence: list[str], entities: list[list[Entity]],
 
 def _replace(question: str, text: str, name: str) -> str:
     at = question.find(text)
-    before, after = question[:at], question[at + len(text):]
-    if after.startswith(("'s", "’s")) and name.endswith("s"):
-        after = "'" + after[2:]
-    return before + name + after
+    return question[:at] + name + question[at + len(text):]
 
 
 def answered(question: str, bridge: str, evidence: list[str], entities: list[list[Entity]],
