@@ -459,12 +459,12 @@ def _resolving_judgment(query: str, evidence: list[str], previous_queries: list[
         if query_key(res.question) not in searched:
             return ChainJudgment(is_sufficient=False, evidence_indices=indices,
                                  new_query=res.question, confidence=BRIDGE_SURE,
-                                 reason=f"resolved {said}: asking about {bridge}"), ""
+                                 reason=f"resolved: {said}; asking about {bridge}"), ""
         if res.left is None:
             # resolved and asked: whether the evidence answers it needs a reader
             return ChainJudgment(
                 is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT,
-                reason=f"resolved {said} and asked; no sentence names {bridge} with the "
+                reason=f"resolved: {said}; asked, but no sentence names {bridge} with the "
                        "question's words (whether the evidence answers needs a reader)"), ""
     left = res.left
     if left is not None and query_key(left.text) not in searched:

@@ -67,6 +67,28 @@ class Descriptor:
     noun: str  # its head noun ("fiancée"), folded
     owner: str  # "my", a name ("Anders"), or "" (a role through a clause)
     words: tuple[str, ...]  # its other content words ("cello", "flying", "Lisbon")
+    whole: bool = False  # a chain of relations ("my brother's wife"): the evidence states all
+
+
+_CHAINED = re.compile(r"^['’]s\s+((?:[a-z\-]+\s+){0,2}?)([a-zéè]+)\b")
+
+
+def whole_chain(question: str, d: Descriptor) -> Descriptor | None:
+    """``d`` with the relations that follow it ("my brother" -> "my brother's wife"), to be
+    resolved at once where a sentence states the whole chain; None if none follows."""
+    end = question.find(d.text) + len(d.text)
+    text, nouns, words = d.text, [], list(d.words)
+    while m := _CHAINED.match(question[end:]):
+        if not _relation(m.group(2)):
+            break
+        nouns.append(d.noun if not nouns else nouns[-1])
+        words += [*m.group(1).split(), nouns[-1]]
+        text += m.group(0)
+        end += len(m.group(0))
+        last = fold(m.group(2))
+    if not nouns:
+        return None
+    return Descriptor(text, last, d.owner, tuple(words), whole=True)
 
 
 def _plain(text: str) -> list[str]:
@@ -75,12 +97,8 @@ def _plain(text: str) -> list[str]:
 
 
 def _stem(word: str) -> str:
-    word = fold(word)
-    for end in ("ing", "ed", "es", "s"):
-        if word.endswith(end) and len(word) - len(end) >= 3:
-            word = word[:-len(end)]
-            break
-    return word[:4]
+    """A word's first four letters: "loves" and "love", "directed" and "director" meet."""
+    return fold(word)[:4]
 
 
 def _relation(noun: str) -> bool:
@@ -98,9 +116,11 @@ _RELATIVE_WORDS = frozenset("who whom that which where i i'm i've we we're you h
 
 def _names_a_kind(question: str, end: int) -> bool:
     """Whether the relation noun ending at ``end`` only names a kind of the question's last
-    noun ("When is my dentist appointment?": an appointment, not a dentist, is asked about)."""
+    noun ("When is my dentist appointment?": an appointment, not a dentist, is asked about).
+    After "do"/"does"/"did" the last word is the question's verb ("What does my tutor
+    coach?")."""
     rest = _WORD.findall(question[end:])
-    if len(rest) != 1:
+    if len(rest) != 1 or re.search(r"\b(do|does|did)\b", question[:end], re.I):
         return False
     token = next((t for t in parse(question) if t.idx >= end and t.is_alpha), None)
     return token is not None and token.tag_ == "NN"
@@ -271,11 +291,14 @@ def find_bridge(d: Descriptor, evidence: list[str], entities: list[list[Entity]]
         for sentence in sentences(text):
             words = _plain(sentence)
             stems = [_stem(w) for w in words]
-            noun_at = [i for i, s in enumerate(stems) if s == noun_stem] if not generic else []
+            # "my brother's wife, Sigrid": a possessor's name is not the one beside it
+            possessor = {i for i, w in enumerate(fold(sentence).split()) if w.endswith("'s")}
+            noun_at = [i for i, s in enumerate(stems) if s == noun_stem
+                       and i not in possessor] if not generic else []
             if not generic and not noun_at:
                 continue
             matched = sum(s in stems for s in word_stems)
-            if generic and not matched:
+            if generic and not matched or len(word_stems) > matched and d.whole:
                 continue
             if not _owner_tied(sentence, d.owner, title):
                 continue
@@ -319,7 +342,12 @@ def resolve(question: str, evidence: list[str], entities: list[list[Entity]],
         d = descriptor(current, [*named, *(b for _, b in bridges)])
         if d is None:
             return Resolution(current, bridges, None)
-        bridge = find_bridge(d, evidence, entities, current)
+        chain = whole_chain(current, d) if d.owner else None
+        bridge = find_bridge(chain, evidence, entities, current) if chain else None
+        if bridge is not None:
+            d = chain
+        else:
+            bridge = find_bridge(d, evidence, entities, current)
         if bridge is None:
             return Resolution(current, bridges, d)
         replaced = _replace(current, d.text, bridge.name)
