@@ -481,12 +481,21 @@ def judge_chain(query: str, evidence: list[str], previous_queries: list[str],
                 heuristics: ChainHeuristics = ChainHeuristics(),
                 stored: EvidenceEntities = None) -> ChainJudgment:
     """Resolve, then ask (`_resolving_judgment`); else the judgment of
-    `judge_with_entities`, whose bridge rewrites are expansion (labelled so)."""
+    `judge_with_entities`, whose bridge rewrites are expansion (labelled so). Over passages
+    filed under titles, expansion also follows a resolution that stopped."""
     if stored is not None and len(stored) != len(evidence):
         stored = None
     judgment, why = _resolving_judgment(query, evidence, previous_queries, stored)
-    if judgment is not None:
+    if judgment is not None and not (judgment.is_sufficient and _titled(evidence)):
         return judgment
+    if judgment is not None:
+        # passages filed under titles: the entities the evidence names have pages of their
+        # own, which expansion fetches (after the resolution, while expansions are left)
+        why = judgment.reason
+        expanded = judge_with_entities(query, evidence, previous_queries, heuristics, stored)
+        if expanded.is_sufficient:
+            return judgment
+        return expanded.model_copy(update={"reason": f"{why}; {expanded.reason}"})
     judgment = judge_with_entities(query, evidence, previous_queries, heuristics, stored)
     if judgment.reason:
         return judgment
