@@ -101,6 +101,13 @@ def _stem(word: str) -> str:
     return fold(word)[:4]
 
 
+def _same_noun(word: str, noun: str) -> bool:
+    """Whether a folded word is ``noun`` or its plural, or shares its first five letters
+    ("directed" for "director"; "dental" is no "dentist")."""
+    return (word == noun or word.rstrip("s") == noun.rstrip("s")
+            or (len(noun) >= 5 and len(word) >= 5 and word[:5] == noun[:5]))
+
+
 def _relation(noun: str) -> bool:
     return fold(noun) in RELATION_NOUNS or fold(noun).rstrip("s") in RELATION_NOUNS
 
@@ -283,7 +290,6 @@ def find_bridge(d: Descriptor, evidence: list[str], entities: list[list[Entity]]
     rest = {_stem(w) for w in _WORD.findall(known.replace(d.text, " "))
             if len(w) >= 3 and fold(w) not in STOPWORDS and not w[:1].isupper()}
     generic = d.noun in GENERIC_NOUNS
-    noun_stem = _stem(d.noun)
     word_stems = {_stem(w) for w in d.words if len(w) >= 3 and not w[:1].isupper()}
     best: tuple[tuple, Bridge] | None = None
     for rank, (text, ents) in enumerate(zip(evidence, entities, strict=True)):
@@ -293,7 +299,7 @@ def find_bridge(d: Descriptor, evidence: list[str], entities: list[list[Entity]]
             stems = [_stem(w) for w in words]
             # "my brother's wife, Sigrid": a possessor's name is not the one beside it
             possessor = {i for i, w in enumerate(fold(sentence).split()) if w.endswith("'s")}
-            noun_at = [i for i, s in enumerate(stems) if s == noun_stem
+            noun_at = [i for i, w in enumerate(words) if _same_noun(w, d.noun)
                        and i not in possessor] if not generic else []
             if not generic and not noun_at:
                 continue
