@@ -467,6 +467,10 @@ def _resolving_judgment(query: str, evidence: list[str], previous_queries: list[
                 reason=f"resolved: {said}; asked, but no sentence names {bridge} with the "
                        "question's words (whether the evidence answers needs a reader)"), ""
     left = res.left
+    if left is not None and _titled(evidence):
+        # passages filed under titles: the described thing's page is reached by expanding
+        # the entities the evidence names, not by searching the description again
+        return None, f"no name within {NEAR} words of '{left.text}' in the evidence"
     if left is not None and query_key(left.text) not in searched:
         return ChainJudgment(is_sufficient=False, evidence_indices=indices,
                              new_query=left.text, confidence=BRIDGE_UNSURE,

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 
 from memroute.memory.titles import split_title, without_disambiguation
-from memroute.nlp import SPEAKER_LABEL, Entity, entity_key, parse
+from memroute.nlp import SPEAKER_LABEL, Entity, parse
 from memroute.planners.offline.entities import STOPWORDS, capitalized_phrases, fold
 
 # Who or what a memory relates to someone: people by their role, pets by their kind.
@@ -47,9 +47,6 @@ _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|me|our|we|we're|mine)\b")
 _POSSESSIVE_PRONOUN = re.compile(r"\b(his|her|their|its)\b")
 _NAME = r"(?:[A-Z][\w’'.\-]*(?:\s+(?:of|the|de|van|von|da|del)?\s*[A-Z][\w’'.\-]*)*)"
 _MODIFIER = r"(?:[a-z][\w\-]*\s+)"
-_RELATIVE_START = re.compile(
-    r"^(?:who|whom|that|which|where|i|i'm|i've|we|we're|you|he|she|they|my|our|his|her|their|"
-    r"[A-Z])", re.I)
 _CLAUSE_STOP = frozenset("love loves like likes is was are were held located based famous "
                          "born".split())
 _SENTENCE = re.compile(r"(?<!\b(?:Dr|Mr|Ms|St|Mt|Jr|Sr))(?<!\bMrs)[.!?]+\s+(?=[A-Z\"“'])")
@@ -187,7 +184,8 @@ def _clause_words(clause: str) -> list[str]:
 
 def _with_clause(question: str, named: list[str]) -> Descriptor | None:
     """"the conference I'm flying to", "the person who moved to Lisbon": a noun, up to two
-    modifiers, then a relative clause (a relative pronoun, a pronoun or a name opens it)."""
+    modifiers, then, right after it, a relative clause (a relative pronoun, a pronoun or a
+    name opens it)."""
     for m in _THE.finditer(question):
         words = _WORD.findall(question[m.end():].split("?")[0])
         for i, word in enumerate(words[:3]):
@@ -197,6 +195,8 @@ def _with_clause(question: str, named: list[str]) -> Descriptor | None:
             opener = rest[0]
             if not (fold(opener) in _RELATIVE_WORDS or opener[:1].isupper()):
                 continue
+            if re.match(rf"\W*{re.escape(word)}\s*,", question[question.find(word, m.end()):]):
+                break  # a relative clause follows its noun directly, not after a comma
             clause = _clause_words(" ".join(rest))
             if not clause or len(clause) < 2:
                 continue
@@ -382,7 +382,3 @@ def answered(question: str, bridge: str, evidence: list[str], entities: list[lis
             if names_it and any(_stem(w) in stems for w in folded.split()):
                 return sentence
     return ""
-
-
-def entity_keys(entities: list[Entity]) -> set[str]:
-    return {entity_key(e.text) for e in entities}
