@@ -130,6 +130,19 @@ def _names_a_kind(question: str, end: int) -> bool:
     return token is not None and token.tag_ == "NN"
 
 
+_NAME_PART = re.compile(r"(?P<w>[A-Z0-9][\w’'.\-]*|of|the|de|van|von)(?:\s*,)?\s+$")
+
+
+def _name_start(question: str, start: int) -> int:
+    """Where the name ending before ``start`` begins, its titles and appositions included
+    ("Edward Howard, 2Nd Earl Of Carlisle")."""
+    while (m := _NAME_PART.search(question[:start])) and m.start() > 0:
+        if fold(m.group("w")) in ("who", "what", "which", "where", "when", "how", "whose"):
+            break
+        start = m.start()
+    return start
+
+
 def _possessed(question: str) -> Descriptor | None:
     """"my brother", "Anders's fiancée", "my pottery tutor": an owner, up to two modifiers,
     and a relation noun."""
@@ -145,8 +158,10 @@ def _possessed(question: str) -> Descriptor | None:
                 end = question.find(word, m.end()) + len(plain)
                 if _names_a_kind(question, end):
                     return None
-                return Descriptor(question[m.start():end], fold(plain),
-                                  name.strip() if name else "my", tuple(words[:i]))
+                start = _name_start(question, m.start()) if name else m.start()
+                owner = question[start:m.start()] + name if name else "my"
+                return Descriptor(question[start:end], fold(plain), owner.strip(),
+                                  tuple(words[:i]))
             if not re.fullmatch(r"[A-Za-z\-]+", word):
                 break
     return None
@@ -313,8 +328,8 @@ def find_bridge(d: Descriptor, evidence: list[str], entities: list[list[Entity]]
             for name in _names(sentence, ents, title):
                 if fold(name) in fold(known) or (d.owner and fold(name) == fold(d.owner)):
                     continue
-                if d.owner and set(_plain(name)) & set(_plain(d.owner)):
-                    continue
+                if d.owner and set(_plain(name)) <= set(_plain(d.owner)):
+                    continue  # a part of the owner's own name
                 at = _position(words, name)
                 if at is None:
                     continue
