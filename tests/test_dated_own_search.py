@@ -1,5 +1,5 @@
 """A question about one speaker that states a date: one more search of that speaker's turns,
-among those produced around the date (`ChainHeuristics.own_dated_search`)."""
+among those produced around the date (`ChainHeuristics.date_pad_days`)."""
 
 from __future__ import annotations
 

@@ -137,9 +137,8 @@ SUBJECTS_AFTER_SEARCH = "the question's own search first, then only the subjects
 
 def compared_subjects(query: str) -> list[str]:
     """The two sub-queries of a comparison of two named subjects ("Which was founded first,
-    A or B?" -> "A founded", "B founded"), else []: the questions
-    `ChainHeuristics.subjects_after_search` searches first and splits only as needed. A
-    coordination ("Where do Priya and Jonah live?") asks two facts, not one compared
+    A or B?" -> "A founded", "B founded"), else []: searched only when the question's own
+    search missed their subject (`subjects_missed`). A coordination ("Where do Priya and Jonah live?") asks two facts, not one compared
     attribute, and stays a split: its searches run at once (in a conversation no subject
     is ever covered by the question's search, so a chain would only run them in turn)."""
     route, reason, _ = route_by_parse(query)

@@ -107,7 +107,7 @@ class OfflinePlanner:
 
     async def route(self, query: str, speakers: Sequence[str] = ()) -> PlannerResult[RouteDecision]:
         def build() -> RouteDecision:
-            first, searches = "", []
+            searches = []
             if self.use_nlp and query.strip():
                 route, reason, confidence = route_by_parse(query, self.attribute_route)
                 if route == "split" and compared_subjects(query):
@@ -120,7 +120,6 @@ class OfflinePlanner:
                 (route, reason), confidence = route_by_syntax(query), 0.5
             return RouteDecision(route=route, reason=f"{reason} (confidence {confidence:.2f})"
                                  [:MAX_REASON_CHARS], confidence=confidence,
-                                 first_query=first[:MAX_REASON_CHARS],
                                  search_question=route != "split" or self.split_question_search,
                                  first_searches=searches)
         return await self._run(build)
