@@ -138,7 +138,8 @@ def event_line(event: Any) -> str | None:
         verdict = "?" if event.is_sufficient is None else ("yes" if event.is_sufficient else "no")
         confidence = "-" if event.confidence is None else f"{event.confidence:.2f}"
         then = f"next {event.new_query!r}" if event.decision == "continue" else event.decision
-        return f"hop {event.hop}: sufficient {verdict} (confidence {confidence}) → {then}"
+        why = f" · {event.reason}" if getattr(event, "reason", "") else ""
+        return f"hop {event.hop}: sufficient {verdict} (confidence {confidence}) → {then}{why}"
     return None
 
 
@@ -156,6 +157,8 @@ def hops_table(hops: list[dict[str, Any]]) -> Table:
                                *(hop.get("new_concurrent_queries") or [])])
         then = (f"next: {following}" if hop.get("decision") == "continue"
                 else f"stop: {hop.get('decision')}")
+        if hop.get("reason"):
+            then += f"\n({hop['reason']})"
         table.add_row(str(hop.get("hop")), queries,
                       "-" if sufficient is None else ("yes" if sufficient else "no"),
                       "-" if confidence is None else f"{confidence:.2f}",

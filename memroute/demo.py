@@ -3,7 +3,8 @@
 Opens the default `Memory` (``MEMROUTE_HOME``), stores the sample into the
 ``demo/sample/maya`` scope (idempotent: fixed uids), shows direct search results with scores
 and stage timings, then runs the retrieval agent (offline planner, no LLM) on questions of
-each kind (direct, split, chain) with ``memroute ask --explain``'s output.
+each kind (direct, split, chain) with ``memroute ask --explain``'s output, and what auto spent
+(searches, time, evidence found) against one direct search per question.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 import time
 
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from memroute import cli_output as out
@@ -51,12 +53,17 @@ async def show_searches(memory: Memory, console: Console, scope: Scope = DEMO_SC
 
 async def show_agent(memory: Memory, console: Console, scope: Scope = DEMO_SCOPE,
                      k: int = 5) -> dict[str, str]:
-    """The agent on every sample question, explained; returns the route taken per question."""
+    """The agent on every sample question, explained, then what it spent against one direct
+    search per question; returns the route taken per question."""
     from memroute.agent import RetrievalAgent
     from memroute.planners.offline.planner import OfflinePlanner
 
     agent = RetrievalAgent(memory=memory, planner=OfflinePlanner())
     routes = {}
+    spend = Table(title="what auto spent against direct", title_justify="left")
+    for name in ("question", "route", "auto searches", "auto ms", "direct ms", "found auto",
+                 "found direct"):
+        spend.add_column(name, overflow="fold")
     for question in sample_data.questions():
         console.rule(f"the agent · a {question.kind} question", style="magenta")
         console.print(Text.assemble(("$ memroute ask --explain ", "dim"),
@@ -71,6 +78,18 @@ async def show_agent(memory: Memory, console: Console, scope: Scope = DEMO_SCOPE
         console.print(f"evidence found {evidence_found(result.results, question.evidence)}/"
                       f"{len(question.evidence)}", style="dim")
         routes[question.question] = result.route
+        started = time.perf_counter()
+        auto = await agent.aretrieve(question.question, scope=scope, k=k)
+        auto_ms = (time.perf_counter() - started) * 1000
+        started = time.perf_counter()
+        direct = await agent.aretrieve(question.question, scope=scope, k=k, strategy="direct")
+        direct_ms = (time.perf_counter() - started) * 1000
+        total = len(question.evidence)
+        spend.add_row(question.question, auto.route, str(len(auto.queries)), f"{auto_ms:.0f}",
+                      f"{direct_ms:.0f}", f"{evidence_found(auto.results, question.evidence)}"
+                      f"/{total}", f"{evidence_found(direct.results, question.evidence)}/{total}")
+    console.rule("spend", style="magenta")
+    console.print(spend)
     return routes
 
 

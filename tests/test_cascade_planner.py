@@ -53,7 +53,7 @@ async def test_confident_offline_decisions_make_no_llm_call() -> None:
     cascade = CascadePlanner(OfflinePlanner(use_nlp=True), llm, threshold=0.7)
     assert isinstance(cascade, Planner)
     result = await cascade.route("When is Yasmin's birthday?")  # offline 0.75
-    assert llm.calls == [] and result.value.route == "chain"  # attribute_route="chain"
+    assert llm.calls == [] and result.value.route == "direct"  # a plain attribute
     assert result.value.reason.startswith("[offline]") and result.raw[0].startswith(
         "cascade: offline")
     split = await cascade.split("Where does Karim study and where is Helga Brandt's office?")
@@ -75,7 +75,7 @@ async def test_unsure_offline_decisions_ask_the_llm_and_record_it() -> None:
 async def test_a_failed_llm_call_leaves_the_offline_decision_and_its_cost() -> None:
     cascade = CascadePlanner(OfflinePlanner(use_nlp=True), CountingLLM(fail=True), threshold=0.95)
     result = await cascade.route("When is Yasmin's birthday?")
-    assert result.value is not None and result.value.route == "chain"  # the offline decision
+    assert result.value is not None and result.value.route == "direct"  # the offline decision
     assert result.usage.llm_calls == 1 and "llm failure" in result.raw[0]
 
 
@@ -114,7 +114,7 @@ async def test_the_result_records_which_planner_decided(memory) -> None:
 
 # -- the cascade over real LLM planners: a fake chat model and the scripted server -----------
 
-YASMIN = "When is Yasmin's birthday?"  # offline route: chain, confidence 0.75
+YASMIN = "When is Yasmin's birthday?"  # offline route: direct, confidence 0.75
 KARIM = "Where does Karim study and where is Helga Brandt's office?"  # split, 0.9
 
 
@@ -131,7 +131,7 @@ async def test_the_threshold_decides_which_route_decisions_reach_the_model() -> 
     model = ScriptedChatModel.of([route("direct", "one person, one fact")])
     lenient = cascade_over(model, threshold=0.7)
     kept = await lenient.route(YASMIN)
-    assert kept.decided_by == "offline" and kept.value.route == "chain" and not model.calls
+    assert kept.decided_by == "offline" and kept.value.route == "direct" and not model.calls
     strict = cascade_over(model, threshold=0.8)
     assert (await strict.route(KARIM)).decided_by == "offline"  # 0.9 stands at 0.8
     asked = await strict.route(YASMIN)
@@ -169,7 +169,7 @@ async def test_a_malformed_reply_from_the_server_leaves_the_offline_decision() -
         cascade = cascade_over(server.client(), threshold=0.8, model="m",
                                response_format="json_object")
         result = await cascade.route(YASMIN)
-        assert result.decided_by == "offline" and result.value.route == "chain"
+        assert result.decided_by == "offline" and result.value.route == "direct"
         assert result.value.reason.startswith("[offline]")
         assert "llm failure (invalid_output" in result.raw[0]
         # both requests charged, each its prompt as sent, estimated with o200k_base

@@ -58,10 +58,6 @@ def test_the_offline_judge_sends_a_comparisons_missed_subjects_in_one_hop() -> N
     subjects = compared_subjects(QUESTION)
     judged = judge_with_entities(QUESTION, evidence, [QUESTION])
     assert [judged.new_query, *(s.query for s in judged.concurrent_searches)] == subjects
-    # one per hop, as before, when switched off
-    one = judge_with_entities(QUESTION, evidence, [QUESTION],
-                              OfflinePlanner(fan_out=False).heuristics)
-    assert one.new_query == subjects[0] and one.concurrent_searches == []
     # both searched: enough
     assert judge_with_entities(QUESTION, evidence, [QUESTION, *subjects]).is_sufficient
 
@@ -92,30 +88,3 @@ async def test_on_a_store_one_hop_runs_both_subject_searches_concurrently(
     assert [result.hops[1]["query"], *result.hops[1]["concurrent_queries"]] == subjects
     assert result.hops[1]["decision"] == "sufficient"
     assert all(found[s] for s in subjects)  # each subject's search found turns
-    # one per hop when switched off: the same searches, one round more
-    events.clear()
-    agent = RetrievalAgent(memory, planner=OfflinePlanner(fan_out=False),
-                           context=(0, 0))
-    one_by_one = await agent.aretrieve(QUESTION, scope=scope, k=10, strategy="auto")
-    assert one_by_one.queries == [QUESTION, *subjects]
-    assert [kind for kind, _ in events] == ["start", "end"] * 3
-    assert one_by_one.search_rounds == 3
-
-
-def test_opt_in_the_runner_up_bridges_go_out_beside_the_first_bridge() -> None:
-    question = "Which government position was held by the star of Kiss and Tell?"
-    evidence = ["Kiss and Tell (1945 film): Kiss and Tell is a 1945 comedy film starring "
-                "Shirley Temple as the teenage Corliss Archer.",
-                "Kiss and Tell (1945 film): The film was a box office success.",
-                "Walter Abel: Walter Abel was an American character actor.",
-                "Accra: Accra is the capital of Ghana."]
-    both = judge_with_entities(question, evidence, [question],
-                               OfflinePlanner(bridges_at_once=True).heuristics)
-    assert both.new_query.startswith("Shirley Temple")
-    [runner_ups] = both.concurrent_searches
-    assert "Shirley Temple" not in runner_ups.query and "Walter Abel" in runner_ups.query
-    # both searched: the two rewrites are used up
-    assert judge_with_entities(question, evidence, [question, both.new_query, runner_ups.query],
-                               OfflinePlanner(bridges_at_once=True).heuristics).is_sufficient
-    # off by default (2Wiki -1.7 points): the runner-ups wait for the first bridge's search
-    assert judge_with_entities(question, evidence, [question]).concurrent_searches == []

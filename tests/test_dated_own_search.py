@@ -1,5 +1,5 @@
 """A question about one speaker that states a date: one more search of that speaker's turns,
-among those produced around the date (`ChainHeuristics.own_dated_search`)."""
+among those produced around the date (`ChainHeuristics.date_pad_days`)."""
 
 from __future__ import annotations
 
@@ -46,10 +46,7 @@ def test_the_dated_search_comes_after_the_own_search() -> None:
     assert first.concurrent_searches == [ChainSearch(
         query="Who did I have dinner with?", producer="Gina",
         produced_after="2023-04-26T00:00:00+00:00", produced_before="2023-05-11T00:00:00+00:00")]
-    alone = judge_with_entities(QUESTION, TURNS, [QUESTION], ChainHeuristics(fan_out=False),
-                                STORED)
-    assert alone.new_query == first.new_query and alone.concurrent_searches == []
-    # one per hop (fan_out off): the dated search next
+    # when only the own search was sent: the dated search next
     second = judge_with_entities(QUESTION, TURNS, [QUESTION, first.new_query],
                                  ChainHeuristics(), STORED)
     assert second.new_query == "Who did I have dinner with?" and second.producer == "Gina"
@@ -58,7 +55,7 @@ def test_the_dated_search_comes_after_the_own_search() -> None:
     assert judge_with_entities(QUESTION, TURNS, [QUESTION, first.new_query, second.new_query],
                                ChainHeuristics(), STORED).is_sufficient
     # off, or no date stated: the own search alone
-    off = ChainHeuristics(own_dated_search=False)
+    off = ChainHeuristics(date_pad_days=0)
     assert judge_with_entities(QUESTION, TURNS, [QUESTION, first.new_query], off,
                                STORED).is_sufficient
     undated = "Who did Gina have dinner with?"

@@ -40,3 +40,5 @@ async def test_demo_runs_end_to_end(monkeypatch: pytest.MonkeyPatch, pg_url: str
     assert len(found) == 3 + len(questions)  # three direct searches, then every question
     assert all(hit >= 1 for hit, _ in found)
     assert re.search(r"the offline planner routed \d/9 questions as labelled", first)
+    # what auto spent against one direct search per question
+    assert "what auto spent against direct" in first

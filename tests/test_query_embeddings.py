@@ -17,8 +17,10 @@ from memroute.planners.offline.planner import OfflinePlanner
 from tests.memory_views import CountingEmbedder, query_view
 
 TURNS = ["Clara moved to Lisbon in 2023.", "Clara loves grilled sardines.",
-         "People in Lisbon love to eat custard tarts.", "Tom adopted a dog named Biscuit."]
-QUESTION = "What does the person who moved to Lisbon love to eat?"
+         "People in Lisbon love to eat custard tarts.", "Tom adopted a dog named Biscuit.",
+         "Tom works as a ferry captain."]
+# resolved from the first search ("Tom"), then asked: a chain of two searches
+QUESTION = "What does the person who adopted Biscuit do for a living?"
 
 
 async def test_a_text_in_flight_is_awaited_not_embedded_again(memory: Memory) -> None:

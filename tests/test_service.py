@@ -103,7 +103,8 @@ async def test_rest_round_trip(tenant_factory) -> None:
     got = (await t.client.post("/v1/retrieve", json={
         "scope": t.scope, "query": "What does Alice do and what does Bob do?", "k": 4,
         "budget": {"max_llm_calls": 2}})).json()
-    assert got["route"] == "split" and len(got["queries"]) == 3 and got["stop_reason"]
+    # the two sub-questions, whole ("What does Alice do?")
+    assert got["route"] == "split" and len(got["queries"]) == 2 and got["stop_reason"]
     assert {"f1", "f2"} <= {r["uid"] for r in got["results"]}
     assert got["costs"]["totals"]["llm_calls"] == 0  # the offline planner
 
@@ -294,7 +295,7 @@ async def exercise_mcp(client: Client, other_project: str = "elsewhere") -> None
     got = await client.call_tool("memory_retrieve", {
         "query": "What does Alice do and what does Bob do?", "k": 4})
     data = got.structured_content
-    assert not got.is_error and data["route"] == "split" and len(data["queries"]) == 3
+    assert not got.is_error and data["route"] == "split" and len(data["queries"]) == 2
     assert data["stop_reason"] and {"m1", "m2"} <= {r["uid"] for r in data["results"]}
     deleted = await client.call_tool("memory_delete", {"session_id": "mcp"})
     assert deleted.structured_content == {"deleted": 4, "by_scope": None}

@@ -34,7 +34,7 @@ def test_the_first_round_searches_need_a_named_speaker_of_the_scope() -> None:
     assert first_round_searches(QUESTION, ["Melanie"]) == []  # names no speaker
     both = "Did Caroline or Melanie paint more?"
     assert first_round_searches(both, ["Caroline", "Melanie"]) == []
-    off = OfflinePlanner(speakers_first_round=False).heuristics
+    off = OfflinePlanner(own_turns=False).heuristics
     assert first_round_searches(QUESTION, ["Caroline"], off) == []
 
 
@@ -64,21 +64,19 @@ async def test_a_question_naming_a_speaker_searches_both_in_round_one(
     agent = RetrievalAgent(memory, planner=OfflinePlanner(), context=(0, 0))
     result = await agent.aretrieve(QUESTION, scope=scope, k=10, strategy="auto")
     own = "What did I research for my project?"
-    assert result.route == "chain" and result.queries == [QUESTION, own]
-    # both searches started before either ended: one round, then the judge stops
+    # a plain attribute of a named speaker: direct, with their own turns searched beside it
+    assert result.route == "direct" and result.queries == [QUESTION, own]
+    assert "Caroline's own turns searched beside it" in result.route_reason
+    # both searches started before either ended: one round
     assert [kind for kind, _ in events] == ["start", "start", "end", "end"]
-    assert result.search_rounds == 1 and result.hops[0]["concurrent_queries"] == [own]
-    assert result.hops[0]["decision"] == "sufficient"
-    # the own turns first, as when the judge sent that search
+    assert result.search_rounds == 1 and result.hops == []
+    # the own turns first
     assert result.results[0].nucleus.content.startswith("I researched adoption")
-    # switched off: the same searches, the own one after the judge
+    # switched off: the question alone
     events.clear()
-    agent = RetrievalAgent(memory, planner=OfflinePlanner(speakers_first_round=False),
-                           context=(0, 0))
-    later = await agent.aretrieve(QUESTION, scope=scope, k=10, strategy="auto")
-    assert later.queries == result.queries and later.search_rounds == 2
-    assert [kind for kind, _ in events] == ["start", "end", "start", "end"]
-    assert [r.uid for r in later.results] == [r.uid for r in result.results]
+    agent = RetrievalAgent(memory, planner=OfflinePlanner(own_turns=False), context=(0, 0))
+    alone = await agent.aretrieve(QUESTION, scope=scope, k=10, strategy="auto")
+    assert alone.route == "direct" and alone.queries == [QUESTION]
 
 
 async def test_a_store_without_producers_routes_as_before(memory) -> None:
@@ -87,8 +85,8 @@ async def test_a_store_without_producers_routes_as_before(memory) -> None:
                              for d in DOCS])
     question = "What did Caroline Herschel research?"
     runs = []
-    for first_round in (True, False):
-        agent = RetrievalAgent(memory, planner=OfflinePlanner(speakers_first_round=first_round),
+    for own_turns in (True, False):
+        agent = RetrievalAgent(memory, planner=OfflinePlanner(own_turns=own_turns),
                                context=(0, 0))
         runs.append(await agent.aretrieve(question, scope=scope, k=10, strategy="auto"))
     assert await memory.speakers(scope) == []  # "system" is a role, not a speaker
@@ -125,9 +123,8 @@ async def test_a_planner_without_wants_speakers_routes_from_the_question(memory)
                              for p, t in TURNS])
     agent = RetrievalAgent(memory, planner=_QuestionOnlyPlanner(), context=(0, 0))
     result = await agent.aretrieve(QUESTION, scope=scope, k=10, strategy="auto")
-    # no lookup, no first-round search: the judge finds the speaker a round later
-    assert result.queries == [QUESTION, "What did I research for my project?"]
-    assert result.search_rounds == 2
+    # no lookup: it cannot know Caroline is a speaker, and searches the question alone
+    assert result.route == "direct" and result.queries == [QUESTION]
 
 
 async def test_the_cascade_passes_the_speakers_to_its_offline_router() -> None:

@@ -48,9 +48,12 @@ def _end(state: RetrievalState, decision: str, runtime: Runtime, cost: NodeCost 
         record["concurrent_queries"] = searched[1:]
     if len(next_queries) > 1:
         record["new_concurrent_queries"] = next_queries[1:]
+    if judgment is not None and judgment.reason:
+        record["reason"] = judgment.reason
     runtime.stream_writer(as_payload(HopJudged(hop, searched[0], record["is_sufficient"],
                                                record["confidence"], record["new_query"],
-                                               decision, searched[1:], next_queries[1:])))
+                                               decision, searched[1:], next_queries[1:],
+                                               record.get("reason", ""))))
     update: dict = {"hops": [record], "selected": selected or []}
     if cost is not None:
         update["costs"] = [cost]

@@ -43,6 +43,7 @@ class HopJudged:
     decision: str  # "continue" or the stop reason
     concurrent_queries: list[str] = field(default_factory=list)  # searched with ``query``
     new_concurrent_queries: list[str] = field(default_factory=list)  # sent with ``new_query``
+    reason: str = ""  # the judge's account of its verdict
     event: str = "hop"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import time
 from typing import Any
@@ -14,6 +15,7 @@ from memroute.graph.context import ContextResolver, scope_speakers
 from memroute.graph.events import Final, as_payload
 from memroute.graph.state import (
     OWN_RANK,
+    QUESTION_RANK,
     ResultRecord,
     RetrievalState,
     as_record,
@@ -109,6 +111,34 @@ def composed_queries(queries: list[str]) -> list[str]:
     return [q for q in dict.fromkeys(composed) if q not in queries]
 
 
+# The share of the top k kept for the question's own search, in its order: whatever else
+# the searches pooled, auto keeps what one search of the question ranks highest.
+QUESTION_SHARE = 0.5
+
+
+def with_question_share(ranked: list[ResultRecord], pool: list[ResultRecord],
+                        places: int) -> list[ResultRecord]:
+    """``ranked`` (the fused order, ``places`` long at most) with the question's own best
+    hits (`QUESTION_SHARE` of ``places``, by `QUESTION_RANK`) put in where missing, in
+    place of the lowest-ranked others."""
+    share = math.ceil(QUESTION_SHARE * places)
+    reserved = sorted((r for r in pool if QUESTION_RANK in r["extra"]),
+                      key=lambda r: r["extra"][QUESTION_RANK])[:share]
+    missing = [r for r in reserved if r["uid"] not in {x["uid"] for x in ranked}]
+    if not missing:
+        return ranked
+    keep = {r["uid"] for r in reserved}
+    out = list(ranked[:places])
+    for record in missing:
+        if len(out) < places:
+            out.append(record)
+            continue
+        drop = next(i for i in range(len(out) - 1, -1, -1) if out[i]["uid"] not in keep)
+        out.pop(drop)
+        out.append(record)
+    return out
+
+
 def own_turns_first(pool: list[ResultRecord]) -> tuple[list[ResultRecord], list[ResultRecord]]:
     """The hits of the chain's search of one speaker's turns, in that search's order, and the
     rest of the pool. A question about one speaker is answered from their own turns: fused
@@ -164,7 +194,10 @@ def make_final_rerank(resolve: ContextResolver):
             ranked = await ctx.memory.rerank(pooled, scored, left, mode=ctx.rerank_mode,
                                              credit=FINAL_CREDIT, link_bonus=LINK_BONUS,
                                              entity_bonus=ENTITY_LINK_BONUS, entity_keys=keys)
-            results += [as_record(r) for r in ranked]
+            by_uid = {r["uid"]: r for r in pool}
+            fused = [{**as_record(r), "extra": by_uid[r.uid]["extra"]} if r.uid in by_uid
+                     else as_record(r) for r in ranked]
+            results += with_question_share(fused, pool, left)
         results = deduplicated([for_output(r) for r in results])
         stop_reason = state.get("stop_reason") or "done"
         await record_decision(state, stop_reason)

@@ -12,7 +12,14 @@ from typing_extensions import NotRequired, TypedDict
 from memroute.graph import final_rerank
 from memroute.graph.context import ContextResolver
 from memroute.graph.events import SearchDone, as_payload
-from memroute.graph.state import OWN_RANK, HopSearch, RetrievalState, as_record, node_cost
+from memroute.graph.state import (
+    OWN_RANK,
+    QUESTION_RANK,
+    HopSearch,
+    RetrievalState,
+    as_record,
+    node_cost,
+)
 from memroute.memory.limits import MAX_K
 from memroute.memory.models import ScoredResult
 from memroute.nlp import SPEAKER_LABEL, Entity
@@ -44,6 +51,8 @@ class SearchTask(TypedDict):
     # The final rerank's composed query of this one (the question and this query's bridge
     # words, `final_rerank.composed_queries`): embedded while this search reads the store.
     composed: NotRequired[str]
+    # It searches the question itself, unfiltered: the final rerank keeps a share of its hits
+    question_search: NotRequired[bool]
 
 
 def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0, *,
@@ -74,6 +83,8 @@ def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0, *,
         task["beside_planner"] = True
     if producer:
         task["producer"] = producer
+    elif query == state["query"] and not (produced_after or produced_before):
+        task["question_search"] = True
     composed = (final_rerank.composed_queries([state["query"], query])
                 if query != state["query"] else [])
     if composed:
@@ -117,11 +128,14 @@ def make_memory_search(resolve: ContextResolver):
             stored = results.entities
             cost = node_cost(NODE, started, detail=f"{task['role']}: {task['query']}")
         pool = {}
+        question = task.get("question_search", False)
         for rank, result in enumerate(results):
             record = as_record(result)
             record["extra"].update(role=task["role"], hop=task["hop"])
             if task.get("producer"):
                 record["extra"][OWN_RANK] = rank
+            elif question:
+                record["extra"][QUESTION_RANK] = rank
             if result.uid in stored:
                 record["extra"]["entities"] = [e.as_json() for e in hit_entities(result, stored)]
             pool[record["uid"]] = record

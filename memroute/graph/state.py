@@ -91,22 +91,25 @@ def for_output(record: ResultRecord) -> ResultRecord:
 
 OWN_RANK = "own_rank"
 """A hit's rank in the chain's search of one speaker's turns (in a record's ``extra``)."""
+QUESTION_RANK = "question_rank"
+"""A hit's rank in the search of the question itself (in a record's ``extra``)."""
 
 
 def merge_pool(left: dict[str, ResultRecord] | None,
                right: dict[str, ResultRecord] | None) -> dict[str, ResultRecord]:
     """Pool evidence by episode uid, keeping the better-scored copy (the earlier one on ties)
-    and an `OWN_RANK` either copy carries."""
+    and the best `OWN_RANK` and `QUESTION_RANK` either copy carries."""
     merged = dict(left or {})
     for uid, result in (right or {}).items():
         kept = merged.get(uid)
         if kept is None or result["rerank_score"] > kept["rerank_score"]:
             merged[uid] = result
         if kept is not None:
-            ranks = [r["extra"][OWN_RANK] for r in (kept, result) if OWN_RANK in r["extra"]]
-            if ranks and merged[uid]["extra"].get(OWN_RANK) != min(ranks):
-                merged[uid] = {**merged[uid], "extra": {**merged[uid]["extra"],
-                                                        OWN_RANK: min(ranks)}}
+            for key in (OWN_RANK, QUESTION_RANK):
+                ranks = [r["extra"][key] for r in (kept, result) if key in r["extra"]]
+                if ranks and merged[uid]["extra"].get(key) != min(ranks):
+                    merged[uid] = {**merged[uid], "extra": {**merged[uid]["extra"],
+                                                            key: min(ranks)}}
     return merged
 
 
@@ -198,6 +201,7 @@ class HopRecord(TypedDict):
     decision: str  # "continue" or the stop reason
     concurrent_queries: NotRequired[list[str]]  # searched at once with ``query``, this hop
     new_concurrent_queries: NotRequired[list[str]]  # to search at once with ``new_query``
+    reason: NotRequired[str]  # the judge's account of its verdict (`ChainJudgment.reason`)
 
 
 class RetrievalInput(TypedDict, total=False):

@@ -96,7 +96,14 @@ def _take_route(request: dict[str, Any], route: Route, reason: str, source: str,
                 for slot, s in enumerate(searches)]
         goto = goto[0] if len(goto) == 1 else goto
     else:
+        # direct: the question, and beside it, at once, the planner's first searches (a
+        # named speaker's own turns)
         goto = send_search(update, request["query"], route, hop=0)
+        if first_searches:
+            goto = [goto, *(send_search(update, s.query, route, hop=0, producer=s.producer,
+                                        produced_after=s.produced_after,
+                                        produced_before=s.produced_before)
+                            for s in first_searches)]
     return Command(update=update, goto=goto)
 
 

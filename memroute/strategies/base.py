@@ -92,6 +92,9 @@ class ChainJudgment(BaseModel):
     # that side open): a date the question states
     produced_after: str = Field(default="", max_length=40)
     produced_before: str = Field(default="", max_length=40)
+    # what the judge saw, in a sentence ("resolved 'my brother' as Anders", "answered: ...",
+    # "expansion: ..."): shown with the hop, in the stream and by --explain
+    reason: str = Field(default="", max_length=MAX_REASON_CHARS)
 
 
 @dataclass

@@ -136,7 +136,7 @@ def occurs_as_words(phrase: str, text: str) -> bool:
     """Whether ``phrase`` occurs in ``text`` with no word character just before or after it:
     ``re.search(rf"(?<!\\w){re.escape(phrase)}(?!\\w)", text)`` without compiling a pattern
     per phrase (the judge checks thousands of distinct phrases per run, past ``re``'s cache
-    of 512 patterns: ~11 ms of an auto question, docs/evaluation.md "Where the time goes
+    of 512 patterns: ~11 ms of an auto question, docs/research.md "Where the time goes
     between the searches")."""
     start = text.find(phrase)
     while start >= 0:

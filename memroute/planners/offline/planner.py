@@ -1,30 +1,18 @@
-"""The offline planner: the agent's three decisions without an LLM.
+"""The offline planner: the agent's three decisions without an LLM, from the question's
+structure (docs/agent.md has the rules in a page).
 
-By default (``use_nlp=True``, ``MEMROUTE_OFFLINE_PARSE``) it parses the question with spaCy
-(`memroute.planners.offline.parsed` documents those rules); the surface heuristics below are
-its fallback when the model is missing (``use_nlp=False`` chooses them). Both were tuned only
-on the shared development data (``docs/evaluation.md`` has the measurements behind each rule).
-The surface heuristics:
+- **route**: independent lookups (two questions in one, coordinated or compared subjects)
+  -> split (a comparison of two named things: the question's own search first, then only
+  the subjects it missed); a thing described but not named ("my brother's wife", "the
+  conference I'm flying to") -> chain, resolved then asked; another relation the parse
+  cannot resolve -> chain by expansion; a plain attribute of what the question names ->
+  direct (with a named speaker's own turns searched beside it); nothing named -> direct.
+- **split**: each clause or each coordinated subject as a whole question.
+- **judge**: resolve, then ask (`memroute.planners.offline.resolve`); else expansion.
 
-- **route**: two or more named subjects under a comparison or coordination ("Which was
-  founded first, A or B?", "Are A and B both ...?") -> ``split``, unless it compares a role
-  reached through each subject ("Which film has the director who died first, A or B?") or
-  only describes the entity asked for ("Which actor starred in both A and B?") -> ``chain``;
-  a nested relation (relative clause, passive or possessive relation chain) -> ``chain``;
-  any other question that names something -> ``chain`` as well, because bridging from what
-  it names was measured better than one search on every question class of the four
-  benchmarks at no token cost; nothing named -> ``direct``.
-- **split**: one sub-query per subject, the subject plus the question's relation words
-  (no comparison wording).
-- **judge** (ChainOfQuery) bridges on entities: capitalized and quoted phrases of the
-  evidence and the titles of stored ``"Title: sentence"`` contents that the question does not
-  name, scored by the rank of the evidence they occur in (higher in a sentence about an
-  entity the question names). The first rewrite is the best entity plus the question's
-  relation words; the last one packs the next few entities into one query. Rewrites only use
-  words of the question and the evidence, so they are grounded. When every permitted rewrite
-  was searched, or nothing untried is left, the evidence is judged sufficient.
-
-Every method returns a `PlannerResult` with zero LLM calls and never raises.
+It parses with spaCy (`use_nlp=True`, the default); without the model it falls back to the
+surface heuristics of `question_syntax` and `bridging.judge_evidence`. Every method returns
+a `PlannerResult` with zero LLM calls and never raises.
 """
 
 from __future__ import annotations
@@ -43,11 +31,10 @@ from memroute.planners.offline.parsed import (
     SUBJECTS_AFTER_SEARCH,
     compared_subjects,
     first_round_searches,
-    judge_with_entities,
+    judge_chain,
     route_by_parse,
     split_by_parse,
 )
-from memroute.planners.offline.question_parse import read_question
 from memroute.planners.offline.question_syntax import route_by_syntax, subject_sub_queries
 from memroute.strategies.base import (
     MAX_REASON_CHARS,
@@ -67,26 +54,19 @@ log = get_logger(__name__)
 class OfflinePlanner:
     """Implements `memroute.planners.base.Planner` without an LLM.
 
-    By default it parses questions with spaCy (`memroute.planners.offline.parsed`); with
-    ``use_nlp=False``, or when the model is missing (one warning), it uses the surface
-    heuristics above. ``attribute_route``: where a named subject's direct attribute goes
-    (``"chain"``: two searches, measured better on conversations than ``"direct"``).
-    ``innermost_first``: a chain's first search is the question's innermost sub-question
-    (`QuestionParse.innermost`, "the performer of Green" for "Who is the spouse of the
-    performer of Green?") rather than the whole question; off by default (within noise on
-    the sentence-protocol sets, docs/evaluation.md). ``split_question_search``: whether a
-    split also searches the question itself beside its sub-queries (``False``: the
-    sub-queries alone, one search less; HotpotQA 300 -0.17 points, 2Wiki 0.0, for 0.2 fewer
-    searches, before comparisons went to `ChainHeuristics.subjects_after_search`; off).
+    ``heuristics`` (or its fields as keyword arguments): the chain's six parameters
+    (`ChainHeuristics`). ``use_nlp=False`` (or a missing spaCy model, with one warning)
+    chooses the surface heuristics. ``attribute_route``: where a plain attribute of a named
+    thing goes (``"direct"``). ``split_question_search``: whether a split also searches the
+    question itself beside its sub-questions (off: they are whole questions).
     """
 
     name = "offline"
     spends_llm_calls = False  # so budgets do not steer its routing
 
     def __init__(self, heuristics: ChainHeuristics | None = None, *,
-                 use_nlp: bool = True, attribute_route: Route = "chain",
-                 innermost_first: bool = False, split_question_search: bool = True,
-                 **overrides: float) -> None:
+                 use_nlp: bool = True, attribute_route: Route = "direct",
+                 split_question_search: bool = False, **overrides: float) -> None:
         base = heuristics or ChainHeuristics()
         self.heuristics = ChainHeuristics(**{**base.__dict__, **overrides})
         if use_nlp:
@@ -96,9 +76,7 @@ class OfflinePlanner:
                             reason="the spaCy English model is not installed",
                             install=INSTALL_HINT)
         self.use_nlp = use_nlp
-        # where "one named subject with a direct attribute" goes (docs/evaluation.md)
         self.attribute_route = attribute_route
-        self.innermost_first = innermost_first
         self.split_question_search = split_question_search
 
     @property
@@ -123,28 +101,25 @@ class OfflinePlanner:
 
     @property
     def wants_speakers(self) -> bool:
-        """Whether `route` reads the scope's speakers: a chain's own-turns searches then go out
-        in its first round (`ChainHeuristics.speakers_first_round`)."""
-        h = self.heuristics
-        return self.use_nlp and h.speakers_first_round and h.own_turns and h.fan_out
+        """Whether `route` reads the scope's speakers: a named speaker's own turns are then
+        searched beside the question, at once (`ChainHeuristics.own_turns`)."""
+        return self.use_nlp and self.heuristics.own_turns
 
     async def route(self, query: str, speakers: Sequence[str] = ()) -> PlannerResult[RouteDecision]:
         def build() -> RouteDecision:
-            first, searches = "", []
+            searches = []
             if self.use_nlp and query.strip():
                 route, reason, confidence = route_by_parse(query, self.attribute_route)
-                if (route == "split" and self.heuristics.subjects_after_search
-                        and compared_subjects(query)):
+                if route == "split" and compared_subjects(query):
                     route, reason = "chain", SUBJECTS_AFTER_SEARCH + reason
-                if route == "chain" and self.innermost_first:
-                    first = read_question(query).innermost
-                if route == "chain":
+                if route in ("chain", "direct"):
                     searches = first_round_searches(query, list(speakers), self.heuristics)
+                if route == "direct" and searches:
+                    reason += f"; {searches[0].producer}'s own turns searched beside it"
             else:
                 (route, reason), confidence = route_by_syntax(query), 0.5
             return RouteDecision(route=route, reason=f"{reason} (confidence {confidence:.2f})"
                                  [:MAX_REASON_CHARS], confidence=confidence,
-                                 first_query=first[:MAX_REASON_CHARS],
                                  search_question=route != "split" or self.split_question_search,
                                  first_searches=searches)
         return await self._run(build)
@@ -160,7 +135,7 @@ class OfflinePlanner:
                     hop: int, evidence_entities: EvidenceEntities = None,
                     ) -> PlannerResult[ChainJudgment]:
         if self.use_nlp and query.strip():
-            return await self._run(lambda: judge_with_entities(
+            return await self._run(lambda: judge_chain(
                 query, list(evidence), list(previous_queries), self.heuristics,
                 evidence_entities))
         return await self._run(lambda: judge_evidence(query, list(evidence),

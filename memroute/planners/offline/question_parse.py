@@ -12,10 +12,7 @@ The parts the offline planner's decisions use:
 - ``predicate``: the content words outside the named things and the hidden head's
   description, the words a bridge query keeps;
 - ``clauses``: coordinated clauses that each have their own subject ("Where does Karim study
-  and where is Helga Brandt's office?"), one self-contained question each;
-- ``innermost``: the innermost description of an unnamed thing through a named one, when
-  the question says more around it ("Who is the spouse of the performer of Green?" ->
-  "the performer of Green"): the sub-question a nested question must answer first.
+  and where is Helga Brandt's office?"), one self-contained question each.
 """
 
 from __future__ import annotations
@@ -58,7 +55,6 @@ class QuestionParse:
     predicate: list[str]
     description: list[str] = field(default_factory=list)
     clauses: list[str] = field(default_factory=list)
-    innermost: str = ""
 
     @property
     def hidden_labels(self) -> frozenset[str]:
@@ -118,12 +114,13 @@ def _hidden_head(doc, named_tokens: set[int]):
 
 _NEXT_QUESTION = re.compile(r"\s*,?\s+(?:and|but)\s+(?=(?:who|whom|whose|what|when|where|which|"
                             r"how|why)\b)", re.I)
-_POSSESSIVE_PRONOUN = re.compile(r"\b(his|her|their)\b", re.I)
+_POSSESSIVE_PRONOUN = re.compile(r"\b(his|her|their|its)\b", re.I)
+_SUBJECT_PRONOUN = re.compile(r"\b(he|she|they)\b", re.I)
 
 
 def _own_questions(text: str, named: list[str]) -> list[str]:
     """"When is Yasmin's birthday and where will her wedding be held?" -> two questions, a
-    possessive pronoun of a later one resolved to the first question's named subject."""
+    pronoun of a later one ("her", "she") resolved to the first question's named subject."""
     parts = [p.strip(" ,;?") for p in _NEXT_QUESTION.split(text.strip())]
     parts = [p for p in parts if len(p.split()) >= 2]
     if len(parts) < 2:
@@ -132,8 +129,9 @@ def _own_questions(text: str, named: list[str]) -> list[str]:
     out = []
     for i, part in enumerate(parts):
         if i and subject and not any(n in part for n in named):
-            owner = re.sub(r"['’]s$", "", subject) + "'s"
-            part = _POSSESSIVE_PRONOUN.sub(owner, part, count=1)
+            bare = re.sub(r"['’]s$", "", subject)
+            part = _POSSESSIVE_PRONOUN.sub(bare + "'s", part, count=1)
+            part = _SUBJECT_PRONOUN.sub(bare, part, count=1)
         out.append(part[:1].upper() + part[1:] + "?")
     return out
 
@@ -185,58 +183,6 @@ def _described(doc, head) -> set[int]:
             for t in c.subtree} | {head.i}
 
 
-# How a named thing hangs below the noun it describes: through a preposition ("the
-# performer of Green") or a clause ("the county where Don Werner was born"). A possessive
-# or compound role ("Melanie's son", "the Green performer") is not one: in a conversation
-# it is the named speaker's own attribute, told in their own turns (LoCoMo lost with it).
-_DESCRIBES = frozenset({"prep", "relcl", "acl"})
-_DO_SUPPORT = frozenset("do does did will would can could should".split())
-
-
-def _describing_noun(token, named_tokens: set[int]):
-    """The nearest noun above ``token`` that a named thing describes (see `_DESCRIBES`), or None."""
-    child, node = token, token.head
-    while node.i != child.i:
-        if node.pos_ in ("NOUN", "PRON") and node.i not in named_tokens \
-                and node.lower_ not in QUESTION_WORDS and child.dep_ in _DESCRIBES:
-            return node
-        child, node = node, node.head
-    return None
-
-
-def _depth(token) -> int:
-    depth = 0
-    while token.head.i != token.i:
-        token, depth = token.head, depth + 1
-    return depth
-
-
-def _innermost(doc, spans, named_tokens: set[int]) -> str:
-    """The deepest noun phrase that describes an unnamed thing through the question's named
-    things (all of them), as text, when the question has content words outside it (else "")."""
-    wh = next((t.i for t in doc if t.lower_ in QUESTION_WORDS
-               and t.head.dep_ not in ("relcl", "acl")), None)  # not a relative pronoun
-    nouns = [n for n in (_describing_noun(s.root, named_tokens) for s in spans) if n is not None]
-    for head in sorted(nouns, key=lambda n: -_depth(n)):
-        end = head.right_edge.i
-        if any(t.lower_ in _DO_SUPPORT for t in doc[:head.i]) and not any(
-                t.i in named_tokens for t in doc[max(_described(doc, head)) + 1:end + 1]):
-            # "Where did the man who leads the Accra office study?": after "did" the last
-            # word is the question's own verb, which the small model parses into the clause
-            end = min(end, max(_described(doc, head)))
-        while end > head.i and (doc[end].is_punct or doc[end].tag_ == "POS"):
-            end -= 1
-        start = head.left_edge.i
-        inside = range(start, end + 1)
-        if wh in inside or not named_tokens <= set(inside):
-            continue  # a question word, or a named thing outside: the question says more
-        if any(t.i not in inside and t.pos_ in _CONTENT_POS and t.is_alpha
-               and t.lower_ not in STOPWORDS and t.lower_ not in QUESTION_WORDS
-               and t.lemma_ not in ("be", "do", "have") for t in doc):
-            return doc[start:end + 1].text
-    return ""
-
-
 @lru_cache(maxsize=4096)
 def read_question(text: str) -> QuestionParse:
     """The question's parse (cached per text).
@@ -262,5 +208,4 @@ def read_question(text: str) -> QuestionParse:
         wh=wh, answer_labels=_ANSWER_LABELS.get(wh or "", frozenset()),
         hidden_head=None if head is None else head.lemma_.lower(), hidden_reason=reason,
         predicate=list(dict.fromkeys(predicate)), description=list(dict.fromkeys(description)),
-        clauses=_own_questions(text, named) or _clauses(doc),
-        innermost=_innermost(doc, spans, named_tokens))
+        clauses=_own_questions(text, named) or _clauses(doc))

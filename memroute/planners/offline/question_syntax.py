@@ -2,7 +2,7 @@
 
 Rules over the surface of an English question (no model): who or what it compares, whether a
 relation is reached through another one, and which route that calls for. The measurements
-behind each rule are in ``docs/evaluation.md``.
+behind each rule are in ``docs/research.md``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,399 @@
+"""Resolve, then ask: the offline chain's reading of a question that describes a thing
+instead of naming it.
+
+A **descriptor** is a described-but-unnamed thing of the question: a relation of an owner
+("my brother", "Anders's fiancée", "my colleague's cello tutor" innermost first: "my
+colleague"), a role of a named thing ("the director of film Inception") or a noun with a
+relative clause ("the conference I'm flying to", "the person who moved to Lisbon").
+
+The **bridge** is the one name the evidence ties to the descriptor: in the best-ranked
+sentence that holds the descriptor's noun (or, for a plain "person", its clause's words) and
+its owner (the owner's name, a possessive pronoun, or the first person for "my"), the name
+nearest to that noun ("My brother Anders ...", "His fiancée, Marit Olsen, ...", "a tutor named
+Bettina Kraus"). Names are the entities stored for the item, its title, and capitalised
+phrases that do not start a sentence; a sentence's first word, an interjection or a
+contraction is never one.
+
+The **resolved question** is the question with the descriptor replaced by its bridge ("Which
+football club does Marit Olsen support?"): one name added, nothing else of the evidence.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from memroute.memory.titles import split_title, without_disambiguation
+from memroute.nlp import SPEAKER_LABEL, Entity, parse
+from memroute.planners.offline.entities import STOPWORDS, capitalized_phrases, fold
+
+# Who or what a memory relates to someone: people by their role, pets by their kind.
+RELATION_NOUNS = frozenset(
+    """brother sister sibling wife husband spouse partner fiancee fiance girlfriend boyfriend
+    mother father mom mum dad parent son daughter child kid cousin uncle aunt nephew niece
+    grandmother grandfather grandma grandpa grandson granddaughter friend neighbour neighbor
+    colleague coworker boss manager roommate flatmate landlord landlady tutor teacher coach
+    mentor trainer therapist doctor dentist vet nurse lawyer accountant babysitter
+    dog cat rabbit hamster budgie parrot bird puppy kitten horse tortoise turtle fish pet
+    director producer writer author composer performer singer creator founder owner publisher
+    developer designer architect captain president leader editor host presenter narrator
+    actor actress lyricist screenwriter cinematographer""".split())
+# Nouns too general to look for in the evidence: the clause describes the thing instead.
+GENERIC_NOUNS = frozenset("person people man woman someone somebody one guy thing".split())
+NOT_NAMES = frozenset({"DATE", "TIME", "CARDINAL", "ORDINAL", "QUANTITY", "MONEY", "PERCENT",
+                       SPEAKER_LABEL})
+_OWNER_FIRST_PERSON = frozenset({"my", "our"})
+_FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|me|our|we|we're|mine)\b")
+_POSSESSIVE_PRONOUN = re.compile(r"\b(his|her|their|its)\b")
+_NAME = r"(?:[A-Z][\w’'.\-]*(?:\s+(?:of|the|de|van|von|da|del)?\s*[A-Z][\w’'.\-]*)*)"
+_MODIFIER = r"(?:[a-z][\w\-]*\s+)"
+_CLAUSE_STOP = frozenset("love loves like likes is was are were held located based famous "
+                         "born".split())
+_SENTENCE = re.compile(r"(?<!\b(?:Dr|Mr|Ms|St|Mt|Jr|Sr))(?<!\bMrs)[.!?]+\s+(?=[A-Z\"“'])")
+_WORD = re.compile(r"[\w’'\-]+")
+
+
+NEAR = 3  # words at most between a described noun and the name the evidence ties to it
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    """A described-but-unnamed thing of a question."""
+
+    text: str  # as it stands in the question, replaced by the bridge once resolved
+    noun: str  # its head noun ("fiancée"), folded
+    owner: str  # "my", a name ("Anders"), or "" (a role through a clause)
+    words: tuple[str, ...]  # its other content words ("cello", "flying", "Lisbon")
+    whole: bool = False  # a chain of relations ("my brother's wife"): the evidence states all
+
+
+_CHAINED = re.compile(r"^['’]s\s+((?:[a-z\-]+\s+){0,2}?)([a-zéè]+)\b")
+
+
+def whole_chain(question: str, d: Descriptor) -> Descriptor | None:
+    """``d`` with the relations that follow it ("my brother" -> "my brother's wife"), to be
+    resolved at once where a sentence states the whole chain; None if none follows."""
+    end = question.find(d.text) + len(d.text)
+    text, nouns, words = d.text, [], list(d.words)
+    while m := _CHAINED.match(question[end:]):
+        if not _relation(m.group(2)):
+            break
+        nouns.append(d.noun if not nouns else nouns[-1])
+        words += [*m.group(1).split(), nouns[-1]]
+        text += m.group(0)
+        end += len(m.group(0))
+        last = fold(m.group(2))
+    if not nouns:
+        return None
+    return Descriptor(text, last, d.owner, tuple(words), whole=True)
+
+
+def _plain(text: str) -> list[str]:
+    """The folded words of ``text``, a possessive's "'s" dropped ("freya's" -> "freya")."""
+    return [re.sub(r"'s?$", "", w) for w in fold(text).split()]
+
+
+def _stem(word: str) -> str:
+    """A word's first four letters: "loves" and "love", "directed" and "director" meet."""
+    return fold(word)[:4]
+
+
+def _same_noun(word: str, noun: str) -> bool:
+    """Whether a folded word is ``noun`` or its plural, or shares its first five letters
+    ("directed" for "director"; "dental" is no "dentist")."""
+    return (word == noun or word.rstrip("s") == noun.rstrip("s")
+            or (len(noun) >= 5 and len(word) >= 5 and word[:5] == noun[:5]))
+
+
+def _relation(noun: str) -> bool:
+    return fold(noun) in RELATION_NOUNS or fold(noun).rstrip("s") in RELATION_NOUNS
+
+
+_OWNER = re.compile(rf"\b(?:(?P<my>[Mm]y|[Oo]ur)|(?P<name>{_NAME})['’]s?)\s+")
+_ROLE_OF = re.compile(
+    rf"\bthe\s+(?P<mods>{_MODIFIER}{{0,2}}?)(?P<noun>[a-z]+)\s+of\s+(?:the\s+)?"
+    rf"(?P<kind>(?:[a-z]+\s+){{0,1}}?)(?P<name>{_NAME}|[\"“][^\"”]+[\"”])")
+_THE = re.compile(r"\bthe\s+", re.I)
+_RELATIVE_WORDS = frozenset("who whom that which where i i'm i've we we're you he she they my our "
+                            "his her their".split())
+
+
+def _names_a_kind(question: str, end: int) -> bool:
+    """Whether the relation noun ending at ``end`` only names a kind of the question's last
+    noun ("When is my dentist appointment?": an appointment, not a dentist, is asked about).
+    After "do"/"does"/"did" the last word is the question's verb ("What does my tutor
+    coach?")."""
+    rest = _WORD.findall(question[end:])
+    if len(rest) != 1 or re.search(r"\b(do|does|did)\b", question[:end], re.I):
+        return False
+    token = next((t for t in parse(question) if t.idx >= end and t.is_alpha), None)
+    return token is not None and token.tag_ == "NN"
+
+
+_NAME_PART = re.compile(r"(?P<w>[A-Z0-9][\w’'.\-]*|of|the|de|van|von)(?:\s*,)?\s+$")
+
+
+def _name_start(question: str, start: int) -> int:
+    """Where the name ending before ``start`` begins, its titles and appositions included
+    ("Edward Howard, 2Nd Earl Of Carlisle")."""
+    while (m := _NAME_PART.search(question[:start])) and m.start() > 0:
+        if fold(m.group("w")) in ("who", "what", "which", "where", "when", "how", "whose"):
+            break
+        start = m.start()
+    return start
+
+
+def _possessed(question: str) -> Descriptor | None:
+    """"my brother", "Anders's fiancée", "my pottery tutor": an owner, up to two modifiers,
+    and a relation noun."""
+    for m in _OWNER.finditer(question):
+        name = m.group("name")
+        if name is not None and (fold(name) in ("it", "that", "what", "who", "which")
+                                 or not re.search(r"['’]s?\s+$", m.group(0))):
+            continue
+        words = _WORD.findall(question[m.end():])[:3]
+        for i, word in enumerate(words):
+            plain = re.sub(r"['’]s?$", "", word)
+            if _relation(plain):
+                end = question.find(word, m.end()) + len(plain)
+                if _names_a_kind(question, end):
+                    return None
+                start = _name_start(question, m.start()) if name else m.start()
+                owner = question[start:m.start()] + name if name else "my"
+                return Descriptor(question[start:end], fold(plain), owner.strip(),
+                                  tuple(words[:i]))
+            if not re.fullmatch(r"[A-Za-z\-]+", word):
+                break
+    return None
+
+
+def _role_of(question: str) -> Descriptor | None:
+    m = _ROLE_OF.search(question)
+    if not m or not _relation(m.group("noun")):
+        return None
+    mods = tuple(m.group("mods").split()) + tuple(m.group("kind").split())
+    return Descriptor(m.group(0), fold(m.group("noun")), m.group("name").strip("\"“”"), mods)
+
+
+def _clause_words(clause: str) -> list[str]:
+    """A relative clause's words up to its verb's particles and object: where the question's
+    own verb starts ("love to eat", "held", "famous for") the clause has ended."""
+    words = clause.split()
+    out: list[str] = []
+    verb_seen = False
+    for i, word in enumerate(words):
+        plain = fold(word)
+        if verb_seen and (plain in _CLAUSE_STOP or (plain not in ("to", "in", "at", "from",
+                                                                  "for", "with", "on", "by")
+                                                    and not word[:1].isupper()
+                                                    and out and fold(out[-1]) not in
+                                                    ("to", "in", "at", "from", "for", "with",
+                                                     "on", "by", "the", "a"))):
+            break
+        out.append(word)
+        if re.fullmatch(r"[a-z]+(ed|ing|s)|[a-z]+", plain) and i and not word[:1].isupper() \
+                and plain not in ("who", "that", "which", "the", "a", "to", "my", "i'm"):
+            verb_seen = True
+    return out
+
+
+def _with_clause(question: str, named: list[str]) -> Descriptor | None:
+    """"the conference I'm flying to", "the person who moved to Lisbon": a noun, up to two
+    modifiers, then, right after it, a relative clause (a relative pronoun, a pronoun or a
+    name opens it)."""
+    for m in _THE.finditer(question):
+        words = _WORD.findall(question[m.end():].split("?")[0])
+        for i, word in enumerate(words[:3]):
+            rest = words[i + 1:]
+            if not rest or not re.fullmatch(r"[a-z\-]+", word) or word in STOPWORDS:
+                break
+            opener = rest[0]
+            if not (fold(opener) in _RELATIVE_WORDS or opener[:1].isupper()):
+                continue
+            if re.match(rf"\W*{re.escape(word)}\s*,", question[question.find(word, m.end()):]):
+                break  # a relative clause follows its noun directly, not after a comma
+            clause = _clause_words(" ".join(rest))
+            if not clause or len(clause) < 2:
+                continue
+            start = m.start()
+            end = question.find(clause[-1], question.find(word, m.end())) + len(clause[-1])
+            text = question[start:end]
+            content = [w for w in clause if fold(w) not in _RELATIVE_WORDS | {
+                "to", "in", "at", "the", "a", "is", "was", "m"}]
+            owner = next((n for n in named if n in text), "")
+            return Descriptor(text, fold(word), owner, tuple(words[:i]) + tuple(content))
+    return None
+
+
+def descriptor(question: str, named: list[str] = ()) -> Descriptor | None:
+    """The question's innermost descriptor, or None: an owner's relation first ("my
+    brother" in "my brother's fiancée"), then a role of a named thing, then a noun with a
+    relative clause."""
+    return _possessed(question) or _role_of(question) or _with_clause(question, list(named))
+
+
+def sentences(text: str) -> list[str]:
+    """An item's sentences (its title's prefix dropped)."""
+    out = []
+    for line in text.splitlines() or [text]:
+        out.extend(s for s in _SENTENCE.split(split_title(line)[1]) if s.strip())
+    return out
+
+
+def _names(sentence: str, entities: list[Entity], title: str | None) -> list[str]:
+    """The names of a sentence: stored entities (not dates, amounts or speakers), the item's
+    title, and capitalised phrases that do not start it (nor contractions)."""
+    names = [e.text for e in entities if e.label not in NOT_NAMES]
+    if title:
+        names.append(without_disambiguation(title))
+    first = (_WORD.findall(sentence) or [""])[0]
+    for phrase in capitalized_phrases(sentence):
+        words = phrase.split()
+        if words[0] == first and sentence.lstrip(" \"“'").startswith(phrase):
+            words = words[1:]  # a sentence's first word names nothing by being first
+        phrase = " ".join(w for w in words if "'" not in w and "’" not in w)
+        if phrase:
+            names.append(phrase)
+    folded = " ".join(_plain(sentence))
+    return [n for n in dict.fromkeys(names)
+            if n and fold(n) and f" {' '.join(_plain(n))} " in f" {folded} "]
+
+
+def _position(words: list[str], target: str) -> int | None:
+    parts = _plain(target)
+    for i in range(len(words) - len(parts) + 1):
+        if words[i:i + len(parts)] == parts:
+            return i
+    return None
+
+
+def _owner_tied(sentence: str, owner: str, title: str | None) -> bool:
+    folded = " ".join(_plain(sentence))
+    if owner == "my":
+        return bool(_FIRST_PERSON.search(folded))
+    if not owner:
+        return True
+    parts = [p for p in _plain(without_disambiguation(owner)) if len(p) >= 3]
+    if any(f" {p} " in f" {folded} " for p in parts) or (title and fold(owner) in fold(title)):
+        return True
+    return bool(_POSSESSIVE_PRONOUN.search(folded))
+
+
+@dataclass(frozen=True)
+class Bridge:
+    name: str
+    sentence: str
+
+
+def _support(name: str, evidence: list[str], stems: set[str]) -> int:
+    """How many of ``stems`` (the rest of the question) sentences naming ``name`` hold."""
+    parts = [p for p in _plain(name) if len(p) >= 3]
+    found: set[str] = set()
+    for text in evidence:
+        for sentence in sentences(text):
+            words = _plain(sentence)
+            if any(p in words for p in parts):
+                found |= stems & {_stem(w) for w in words}
+    return len(found)
+
+
+def find_bridge(d: Descriptor, evidence: list[str], entities: list[list[Entity]],
+                known: str) -> Bridge | None:
+    """The name the best-ranked evidence ties to ``d`` (see the module docstring), at most
+    `NEAR` words from its noun; among several, the one the evidence also links to the rest
+    of the question (``known``, whose names are not bridges)."""
+    rest = {_stem(w) for w in _WORD.findall(known.replace(d.text, " "))
+            if len(w) >= 3 and fold(w) not in STOPWORDS and not w[:1].isupper()}
+    generic = d.noun in GENERIC_NOUNS
+    word_stems = {_stem(w) for w in d.words if len(w) >= 3 and not w[:1].isupper()}
+    best: tuple[tuple, Bridge] | None = None
+    for rank, (text, ents) in enumerate(zip(evidence, entities, strict=True)):
+        title = split_title(text.splitlines()[0] if text else text)[0]
+        for sentence in sentences(text):
+            words = _plain(sentence)
+            stems = [_stem(w) for w in words]
+            # "my brother's wife, Sigrid": a possessor's name is not the one beside it
+            possessor = {i for i, w in enumerate(fold(sentence).split()) if w.endswith("'s")}
+            noun_at = [i for i, w in enumerate(words) if _same_noun(w, d.noun)
+                       and i not in possessor] if not generic else []
+            if not generic and not noun_at:
+                continue
+            matched = sum(s in stems for s in word_stems)
+            if generic and not matched or len(word_stems) > matched and d.whole:
+                continue
+            if not _owner_tied(sentence, d.owner, title):
+                continue
+            anchors = noun_at or [i for i, s in enumerate(stems) if s in word_stems]
+            candidates = []
+            for name in _names(sentence, ents, title):
+                if fold(name) in fold(known) or (d.owner and fold(name) == fold(d.owner)):
+                    continue
+                if d.owner and set(_plain(name)) <= set(_plain(d.owner)):
+                    continue  # a part of the owner's own name
+                at = _position(words, name)
+                if at is None:
+                    continue
+                end = at + len(_plain(name)) - 1
+                distance = min(min(abs(a - at), abs(a - end)) for a in anchors)
+                if distance <= NEAR:
+                    candidates.append((distance, name))
+            if not candidates:
+                continue
+            distance, name = min(candidates)
+            key = (matched, _support(name, evidence, rest), -rank, -distance)
+            if best is None or key > best[0]:
+                best = (key, Bridge(name, sentence))
+    return None if best is None else best[1]
+
+
+@dataclass(frozen=True)
+class Resolution:
+    question: str  # with every descriptor the evidence resolved replaced by its bridge
+    bridges: list[tuple[str, str]]  # (descriptor text, bridge name), innermost first
+    left: Descriptor | None  # the next descriptor the evidence did not resolve
+
+
+def resolve(question: str, evidence: list[str], entities: list[list[Entity]],
+            named: list[str] = (), levels: int = 3) -> Resolution:
+    """Replace descriptors by their bridges, innermost first, as long as the evidence ties
+    one to each (at most ``levels``)."""
+    bridges: list[tuple[str, str]] = []
+    current = question
+    for _ in range(levels):
+        d = descriptor(current, [*named, *(b for _, b in bridges)])
+        if d is None:
+            return Resolution(current, bridges, None)
+        chain = whole_chain(current, d) if d.owner else None
+        bridge = find_bridge(chain, evidence, entities, current) if chain else None
+        if bridge is not None:
+            d = chain
+        else:
+            bridge = find_bridge(d, evidence, entities, current)
+        if bridge is None:
+            return Resolution(current, bridges, d)
+        replaced = _replace(current, d.text, bridge.name)
+        bridges.append((d.text, bridge.name))
+        current = replaced
+    return Resolution(current, bridges, descriptor(current, [b for _, b in bridges]))
+
+
+def _replace(question: str, text: str, name: str) -> str:
+    at = question.find(text)
+    return question[:at] + name + question[at + len(text):]
+
+
+def answered(question: str, bridge: str, evidence: list[str], entities: list[list[Entity]],
+             predicate: list[str]) -> str:
+    """A sentence of the evidence that names ``bridge`` (a word of it) with one of the
+    question's ``predicate`` words, or ""."""
+    parts = [p for p in _plain(bridge) if len(p) >= 3 and p != "the"]
+    stems = {_stem(w) for w in predicate if len(w) >= 3}
+    for text, ents in zip(evidence, entities, strict=True):
+        title = split_title(text.splitlines()[0] if text else text)[0]
+        for sentence in sentences(text):
+            folded = f" {' '.join(_plain(sentence))} "
+            names_it = any(f" {p} " in folded for p in parts) or (
+                title is not None and fold(bridge) in fold(title))
+            if names_it and any(_stem(w) in stems for w in folded.split()):
+                return sentence
+    return ""

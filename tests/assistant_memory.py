@@ -1,0 +1,220 @@
+"""The assistant-memory fixture (``fixtures/assistant_memory/``): invented first-person
+user/assistant conversations, each in its own scope padded with 520 unrelated chat turns,
+and labelled questions over them; what `tests/test_assistant_memory.py` asserts and what
+``python -m tests.assistant_memory`` prints (a table per half, direct against auto).
+
+Run as a script: ``MEMROUTE_HOME=/tmp/am .venv/bin/python -m tests.assistant_memory``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from memroute import RetrievalAgent, Scope
+from memroute.memory import Memory
+
+FIXTURE_DIR = Path(__file__).parent / "fixtures" / "assistant_memory"
+FIXTURE = json.loads((FIXTURE_DIR / "conversations.json").read_text(encoding="utf-8"))
+PADDING = json.loads((FIXTURE_DIR / "padding_locomo.json").read_text(encoding="utf-8"))["turns"]
+QUESTIONS: list[dict] = FIXTURE["questions"]
+HALVES = {c["id"]: c["half"] for c in FIXTURE["conversations"]}
+K = 5
+NO_NEIGHBOURS = (0, 0)  # each result is one turn: a hit is the gold turn itself
+EXPECTED_ROUTE = {"attribute": "direct", "coordination": "split", "bridge": "chain"}
+_TOKEN = re.compile(r"[\w.]+(?:['’]\w+)?")
+
+
+def episodes(conversation: dict) -> list[dict]:
+    """The padding (a year earlier, a turn a minute), then the conversation's sessions."""
+    start = datetime(2023, 1, 2, 12, tzinfo=timezone.utc)
+    out = [{"content": text, "producer": speaker, "session_id": f"pad{i // 40}",
+            "produced_at": start + timedelta(minutes=i), "uid": f"{conversation['id']}-pad-{i}"}
+           for i, (speaker, text) in enumerate(PADDING)]
+    for s, session in enumerate(conversation["sessions"]):
+        begin = datetime.fromisoformat(session["date"])
+        for t, (speaker, text) in enumerate(session["turns"]):
+            out.append({"content": text, "producer": speaker, "session_id": f"s{s + 1}",
+                        "produced_at": begin + timedelta(seconds=30 * t),
+                        "uid": f"{conversation['id']}-s{s + 1}-{t}"})
+    return out
+
+
+async def build(memory: Memory) -> dict[str, Scope]:
+    """Each conversation in its own fresh scope; returns them by conversation id."""
+    run = uuid.uuid4().hex[:8]
+    scopes = {}
+    for conversation in FIXTURE["conversations"]:
+        scope = Scope(org_id=f"am-{run}", project_id="assistant", user_id=conversation["id"])
+        await memory.add(scope, episodes(conversation))
+        scopes[conversation["id"]] = scope
+    return scopes
+
+
+def found(results, gold: list[str]) -> bool:
+    """Every gold fact is in a returned turn."""
+    texts = [r.nucleus.content for r in results]
+    return all(any(g in t for t in texts) for g in gold)
+
+
+def _words(text: str) -> list[str]:
+    return [re.sub(r"['’]s$", "", w).rstrip(".") for w in _TOKEN.findall(text)]
+
+
+# A sub-question about one of several subjects agrees with it ("What do A and B eat?" ->
+# "What does A eat?"): the singular is the question's own word.
+_SINGULAR = {"do": "does", "are": "is", "were": "was", "have": "has"}
+
+
+def added_words(question: str, query: str) -> list[list[str]]:
+    """The runs of ``query``'s words that ``question`` does not hold (possessives folded)."""
+    known = {w.casefold() for w in _words(question)}
+    known |= {_SINGULAR[w] for w in known if w in _SINGULAR}
+    runs: list[list[str]] = [[]]
+    for word in _words(query):
+        if word.casefold() in known or not word:
+            runs.append([])
+        else:
+            runs[-1].append(word)
+    return [r for r in runs if r]
+
+
+def _names_in_memory() -> set[str]:
+    """Every run of capitalised words of the stored turns (a name the memory holds)."""
+    turns = [t for c in FIXTURE["conversations"] for s in c["sessions"] for _, t in s["turns"]]
+    turns += [t for _, t in PADDING]
+    names = set()
+    for text in turns:
+        words = _words(text)
+        for i in range(len(words)):
+            for j in range(i + 1, min(len(words), i + 5) + 1):
+                if all(w[:1].isupper() for w in words[i:j]):
+                    names.add(" ".join(words[i:j]).casefold())
+    return names
+
+
+NAMES = _names_in_memory()
+
+
+def clean_rewrite(question: str, query: str) -> bool:
+    """At most one run of new words, and that run one name of the memory (its words
+    capitalised and found together in one turn): no evidence word beside it."""
+    runs = added_words(question, query)
+    if not runs:
+        return True
+    run = runs[0]
+    return (len(runs) == 1 and all(w[:1].isupper() for w in run)
+            and " ".join(run).casefold() in NAMES)
+
+
+@dataclass
+class Outcome:
+    question: dict
+    route: str
+    reason: str
+    direct_found: bool
+    auto_found: bool
+    searches: int
+    rewrites: list[str]
+    stop_reason: str
+
+    @property
+    def kind(self) -> str:
+        return self.question["kind"]
+
+    @property
+    def routed_right(self) -> bool:
+        return self.route == EXPECTED_ROUTE[self.kind]
+
+    @property
+    def clean(self) -> bool:
+        return all(clean_rewrite(self.question["q"], q) for q in self.rewrites)
+
+
+async def run(memory: Memory, scopes: dict[str, Scope], agent: RetrievalAgent | None = None,
+              questions: list[dict] | None = None) -> list[Outcome]:
+    """Direct and auto on each question at `K`, without neighbours."""
+    agent = agent or RetrievalAgent(memory, planner="offline", context=NO_NEIGHBOURS)
+    out = []
+    for q in questions or QUESTIONS:
+        scope = scopes[q["conv"]]
+        direct = await agent.aretrieve(q["q"], scope=scope, k=K, strategy="direct")
+        auto = await agent.aretrieve(q["q"], scope=scope, k=K)
+        rewrites = [s for s in auto.queries if s != q["q"]]
+        out.append(Outcome(q, auto.route, auto.route_reason, found(direct.results, q["gold"]),
+                           found(auto.results, q["gold"]), len(auto.queries), rewrites,
+                           auto.stop_reason))
+    return out
+
+
+def summary(outcomes: list[Outcome]) -> dict:
+    """The fixture's targets, measured."""
+    by_kind: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        by_kind.setdefault(o.kind, []).append(o)
+    bridges = by_kind.get("bridge", [])
+    attributes = by_kind.get("attribute", [])
+    rewrites = [(o.question["q"], r) for o in outcomes for r in o.rewrites]
+    return {
+        "questions": len(outcomes),
+        "routed_right": {k: sum(o.routed_right for o in v) / len(v) for k, v in by_kind.items()},
+        "direct_found": sum(o.direct_found for o in outcomes) / len(outcomes),
+        "auto_found": sum(o.auto_found for o in outcomes) / len(outcomes),
+        "found_by_kind": {k: (sum(o.direct_found for o in v) / len(v),
+                              sum(o.auto_found for o in v) / len(v)) for k, v in by_kind.items()},
+        "bridges_found": sum(o.auto_found for o in bridges) / max(1, len(bridges)),
+        "auto_lost": [o.question["q"] for o in outcomes if o.direct_found and not o.auto_found],
+        "rewrites": len(rewrites),
+        "unclean_rewrites": [(q, r) for q, r in rewrites if not clean_rewrite(q, r)],
+        "searches": sum(o.searches for o in outcomes) / len(outcomes),
+        "searches_by_kind": {k: sum(o.searches for o in v) / len(v) for k, v in by_kind.items()},
+        "attribute_searches": sorted({o.searches for o in attributes}),
+        "stop_reasons": dict(Counter(o.stop_reason for o in outcomes)),
+    }
+
+
+def half(outcomes: list[Outcome], name: str) -> list[Outcome]:
+    return [o for o in outcomes if HALVES[o.question["conv"]] == name]
+
+
+def table(outcomes: list[Outcome]) -> str:
+    """A markdown table per half: routes, recall and cost against the targets."""
+    rows = ["| half | routes right (attr / coord / bridge) | direct found | auto found | "
+            "bridges found | auto lost | unclean rewrites | searches (attr / coord / bridge) |",
+            "|---|---|---|---|---|---|---|---|"]
+    for name in ("A", "B"):
+        s = summary(half(outcomes, name))
+        r, c = s["routed_right"], s["searches_by_kind"]
+        rows.append(
+            f"| {name} | {r['attribute']:.0%} / {r['coordination']:.0%} / {r['bridge']:.0%} | "
+            f"{s['direct_found']:.1%} | {s['auto_found']:.1%} | {s['bridges_found']:.0%} | "
+            f"{len(s['auto_lost'])} | {len(s['unclean_rewrites'])}/{s['rewrites']} | "
+            f"{s['searches']:.2f} ({c['attribute']:.2f} / {c['coordination']:.2f} / "
+            f"{c['bridge']:.2f}) |")
+    return "\n".join(rows)
+
+
+async def _main() -> None:
+    memory = await Memory.open(schema=f"am_{uuid.uuid4().hex[:8]}")
+    try:
+        scopes = await build(memory)
+        outcomes = await run(memory, scopes)
+    finally:
+        await memory.close()
+    print(table(outcomes))
+    if "-v" in sys.argv:
+        for o in outcomes:
+            mark = ("ok " if o.auto_found else "MISS") + (" " if o.routed_right else "R")
+            print(f"{mark} [{o.kind[:5]}] {o.question['q']} -> {o.route} "
+                  f"({o.reason}) {o.rewrites} stop={o.stop_reason} direct={o.direct_found}")
+
+
+if __name__ == "__main__":
+    asyncio.run(_main())

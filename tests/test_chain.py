@@ -1,0 +1,128 @@
+"""A chain resolves, then asks: the bridge is the one name the evidence ties to the
+described thing, the next search is the question with that name in its place (one name
+added, nothing else of the evidence), and the chain stops once a sentence names it with the
+question's words. What it cannot resolve is expansion, and says so. Auto keeps a share of
+the question's own search."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from memroute import RetrievalAgent, Scope
+from memroute.graph.final_rerank import QUESTION_SHARE, with_question_share
+from memroute.graph.state import QUESTION_RANK
+from memroute.planners.offline.parsed import judge_chain
+from memroute.planners.offline.resolve import descriptor, find_bridge, resolve
+
+LISBON = "What does the person who moved to Lisbon love to eat?"
+LISBON_HOP1 = ["Clara moved to Lisbon in 2023.", "People in Lisbon love to eat custard tarts.",
+               "Tom lives in Berlin."]
+
+
+def test_the_chain_resolves_the_person_then_asks_about_her() -> None:
+    first = judge_chain(LISBON, LISBON_HOP1, [LISBON])
+    assert not first.is_sufficient
+    assert first.new_query == "What does Clara love to eat?"  # not "People", not "Tom"
+    assert "'the person who moved to Lisbon' is Clara" in first.reason
+    second = judge_chain(LISBON, [*LISBON_HOP1, "Clara loves grilled sardines."],
+                         [LISBON, first.new_query])
+    assert second.is_sufficient and second.confidence >= 0.8
+    assert 'answered: "Clara loves grilled sardines."' in second.reason
+
+
+def test_a_chain_of_relations_stated_at_once_resolves_at_once() -> None:
+    question = "Which football club does my brother's wife support?"
+    evidence = ["Yes! My brother's wife, Sigrid, grew up in Stavanger.",
+                "Great, I booked the table for Friday.", "I'm away until Monday."]
+    judged = judge_chain(question, evidence, [question])
+    # "Yes", "Great" and "I'm" start their sentences: never names
+    assert judged.new_query == "Which football club does Sigrid support?"
+
+
+def test_nested_descriptors_resolve_innermost_first() -> None:
+    question = "What does my neighbour's daughter's maths tutor coach?"
+    evidence = ["My neighbour Gwen grows tomatoes on her balcony.",
+                "Gwen's daughter Isla started at Craigmount High in August.",
+                "Isla has a maths tutor too, Mr. Fergus Lamb."]
+    res = resolve(question, evidence, [[] for _ in evidence])
+    assert [name for _, name in res.bridges] == ["Gwen", "Isla", "Mr. Fergus Lamb"]
+    assert res.question == "What does Mr. Fergus Lamb coach?" and res.left is None
+    # only the first level in the evidence: the partly resolved question is asked next
+    partial = judge_chain(question, evidence[:1], [question])
+    assert partial.new_query == "What does Gwen's daughter's maths tutor coach?"
+
+
+def test_the_bridge_is_the_name_beside_the_described_noun() -> None:
+    d = descriptor("Where does my colleague's cello tutor teach?")
+    assert d.text == "my colleague"
+    # a name far from the noun ("Hey Maria, ... with a colleague") ties nothing
+    far = ["Hey Maria, I'm so excited to tell you I started a weekend yoga class with a "
+           "colleague and it's awesome!"]
+    assert find_bridge(d, far, [[]], "Where does my colleague's cello tutor teach?") is None
+    # two colleagues: the one the evidence also ties to the rest of the question
+    evidence = ["My colleague Rob invited me to a yoga class.",
+                "My colleague Ravi Menon turns 35 on 22 June.",
+                "Ravi is learning the cello from a tutor named Bettina Kraus."]
+    bridge = find_bridge(d, evidence, [[] for _ in evidence],
+                         "Where does my colleague's cello tutor teach?")
+    assert bridge.name == "Ravi Menon"
+
+
+def test_the_chain_says_why_it_stops_without_an_answer() -> None:
+    question = "Which band does my manager play in?"
+    evidence = ["My manager, Declan Moore, wants the quarterly report by Friday."]
+    first = judge_chain(question, evidence, [question])
+    assert first.new_query == "Which band does Declan Moore play in?"
+    stop = judge_chain(question, evidence, [question, first.new_query])
+    assert stop.is_sufficient and "needs a reader" in stop.reason
+    nothing = judge_chain(question, ["We went hiking on Sunday."], [question, "my manager"])
+    assert nothing.is_sufficient and "no name within" in nothing.reason
+
+
+def test_what_cannot_be_resolved_is_expansion_by_name() -> None:
+    question = "Which actor starred in both Kiss and Tell and The Bachelor?"
+    evidence = ["Kiss and Tell (1945 film): Kiss and Tell is a 1945 comedy film starring "
+                "Shirley Temple as the teenage Corliss Archer."]
+    judged = judge_chain(question, evidence, [question])
+    assert not judged.is_sufficient and judged.reason.startswith("expansion:")
+
+
+def _record(uid: str, score: float, rank: int | None = None) -> dict:
+    extra = {} if rank is None else {QUESTION_RANK: rank}
+    return {"uid": uid, "episodes": [], "matched_sentence": "", "vector_score": score,
+            "rerank_score": score, "lexical_score": None, "reranker": "none", "query": "",
+            "extra": extra}
+
+
+def test_the_question_keeps_its_share_of_the_top_k() -> None:
+    pool = [_record("q0", 0.5, 0), _record("q1", 0.4, 1), _record("q2", 0.3, 2),
+            _record("b0", 0.9), _record("b1", 0.8), _record("b2", 0.7)]
+    fused = [pool[3], pool[4], pool[5], pool[0]]  # the fused order, 4 places
+    kept = with_question_share(fused, pool, 4)
+    assert QUESTION_SHARE == 0.5
+    assert [r["uid"] for r in kept] == ["b0", "b1", "q0", "q1"]
+    assert with_question_share(fused[:2], pool, 4)[2:] == [pool[0], pool[1]]
+
+
+@pytest.mark.parametrize("k", [3, 5])
+async def test_on_a_store_auto_resolves_and_keeps_what_direct_found(memory, k: int) -> None:
+    scope = Scope(org_id=f"chain-{uuid.uuid4().hex[:8]}", project_id="chat", user_id="u")
+    turns = ["Clara moved to Lisbon in 2023.", "Tom moved to Berlin last spring.",
+             "People in Lisbon love to eat custard tarts.", "Clara loves grilled sardines.",
+             "Tom loves currywurst.", "The weather was lovely all week.",
+             "We watched a film about Lisbon's trams."]
+    await memory.add(scope, [{"content": t, "producer": "user", "session_id": "s1"}
+                             for t in turns])
+    agent = RetrievalAgent(memory, planner="offline", context=(0, 0))
+    auto = await agent.aretrieve(LISBON, scope=scope, k=k)
+    direct = await agent.aretrieve(LISBON, scope=scope, k=k, strategy="direct")
+    # the resolved question is asked, unless the question's own search already answered it
+    assert auto.route == "chain" and auto.queries[0] == LISBON
+    assert set(auto.queries) <= {LISBON, "What does Clara love to eat?"}
+    assert "is Clara" in auto.hops[0]["reason"]
+    assert "Clara loves grilled sardines." in [r.nucleus.content for r in auto.results]
+    share = [r.uid for r in direct.results][:round(QUESTION_SHARE * k + 0.49)]
+    assert set(share) <= {r.uid for r in auto.results}
+    assert auto.hops[-1].get("reason")

@@ -1,0 +1,99 @@
+"""The offline planner routes by the question's structure, and says what it saw: a plain
+attribute of what it names -> direct; independent lookups -> split; a thing described but
+not named -> chain (resolve, then ask); a relation it cannot resolve -> chain by expansion."""
+
+from __future__ import annotations
+
+import pytest
+
+from memroute.planners.offline.planner import OfflinePlanner
+from memroute.planners.offline.resolve import descriptor
+
+
+@pytest.mark.parametrize("question", [
+    "When is Oskar's birthday?", "What does Kiwi eat?", "When did I adopt Pickles?",
+    "What is the order number of the Northwind Electronics laptop?",
+    "When is my dentist appointment?",  # a kind of appointment, not a dentist to resolve
+    "Where does my Spanish class meet?",
+])
+async def test_a_plain_attribute_goes_direct(question: str) -> None:
+    decision = (await OfflinePlanner().route(question)).value
+    assert decision.route == "direct", decision.reason
+    assert "plain attribute" in decision.reason or "nothing described" in decision.reason
+
+
+@pytest.mark.parametrize(("question", "described"), [
+    ("Which football club does my brother's wife support?", "my brother"),
+    ("What does the person who moved to Lisbon love to eat?", "the person who moved to Lisbon"),
+    ("Where is the conference I'm flying to held?", "the conference I'm flying to"),
+    ("What is the address of the clinic where Biscuit's vet works?", "Biscuit's vet"),
+    ("Where was the director of film Inception born?", "the director of film Inception"),
+])
+async def test_a_described_thing_goes_to_a_chain_that_names_it(question: str,
+                                                               described: str) -> None:
+    decision = (await OfflinePlanner().route(question)).value
+    assert decision.route == "chain"
+    assert f"'{described}' is described, not named" in decision.reason
+    assert descriptor(question).text == described
+
+
+def test_descriptors_resolve_innermost_first() -> None:
+    assert descriptor("What does my neighbour's daughter's maths tutor coach?").text \
+        == "my neighbour"
+    assert descriptor("What does Gwen's daughter's maths tutor coach?").text == "Gwen's daughter"
+    inner = descriptor("What does Isla's maths tutor coach?")
+    assert (inner.text, inner.noun, inner.owner, inner.words) == (
+        "Isla's maths tutor", "tutor", "Isla", ("maths",))
+
+
+@pytest.mark.parametrize(("question", "reason"), [
+    ("Where does Karim study and where is Helga Brandt's office?", "two questions in one"),
+    ("What do Pepper and Mochi eat?", "coordination of several subjects: Pepper, Mochi"),
+    ("When are the birthdays of Helen Park and Ravi Menon?", "coordination of several subjects"),
+])
+async def test_independent_lookups_split(question: str, reason: str) -> None:
+    decision = (await OfflinePlanner().route(question)).value
+    assert decision.route == "split" and reason in decision.reason
+
+
+async def test_a_comparison_searches_the_question_first_and_says_so() -> None:
+    decision = (await OfflinePlanner().route("Who is older, Lucy Gichuhi or Bob Day?")).value
+    assert decision.route == "chain"
+    assert decision.reason.startswith("the question's own search first, then only the "
+                                      "subjects it missed")
+
+
+async def test_a_relation_it_cannot_resolve_is_expansion_by_name() -> None:
+    decision = (await OfflinePlanner().route(
+        "Which actor starred in both Kiss and Tell and The Bachelor?")).value
+    assert decision.route == "chain" and "expansion" in decision.reason
+
+
+@pytest.mark.parametrize(("question", "route"), [
+    ("When is Yasmin's birthday?", "direct"),
+    ("What does the person who moved to Lisbon love to eat?", "chain"),
+    ("Where does Karim study and where is Helga Brandt's office?", "split"),
+    ("how do vaccines train the immune system?", "direct"),
+])
+async def test_parsed_routes_carry_a_confidence(question: str, route: str) -> None:
+    decision = (await OfflinePlanner().route(question)).value
+    assert decision is not None and decision.route == route
+    assert decision.confidence is not None and 0.5 <= decision.confidence <= 1
+    assert "confidence" in decision.reason
+
+
+async def test_attribute_route_may_send_attributes_elsewhere() -> None:
+    question = "When is Yasmin's birthday?"
+    assert (await OfflinePlanner().route(question)).value.route == "direct"
+    chained = OfflinePlanner(attribute_route="chain")
+    assert (await chained.route(question)).value.route == "chain"
+
+
+async def test_a_named_speakers_attribute_goes_direct_with_their_own_turns() -> None:
+    decision = (await OfflinePlanner().route("What did Caroline research?",
+                                              ["Caroline", "Melanie"])).value
+    assert decision.route == "direct"
+    assert decision.reason.split(" (confidence")[0].endswith(
+        "Caroline's own turns searched beside it")
+    assert [(s.query, s.producer) for s in decision.first_searches] == [
+        ("What did I research?", "Caroline")]
