@@ -34,7 +34,7 @@ SCRIPTS = {
     "chain": (CHAIN_Q, [route("chain"), judge(False, "Where was Mara Quinlan born?", 0.4, [0]),
                         judge(True, "", 0.9, [0])]),
 }
-MAX_CHECKPOINT_BYTES_PER_RESULT = 1024
+MAX_CHECKPOINT_BYTES_PER_RESULT = 1152  # plain data at k = 10: about 575 B a result, the rest channels
 PLAIN = (str, int, float, bool, type(None))
 
 

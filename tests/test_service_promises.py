@@ -172,8 +172,12 @@ async def test_chain_answers_every_documented_k(many_episodes: Scope, memory: Me
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["route"] == "chain" and len(body["results"]) == 300
-    found = await RetrievalAgent(memory).aretrieve(question, scope=many_episodes, k=600,
-                                                   strategy="auto")
+    # k = 600 searches outlast the default 2 s statement timeout on a loaded machine
+    patient = memory.settings.model_copy(update={"search_statement_timeout_ms": 30_000})
+    async with await Memory.open(settings=patient, embedder=memory.embedder,
+                                 schema=memory.schema) as mem:
+        found = await RetrievalAgent(mem).aretrieve(question, scope=many_episodes, k=600,
+                                                    strategy="auto")
     assert found.route == "chain" and len(found.results) == 600
 
 
