@@ -22,6 +22,13 @@ async def test_a_plain_attribute_goes_direct(question: str) -> None:
     assert "plain attribute" in decision.reason or "nothing described" in decision.reason
 
 
+async def test_the_reason_names_a_name_the_parse_did_not_tag() -> None:
+    decision = (await OfflinePlanner().route("When did I adopt Pickles?")).value
+    assert decision.route == "direct" and "(Pickles)" in decision.reason
+    nothing = (await OfflinePlanner().route("When did I last go swimming?")).value
+    assert nothing.reason.startswith("nothing described or named")
+
+
 @pytest.mark.parametrize(("question", "described"), [
     ("Which football club does my brother's wife support?", "my brother"),
     ("What does the person who moved to Lisbon love to eat?", "the person who moved to Lisbon"),
