@@ -42,7 +42,6 @@ RELATION_NOUNS = frozenset(
 GENERIC_NOUNS = frozenset("person people man woman someone somebody one guy thing".split())
 NOT_NAMES = frozenset({"DATE", "TIME", "CARDINAL", "ORDINAL", "QUANTITY", "MONEY", "PERCENT",
                        SPEAKER_LABEL})
-_OWNER_FIRST_PERSON = frozenset({"my", "our"})
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|me|our|we|we're|mine)\b")
 _POSSESSIVE_PRONOUN = re.compile(r"\b(his|her|their|its)\b")
 _NAME = r"(?:[A-Z][\w’'.\-]*(?:\s+(?:of|the|de|van|von|da|del)?\s*[A-Z][\w’'.\-]*)*)"
@@ -268,6 +267,9 @@ def _position(words: list[str], target: str) -> int | None:
 
 
 def _owner_tied(sentence: str, owner: str, title: str | None) -> bool:
+    """Whether ``sentence`` speaks of ``owner``: it names them, or it says "his"/"her" where
+    that can be them (in a turn, or in a passage filed under the owner's title: a title
+    names its passage's subject); "my" needs the first person."""
     folded = " ".join(_plain(sentence))
     if owner == "my":
         return bool(_FIRST_PERSON.search(folded))
@@ -276,7 +278,9 @@ def _owner_tied(sentence: str, owner: str, title: str | None) -> bool:
     parts = [p for p in _plain(without_disambiguation(owner)) if len(p) >= 3]
     if any(f" {p} " in f" {folded} " for p in parts) or (title and fold(owner) in fold(title)):
         return True
-    return bool(_POSSESSIVE_PRONOUN.search(folded))
+    titled = f" {' '.join(_plain(title))} " if title else ""
+    return bool(_POSSESSIVE_PRONOUN.search(folded)) and (
+        not title or any(f" {p} " in titled for p in parts))
 
 
 @dataclass(frozen=True)
