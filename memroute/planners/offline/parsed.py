@@ -210,15 +210,6 @@ def _titled(evidence: list[str], top: int = 5) -> bool:
     return 2 * sum(split_title(t)[0] is not None for t in items) > len(items)
 
 
-def _spoken(stored: EvidenceEntities, top: int = 5) -> bool | None:
-    """Whether most of the top items are someone's turns (the index stored a speaker for
-    them); ``None`` when the index stored nothing for them."""
-    items = [s for s in (stored or [])[:top] if s is not None]
-    if not items:
-        return None
-    return 2 * sum(any(e.label == SPEAKER_LABEL for e in s) for s in items) > len(items)
-
-
 def _item_entities(evidence: list[str], stored: EvidenceEntities) -> list[list[Entity]]:
     """Each item's entities: what the index stored for it (its title first when it is filed
     under one), else the NER of its text."""
@@ -309,12 +300,12 @@ def bridge_found(query: str, bridge_query: str, kept: list[str], fresh: list[str
 
 
 def subject_bridges(query: str, evidence: list[str], tried: list[str],
-                    described: set[str], heuristics: ChainHeuristics | None = None,
+                    described: set[str], heuristics: ChainHeuristics,
                     stored: EvidenceEntities = None) -> list[str]:
     """The best bridge of each title the question names, from the items filed under it that
     state the role the question describes (``described``: its stems), if any do ("Which film
-    has the director who died later, A or B?": A's director, B's director); ranked by
-    ``heuristics.ranking`` when given (`rank_bridges`)."""
+    has the director who died later, A or B?": A's director, B's director), ranked by
+    `rank_bridges`."""
     stored = stored if stored is not None and len(stored) == len(evidence) else None
     by_title: dict[str, list[int]] = {}
     for i, text in enumerate(evidence):
@@ -325,23 +316,19 @@ def subject_bridges(query: str, evidence: list[str], tried: list[str],
     for indices in by_title.values():
         indices = [i for i in indices if _has_predicate(evidence[i], described)] or indices
         items = [evidence[i] for i in indices]
-        if heuristics is None:
-            best = bridge_candidates(query, items, [*tried, *bridges])[:1]
-        else:
-            best = rank_bridges(query, items, [*tried, *bridges], heuristics,
-                                None if stored is None else [stored[i] for i in indices])[:1]
+        best = rank_bridges(query, items, [*tried, *bridges], heuristics,
+                            None if stored is None else [stored[i] for i in indices])[:1]
         bridges.extend(c.entity for c in best)
     return list(dict.fromkeys(bridges))
 
 
 def rank_bridges(query: str, evidence: list[str], tried: list[str],
-                 heuristics: ChainHeuristics = ChainHeuristics(), stored: EvidenceEntities = None,
-                 fresh_from: int | None = None) -> list[BridgeCandidate]:
+                 heuristics: ChainHeuristics = ChainHeuristics(),
+                 stored: EvidenceEntities = None) -> list[BridgeCandidate]:
     """The surface bridge candidates (`bridge_candidates`), a capitalised word that no
     entity or title of the items naming it vouches for weighted ``heuristics.unvouched``."""
     h = heuristics
-    candidates = bridge_candidates(query, evidence, tried, fresh_from=fresh_from,
-                                   fresh_weight=FRESH_WEIGHT)
+    candidates = bridge_candidates(query, evidence, tried)
     if h.unvouched == 1.0 or not candidates:
         return candidates
     entities = _item_entities(evidence, stored if stored is not None and len(stored) == len(
