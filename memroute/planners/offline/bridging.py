@@ -36,8 +36,9 @@ def bridge_candidates(query: str, evidence: list[str], tried: list[str], *,
 
     An evidence item at rank r adds 1/(r+1) to each of its phrases (twice that when its
     title is named by the question: a fact about the question's own subject points to the
-    bridge) and to its title when the question does not name it. A lone surname ("Musschenbroek") counts for the full name
-    it ends ("Pieter van Musschenbroek") when both occur.
+    bridge) and to its title when the question does not name it. A lone surname
+    ("Musschenbroek") counts for the full name it ends ("Pieter van Musschenbroek") when
+    both occur.
     """
     scores: dict[str, float] = {}
     surface: dict[str, str] = {}

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from memroute.memory.titles import split_title, without_disambiguation
 from memroute.nlp import SPEAKER_LABEL, Entity, parse
-from memroute.planners.offline.entities import STOPWORDS, capitalized_phrases, fold
+from memroute.planners.offline.entities import STOPWORDS, capitalized_phrases, fold, mentioned
 
 # Who or what a memory relates to someone: people by their role, pets by their kind.
 RELATION_NOUNS = frozenset(
@@ -267,20 +267,28 @@ def _position(words: list[str], target: str) -> int | None:
 
 
 def _owner_tied(sentence: str, owner: str, title: str | None) -> bool:
-    """Whether ``sentence`` speaks of ``owner``: it names them, or it says "his"/"her" where
-    that can be them (in a turn, or in a passage filed under the owner's title: a title
-    names its passage's subject); "my" needs the first person."""
-    folded = " ".join(_plain(sentence))
+    """Whether ``sentence`` speaks of ``owner`` ("my": the first person). A title names its
+    passage's subject: under another subject's title the sentence must name the owner in
+    full; in a turn or under the owner's own title a word of the name or "his"/"her" will
+    do."""
+    folded = f" {' '.join(_plain(sentence))} "
     if owner == "my":
         return bool(_FIRST_PERSON.search(folded))
     if not owner:
         return True
-    parts = [p for p in _plain(without_disambiguation(owner)) if len(p) >= 3]
-    if any(f" {p} " in f" {folded} " for p in parts) or (title and fold(owner) in fold(title)):
-        return True
-    titled = f" {' '.join(_plain(title))} " if title else ""
-    return bool(_POSSESSIVE_PRONOUN.search(folded)) and (
-        not title or any(f" {p} " in titled for p in parts))
+    bare = without_disambiguation(owner)
+    if title and not (mentioned(bare, title) or mentioned(title, bare)):
+        return f" {' '.join(_plain(bare))} " in folded
+    parts = [p for p in _plain(bare) if len(p) >= 3 and p not in STOPWORDS]
+    return bool(title) or any(f" {p} " in folded for p in parts) or bool(
+        _POSSESSIVE_PRONOUN.search(folded))
+
+
+def _owner_after(words: list[str], at: int, noun: str) -> bool:
+    """Whether the name at ``at`` follows "<noun> of" ("the grandmother of Prince William"):
+    that name is whose the noun is, not who it is."""
+    before = [w for w in words[max(0, at - 3):at] if w not in ("the", "a", "an")]
+    return len(before) >= 2 and before[-1] == "of" and _same_noun(before[-2], noun)
 
 
 @dataclass(frozen=True)
@@ -335,7 +343,7 @@ def find_bridge(d: Descriptor, evidence: list[str], entities: list[list[Entity]]
                 if d.owner and set(_plain(name)) <= set(_plain(d.owner)):
                     continue  # a part of the owner's own name
                 at = _position(words, name)
-                if at is None:
+                if at is None or _owner_after(words, at, d.noun):
                     continue
                 end = at + len(_plain(name)) - 1
                 distance = min(min(abs(a - at), abs(a - end)) for a in anchors)
