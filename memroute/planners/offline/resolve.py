@@ -284,13 +284,6 @@ def _owner_tied(sentence: str, owner: str, title: str | None) -> bool:
         _POSSESSIVE_PRONOUN.search(folded))
 
 
-def _owner_after(words: list[str], at: int, noun: str) -> bool:
-    """Whether the name at ``at`` follows "<noun> of" ("the grandmother of Prince William"):
-    that name is whose the noun is, not who it is."""
-    before = [w for w in words[max(0, at - 3):at] if w not in ("the", "a", "an")]
-    return len(before) >= 2 and before[-1] == "of" and _same_noun(before[-2], noun)
-
-
 @dataclass(frozen=True)
 class Bridge:
     name: str
@@ -343,7 +336,7 @@ def find_bridge(d: Descriptor, evidence: list[str], entities: list[list[Entity]]
                 if d.owner and set(_plain(name)) <= set(_plain(d.owner)):
                     continue  # a part of the owner's own name
                 at = _position(words, name)
-                if at is None or _owner_after(words, at, d.noun):
+                if at is None:
                     continue
                 end = at + len(_plain(name)) - 1
                 distance = min(min(abs(a - at), abs(a - end)) for a in anchors)
