@@ -431,14 +431,15 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
 
 
 def _resolving_judgment(query: str, evidence: list[str], previous_queries: list[str],
-                        stored: EvidenceEntities) -> tuple[ChainJudgment | None, str]:
+                        stored: EvidenceEntities) -> ChainJudgment | None:
     """Resolve, then ask (`memroute.planners.offline.resolve`): the question with its
     descriptors replaced by the names the evidence ties to them; sufficient once a sentence
-    names the last of them with the question's words. ``(None, why)`` when the question has
-    no descriptor or the evidence leaves nothing to resolve or ask: then expansion."""
+    names the last of them with the question's words. None when the question has no
+    descriptor, or over titled passages when the evidence names nothing for it: then
+    expansion."""
     qp = read_question(query)
     if descriptor(query, qp.named) is None or compared_subjects(query):
-        return None, ""
+        return None
     indices = list(range(min(ChainHeuristics().keep, len(evidence))))
     entities = _item_entities(evidence, stored)
     res = resolve(query, evidence, entities, qp.named)
@@ -452,30 +453,30 @@ def _resolving_judgment(query: str, evidence: list[str], previous_queries: list[
             if sentence:
                 return ChainJudgment(
                     is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT,
-                    reason=f"{said}; answered: \"{sentence[:160]}\""), ""
+                    reason=f"{said}; answered: \"{sentence[:160]}\"")
         if query_key(res.question) not in searched:
             return ChainJudgment(is_sufficient=False, evidence_indices=indices,
                                  new_query=res.question, confidence=BRIDGE_SURE,
-                                 reason=f"resolved: {said}; asking about {bridge}"), ""
+                                 reason=f"resolved: {said}; asking about {bridge}")
         if res.left is None:
             # resolved and asked: whether the evidence answers it needs a reader
             return ChainJudgment(
                 is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT,
                 reason=f"resolved: {said}; asked, but no sentence names {bridge} with the "
-                       "question's words (whether the evidence answers needs a reader)"), ""
+                       "question's words (whether the evidence answers needs a reader)")
     left = res.left
     if left is not None and _titled(evidence):
         # passages filed under titles: the described thing's page is reached by expanding
         # the entities the evidence names, not by searching the description again
-        return None, f"no name within {NEAR} words of '{left.text}' in the evidence"
+        return None
     if left is not None and query_key(left.text) not in searched:
         return ChainJudgment(is_sufficient=False, evidence_indices=indices,
                              new_query=left.text, confidence=BRIDGE_UNSURE,
                              reason=f"no sentence ties a name to '{left.text}' yet: "
-                                    "searching for it"), ""
+                                    "searching for it")
     return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT,
                          reason=f"no name within {NEAR} words of '{left.text}' in the evidence: "
-                                "nothing left to resolve"), ""
+                                "nothing left to resolve")
 
 
 def judge_chain(query: str, evidence: list[str], previous_queries: list[str],
@@ -486,21 +487,14 @@ def judge_chain(query: str, evidence: list[str], previous_queries: list[str],
     filed under titles, expansion also follows a resolution that stopped."""
     if stored is not None and len(stored) != len(evidence):
         stored = None
-    judgment, why = _resolving_judgment(query, evidence, previous_queries, stored)
+    judgment = _resolving_judgment(query, evidence, previous_queries, stored)
     if judgment is not None and not (judgment.is_sufficient and _titled(evidence)):
         return judgment
-    if judgment is not None:
-        # passages filed under titles: the entities the evidence names have pages of their
-        # own, which expansion fetches (after the resolution, while expansions are left)
-        why = judgment.reason
-        expanded = judge_with_entities(query, evidence, previous_queries, heuristics, stored)
-        if expanded.is_sufficient:
-            return judgment
-        return expanded.model_copy(update={"reason": f"{why}; {expanded.reason}"})
-    judgment = judge_with_entities(query, evidence, previous_queries, heuristics, stored)
-    if judgment.reason:
+    expanded = judge_with_entities(query, evidence, previous_queries, heuristics, stored)
+    if judgment is None:
+        return expanded
+    # passages filed under titles: the entities the evidence names have pages of their own,
+    # which expansion fetches (after the resolution, while expansions are left)
+    if expanded.is_sufficient:
         return judgment
-    if judgment.is_sufficient:
-        return judgment.model_copy(update={"reason": why or "nothing left to search"})
-    label = "expansion: the evidence's best entities with the question's words"
-    return judgment.model_copy(update={"reason": f"{why}; {label}" if why else label})
+    return expanded.model_copy(update={"reason": f"{judgment.reason}; {expanded.reason}"})
