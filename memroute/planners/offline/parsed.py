@@ -175,10 +175,6 @@ def subjects_missed(query: str, kept: list[str], subs: list[str],
             and not any(mentioned(title, s) for title in covered)]
 
 
-def _stems(words: list[str]) -> set[str]:
-    return {fold(w)[:4] for w in words if len(w) >= 3}  # "stud" for study, studied
-
-
 def _has_predicate(text: str, stems: set[str]) -> bool:
     """Whether a word of ``text`` starts with a stem ("loves" for "love")."""
     return any(w[:len(s)] == s for w in _WORD.findall(fold(text)) for s in stems)
@@ -400,7 +396,8 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
                              reason="the expanded entity's own facts came up")
     if rewrites == 0 and qp.hidden_head:
         # a role compared across subjects ("the director of A or of B"): each one's entity
-        bridges = subject_bridges(query, evidence[:keep], tried, _stems(qp.description), h,
+        described = {fold(w)[:4] for w in qp.description if len(w) >= 3}  # "stud": studied
+        bridges = subject_bridges(query, evidence[:keep], tried, described, h,
                                   None if stored is None else stored[:keep])
         if len(bridges) >= 2:
             words = [w for w in dict.fromkeys([*qp.description, *qp.predicate])

@@ -376,15 +376,10 @@ def resolve(question: str, evidence: list[str], entities: list[list[Entity]],
             bridge = find_bridge(d, evidence, entities, current)
         if bridge is None:
             return Resolution(current, bridges, d)
-        replaced = _replace(current, d.text, bridge.name)
+        at = current.find(d.text)
+        current = current[:at] + bridge.name + current[at + len(d.text):]
         bridges.append((d.text, bridge.name))
-        current = replaced
     return Resolution(current, bridges, descriptor(current, [b for _, b in bridges]))
-
-
-def _replace(question: str, text: str, name: str) -> str:
-    at = question.find(text)
-    return question[:at] + name + question[at + len(text):]
 
 
 def answered(question: str, bridge: str, evidence: list[str], entities: list[list[Entity]],
