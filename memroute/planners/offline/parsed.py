@@ -21,7 +21,6 @@ from memroute.planners.offline.bridging import (
     ChainHeuristics,
     bridge_candidates,
     bridge_query,
-    judge_evidence,
 )
 from memroute.planners.offline.dates import date_window, without_dates
 from memroute.planners.offline.entities import (
@@ -406,25 +405,22 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
                                  new_query=" ".join([*bridges, *words]),
                                  confidence=BRIDGE_UNSURE,
                                  reason=f"expansion: one entity per subject ({', '.join(bridges)})")
-    if rewrites == 0:
-        ranked = rank_bridges(query, evidence, tried, h, stored)
-        if not ranked:
-            return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9,
-                                 reason="no entity to expand")
-        last = rewrites + 1 == h.expansions
-        bridge = " ".join(c.entity for c in ranked[:h.pack if last else 1])
-        clear = len(ranked) == 1 or ranked[0].score >= 2 * ranked[1].score
-        return ChainJudgment(is_sufficient=False, evidence_indices=indices,
-                             new_query=bridge_query(query, bridge),
-                             confidence=BRIDGE_SURE if clear else BRIDGE_UNSURE,
-                             reason=f"expansion: {bridge} with the question's words")
-    judgment = judge_evidence(query, evidence, previous_queries, h)
-    if judgment.is_sufficient:
-        return judgment
-    scores = [c.score for c in bridge_candidates(query, evidence, tried, fresh_from=keep,
-                                                 fresh_weight=FRESH_WEIGHT)[:2]]
-    clear = len(scores) == 1 or scores[0] >= 2 * scores[1]
-    return judgment.model_copy(update={"confidence": BRIDGE_SURE if clear else BRIDGE_UNSURE})
+    # expansion: the first ranks the question's hits; a later one the kept hits, then the
+    # latest search's new ones (weighted `FRESH_WEIGHT`)
+    ranked = (rank_bridges(query, evidence, tried, h, stored) if rewrites == 0 else
+              bridge_candidates(query, evidence, tried, fresh_from=keep,
+                                fresh_weight=FRESH_WEIGHT))
+    if not ranked:
+        return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9,
+                             reason="no entity to expand" if rewrites == 0
+                             else "no untried entity left to expand")
+    last = rewrites + 1 == h.expansions
+    bridge = " ".join(c.entity for c in ranked[:h.pack if last else 1])
+    clear = len(ranked) == 1 or ranked[0].score >= 2 * ranked[1].score
+    return ChainJudgment(is_sufficient=False, evidence_indices=indices,
+                         new_query=bridge_query(query, bridge),
+                         confidence=BRIDGE_SURE if clear else BRIDGE_UNSURE,
+                         reason=f"expansion: {bridge} with the question's words")
 
 
 def _resolving_judgment(query: str, evidence: list[str], previous_queries: list[str],
