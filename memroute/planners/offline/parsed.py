@@ -89,18 +89,15 @@ def route_by_parse(query: str, attribute_route: str = "direct") -> tuple[str, st
         names = ", ".join(re.sub(r"['’]s$", "", n) for n in qp.named)
         return (attribute_route, f"a plain attribute of what it names ({names}): nothing "
                                  "to resolve", 0.75)
-    capitalised = capitalised_words(query)
-    if capitalised:  # a name the parse did not tag ("When did I adopt Pickles?")
+    # a capitalised word after the first, "I" aside: a name the parse did not tag ("When
+    # did I adopt Pickles?")
+    capitalised = [re.sub(r"['’]s$", "", w) for w in (
+        w.strip("?!.,;:\"“”()") for w in query.split()[1:])
+        if w[:1].isupper() and not re.fullmatch(r"I(['’]\w+)?", w)]
+    if capitalised:
         return ("direct", f"a plain attribute of what it names ({', '.join(capitalised)}): "
                           "nothing to resolve", 0.75)
     return "direct", "nothing described or named to resolve", 0.9
-
-
-def capitalised_words(query: str) -> list[str]:
-    """Capitalised words after the question's first word, "I" and its contractions aside."""
-    words = [w.strip("?!.,;:\"“”()") for w in query.split()[1:]]
-    return [re.sub(r"['’]s$", "", w) for w in words
-            if w[:1].isupper() and not re.fullmatch(r"I(['’]\w+)?", w)]
 
 
 _SINGULAR = {"do": "does", "are": "is", "were": "was", "have": "has", "Do": "Does",

@@ -1,18 +1,8 @@
-"""A question read with spaCy (dependency parse + NER): what it names, what it asks for, and
-whether it asks about a thing it does not name.
-
-The parts the offline planner's decisions use:
-
-- ``named``: the question's named things (NER entities other than amounts and dates, and
-  proper-noun runs the model left unlabelled), each with its `entity_key`;
-- ``hidden_head``: a noun the question describes but does not name, "the person who moved to
-  Lisbon" (a relative clause), "the director of film X" / "X's father" (a role reached through
-  a named thing): the slot a chain must fill first;
-- ``predicate``: the content words outside the named things and the hidden head's
-  description, the words a bridge query keeps;
-- ``clauses``: coordinated clauses that each have their own subject ("Where does Karim study
-  and where is Helga Brandt's office?"), one self-contained question each.
-"""
+"""A question read with spaCy (dependency parse + NER): ``named`` (its named things: NER
+entities other than amounts and dates, and unlabelled proper-noun runs), ``hidden_head`` (a
+noun it describes but does not name: "the person who moved to Lisbon", "X's father"),
+``predicate`` (the content words outside those, which a bridge query keeps) and ``clauses``
+(coordinated clauses with their own subjects, one self-contained question each)."""
 
 from __future__ import annotations
 

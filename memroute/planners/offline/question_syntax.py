@@ -150,15 +150,6 @@ def has_nested_relation(query: str) -> bool:
     return count >= 2 or (count == 1 and not _COPULA_START.search(q))
 
 
-def compares_a_role(query: str, subjects: list[str]) -> bool:
-    """A comparison of something reached through each subject ("Which film has the director
-    who died first, A or B?"): a chain per subject, not a split."""
-    masked = mask_subjects(query, subjects)
-    return bool(_ROLE_OF.search(masked) or (
-        _RELATIVE.search(masked) and {w.lower() for w in re.findall(r"[A-Za-z]+", masked)}
-        & _ROLES))
-
-
 def asks_for_hidden_entity(query: str, subjects: list[str]) -> bool:
     """Whether a coordination only describes the thing asked for ("Which actor starred in
     both A and B?", "the film starring A, B and C") rather than naming the subjects asked
@@ -181,7 +172,12 @@ def route_by_syntax(query: str) -> tuple[str, str]:
     if subjects:
         comparative = bool(alternatives or _COMPARATIVE.search(query) or _YES_NO.search(query))
         shared = bool(_SHARED.search(query))
-        if compares_a_role(query, subjects) and (comparative or shared):
+        # something reached through each subject ("Which film has the director who died
+        # first, A or B?"): a chain per subject, not a split
+        masked = mask_subjects(query, subjects)
+        role = _ROLE_OF.search(masked) or (_RELATIVE.search(masked) and {
+            w.lower() for w in re.findall(r"[A-Za-z]+", masked)} & _ROLES)
+        if role and (comparative or shared):
             return "chain", "compares a role of its subjects (a dependency chain per subject)"
         if comparative:
             return "split", COMPARISON
@@ -196,16 +192,12 @@ def route_by_syntax(query: str) -> tuple[str, str]:
     return "direct", "nothing named to bridge from"
 
 
-def relation_words(query: str, subjects: list[str]) -> list[str]:
-    """The question's content words that are neither subjects nor comparison wording."""
-    masked = mask_subjects(query, subjects)
-    return [w for w in key_terms(masked)
-            if w != _MASK and not _COMPARATIVE.fullmatch(w) and not _SHARED.fullmatch(w)]
-
-
 def subject_sub_queries(query: str) -> list[str]:
+    """Each compared subject with the question's content words that are neither subjects
+    nor comparison wording ("A founded", "B founded"); [] for fewer than two subjects."""
     subjects, _ = comparison_subjects(query)
     if len(subjects) < 2:
         return []
-    relation = " ".join(relation_words(query, subjects))
+    relation = " ".join(w for w in key_terms(mask_subjects(query, subjects)) if w != _MASK
+                        and not _COMPARATIVE.fullmatch(w) and not _SHARED.fullmatch(w))
     return [f"{s} {relation}".strip() for s in subjects]
