@@ -70,6 +70,20 @@ def test_the_bridge_is_the_name_beside_the_described_noun() -> None:
     assert bridge.name == "Ravi Menon"
 
 
+def test_a_title_names_its_passage_subject_so_his_is_not_the_owner() -> None:
+    question = "Who is the paternal grandfather of Euphemia of Pomerania?"
+    d = descriptor(question)
+    assert d.owner == "Euphemia of Pomerania"
+    # another man's page: "his" and a shared word ("Pomerania") are about its title
+    other = ["Bogislaw V: His paternal grandfather was Otto I, Duke of Pomerania."]
+    assert find_bridge(d, other, [[]], question) is None
+    # the owner's own page, or a sentence naming her in full, ties the name
+    own = ["Euphemia of Pomerania: Her paternal grandfather was Bogislaw IV."]
+    assert find_bridge(d, own, [[]], question).name == "Bogislaw IV"
+    named = ["Bogislaw V: Euphemia of Pomerania's paternal grandfather, Wartislaw IV, died."]
+    assert find_bridge(d, named, [[]], question).name == "Wartislaw IV"
+
+
 def test_the_chain_says_why_it_stops_without_an_answer() -> None:
     question = "Which band does my manager play in?"
     evidence = ["My manager, Declan Moore, wants the quarterly report by Friday."]

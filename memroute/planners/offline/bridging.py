@@ -30,16 +30,15 @@ class BridgeCandidate:
 
 
 def bridge_candidates(query: str, evidence: list[str], tried: list[str], *,
-                      anchor_boost: float = 2.0, title_weight: float = 1.0,
-                      decay: float = 1.0, fresh_from: int | None = None,
+                      fresh_from: int | None = None,
                       fresh_weight: float = 1.0) -> list[BridgeCandidate]:
     """Entities of the evidence that the question and earlier queries do not name, best first.
 
-    An evidence item at rank r adds 1/(r+1)^decay to each of its phrases (times
-    ``anchor_boost`` when its title is named by the question: a fact about the question's own
-    subject points to the bridge) and ``title_weight`` times that to its title when the
-    question does not name it. A lone surname ("Musschenbroek") counts for the full name
-    it ends ("Pieter van Musschenbroek") when both occur.
+    An evidence item at rank r adds 1/(r+1) to each of its phrases (twice that when its
+    title is named by the question: a fact about the question's own subject points to the
+    bridge) and to its title when the question does not name it. A lone surname
+    ("Musschenbroek") counts for the full name it ends ("Pieter van Musschenbroek") when
+    both occur.
     """
     scores: dict[str, float] = {}
     surface: dict[str, str] = {}
@@ -57,14 +56,14 @@ def bridge_candidates(query: str, evidence: list[str], tried: list[str], *,
         rank = index - fresh_from if fresh else index
         for line in text.splitlines() or [text]:
             title, sentence = split_title(line)
-            weight = (fresh_weight if fresh else 1.0) / (rank + 1) ** decay
+            weight = (fresh_weight if fresh else 1.0) / (rank + 1)
             anchored = title is not None and mentioned(title, query)
             if title is not None and not anchored:
-                add(title, weight * title_weight)
+                add(title, weight)
             for phrase in capitalized_phrases(sentence):
                 if title is not None and fold(phrase) == fold(title):
                     continue
-                add(phrase, weight * (anchor_boost if anchored else 1.0))
+                add(phrase, weight * (2.0 if anchored else 1.0))
     for key in [k for k in scores if " " not in k]:
         longer = [k for k in scores if k.endswith(" " + key)]
         if len(longer) == 1:

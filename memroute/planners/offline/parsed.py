@@ -21,7 +21,6 @@ from memroute.planners.offline.bridging import (
     ChainHeuristics,
     bridge_candidates,
     bridge_query,
-    judge_evidence,
 )
 from memroute.planners.offline.dates import date_window, without_dates
 from memroute.planners.offline.entities import (
@@ -90,18 +89,15 @@ def route_by_parse(query: str, attribute_route: str = "direct") -> tuple[str, st
         names = ", ".join(re.sub(r"['’]s$", "", n) for n in qp.named)
         return (attribute_route, f"a plain attribute of what it names ({names}): nothing "
                                  "to resolve", 0.75)
-    capitalised = capitalised_words(query)
-    if capitalised:  # a name the parse did not tag ("When did I adopt Pickles?")
+    # a capitalised word after the first, "I" aside: a name the parse did not tag ("When
+    # did I adopt Pickles?")
+    capitalised = [re.sub(r"['’]s$", "", w) for w in (
+        w.strip("?!.,;:\"“”()") for w in query.split()[1:])
+        if w[:1].isupper() and not re.fullmatch(r"I(['’]\w+)?", w)]
+    if capitalised:
         return ("direct", f"a plain attribute of what it names ({', '.join(capitalised)}): "
                           "nothing to resolve", 0.75)
     return "direct", "nothing described or named to resolve", 0.9
-
-
-def capitalised_words(query: str) -> list[str]:
-    """Capitalised words after the question's first word, "I" and its contractions aside."""
-    words = [w.strip("?!.,;:\"“”()") for w in query.split()[1:]]
-    return [re.sub(r"['’]s$", "", w) for w in words
-            if w[:1].isupper() and not re.fullmatch(r"I(['’]\w+)?", w)]
 
 
 _SINGULAR = {"do": "does", "are": "is", "were": "was", "have": "has", "Do": "Does",
@@ -175,10 +171,6 @@ def subjects_missed(query: str, kept: list[str], subs: list[str],
             and not any(mentioned(title, s) for title in covered)]
 
 
-def _stems(words: list[str]) -> set[str]:
-    return {fold(w)[:4] for w in words if len(w) >= 3}  # "stud" for study, studied
-
-
 def _has_predicate(text: str, stems: set[str]) -> bool:
     """Whether a word of ``text`` starts with a stem ("loves" for "love")."""
     return any(w[:len(s)] == s for w in _WORD.findall(fold(text)) for s in stems)
@@ -208,15 +200,6 @@ def _titled(evidence: list[str], top: int = 5) -> bool:
     """Whether most of the top items are filed under a title (``"Title: sentence"``)."""
     items = evidence[:top]
     return 2 * sum(split_title(t)[0] is not None for t in items) > len(items)
-
-
-def _spoken(stored: EvidenceEntities, top: int = 5) -> bool | None:
-    """Whether most of the top items are someone's turns (the index stored a speaker for
-    them); ``None`` when the index stored nothing for them."""
-    items = [s for s in (stored or [])[:top] if s is not None]
-    if not items:
-        return None
-    return 2 * sum(any(e.label == SPEAKER_LABEL for e in s) for s in items) > len(items)
 
 
 def _item_entities(evidence: list[str], stored: EvidenceEntities) -> list[list[Entity]]:
@@ -309,12 +292,12 @@ def bridge_found(query: str, bridge_query: str, kept: list[str], fresh: list[str
 
 
 def subject_bridges(query: str, evidence: list[str], tried: list[str],
-                    described: set[str], heuristics: ChainHeuristics | None = None,
+                    described: set[str], heuristics: ChainHeuristics,
                     stored: EvidenceEntities = None) -> list[str]:
     """The best bridge of each title the question names, from the items filed under it that
     state the role the question describes (``described``: its stems), if any do ("Which film
-    has the director who died later, A or B?": A's director, B's director); ranked by
-    ``heuristics.ranking`` when given (`rank_bridges`)."""
+    has the director who died later, A or B?": A's director, B's director), ranked by
+    `rank_bridges`."""
     stored = stored if stored is not None and len(stored) == len(evidence) else None
     by_title: dict[str, list[int]] = {}
     for i, text in enumerate(evidence):
@@ -325,23 +308,19 @@ def subject_bridges(query: str, evidence: list[str], tried: list[str],
     for indices in by_title.values():
         indices = [i for i in indices if _has_predicate(evidence[i], described)] or indices
         items = [evidence[i] for i in indices]
-        if heuristics is None:
-            best = bridge_candidates(query, items, [*tried, *bridges])[:1]
-        else:
-            best = rank_bridges(query, items, [*tried, *bridges], heuristics,
-                                None if stored is None else [stored[i] for i in indices])[:1]
+        best = rank_bridges(query, items, [*tried, *bridges], heuristics,
+                            None if stored is None else [stored[i] for i in indices])[:1]
         bridges.extend(c.entity for c in best)
     return list(dict.fromkeys(bridges))
 
 
 def rank_bridges(query: str, evidence: list[str], tried: list[str],
-                 heuristics: ChainHeuristics = ChainHeuristics(), stored: EvidenceEntities = None,
-                 fresh_from: int | None = None) -> list[BridgeCandidate]:
+                 heuristics: ChainHeuristics = ChainHeuristics(),
+                 stored: EvidenceEntities = None) -> list[BridgeCandidate]:
     """The surface bridge candidates (`bridge_candidates`), a capitalised word that no
     entity or title of the items naming it vouches for weighted ``heuristics.unvouched``."""
     h = heuristics
-    candidates = bridge_candidates(query, evidence, tried, fresh_from=fresh_from,
-                                   fresh_weight=FRESH_WEIGHT)
+    candidates = bridge_candidates(query, evidence, tried)
     if h.unvouched == 1.0 or not candidates:
         return candidates
     entities = _item_entities(evidence, stored if stored is not None and len(stored) == len(
@@ -413,7 +392,8 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
                              reason="the expanded entity's own facts came up")
     if rewrites == 0 and qp.hidden_head:
         # a role compared across subjects ("the director of A or of B"): each one's entity
-        bridges = subject_bridges(query, evidence[:keep], tried, _stems(qp.description), h,
+        described = {fold(w)[:4] for w in qp.description if len(w) >= 3}  # "stud": studied
+        bridges = subject_bridges(query, evidence[:keep], tried, described, h,
                                   None if stored is None else stored[:keep])
         if len(bridges) >= 2:
             words = [w for w in dict.fromkeys([*qp.description, *qp.predicate])
@@ -422,36 +402,34 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
                                  new_query=" ".join([*bridges, *words]),
                                  confidence=BRIDGE_UNSURE,
                                  reason=f"expansion: one entity per subject ({', '.join(bridges)})")
-    if rewrites == 0:
-        ranked = rank_bridges(query, evidence, tried, h, stored)
-        if not ranked:
-            return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9,
-                                 reason="no entity to expand")
-        last = rewrites + 1 == h.expansions
-        bridge = " ".join(c.entity for c in ranked[:h.pack if last else 1])
-        clear = len(ranked) == 1 or ranked[0].score >= 2 * ranked[1].score
-        return ChainJudgment(is_sufficient=False, evidence_indices=indices,
-                             new_query=bridge_query(query, bridge),
-                             confidence=BRIDGE_SURE if clear else BRIDGE_UNSURE,
-                             reason=f"expansion: {bridge} with the question's words")
-    judgment = judge_evidence(query, evidence, previous_queries, h)
-    if judgment.is_sufficient:
-        return judgment
-    scores = [c.score for c in bridge_candidates(query, evidence, tried, fresh_from=keep,
-                                                 fresh_weight=FRESH_WEIGHT)[:2]]
-    clear = len(scores) == 1 or scores[0] >= 2 * scores[1]
-    return judgment.model_copy(update={"confidence": BRIDGE_SURE if clear else BRIDGE_UNSURE})
+    # expansion: the first ranks the question's hits; a later one the kept hits, then the
+    # latest search's new ones (weighted `FRESH_WEIGHT`)
+    ranked = (rank_bridges(query, evidence, tried, h, stored) if rewrites == 0 else
+              bridge_candidates(query, evidence, tried, fresh_from=keep,
+                                fresh_weight=FRESH_WEIGHT))
+    if not ranked:
+        return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9,
+                             reason="no entity to expand" if rewrites == 0
+                             else "no untried entity left to expand")
+    last = rewrites + 1 == h.expansions
+    bridge = " ".join(c.entity for c in ranked[:h.pack if last else 1])
+    clear = len(ranked) == 1 or ranked[0].score >= 2 * ranked[1].score
+    return ChainJudgment(is_sufficient=False, evidence_indices=indices,
+                         new_query=bridge_query(query, bridge),
+                         confidence=BRIDGE_SURE if clear else BRIDGE_UNSURE,
+                         reason=f"expansion: {bridge} with the question's words")
 
 
 def _resolving_judgment(query: str, evidence: list[str], previous_queries: list[str],
-                        stored: EvidenceEntities) -> tuple[ChainJudgment | None, str]:
+                        stored: EvidenceEntities) -> ChainJudgment | None:
     """Resolve, then ask (`memroute.planners.offline.resolve`): the question with its
     descriptors replaced by the names the evidence ties to them; sufficient once a sentence
-    names the last of them with the question's words. ``(None, why)`` when the question has
-    no descriptor or the evidence leaves nothing to resolve or ask: then expansion."""
+    names the last of them with the question's words. None when the question has no
+    descriptor, or over titled passages when the evidence names nothing for it: then
+    expansion."""
     qp = read_question(query)
     if descriptor(query, qp.named) is None or compared_subjects(query):
-        return None, ""
+        return None
     indices = list(range(min(ChainHeuristics().keep, len(evidence))))
     entities = _item_entities(evidence, stored)
     res = resolve(query, evidence, entities, qp.named)
@@ -465,30 +443,30 @@ def _resolving_judgment(query: str, evidence: list[str], previous_queries: list[
             if sentence:
                 return ChainJudgment(
                     is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT,
-                    reason=f"{said}; answered: \"{sentence[:160]}\""), ""
+                    reason=f"{said}; answered: \"{sentence[:160]}\"")
         if query_key(res.question) not in searched:
             return ChainJudgment(is_sufficient=False, evidence_indices=indices,
                                  new_query=res.question, confidence=BRIDGE_SURE,
-                                 reason=f"resolved: {said}; asking about {bridge}"), ""
+                                 reason=f"resolved: {said}; asking about {bridge}")
         if res.left is None:
             # resolved and asked: whether the evidence answers it needs a reader
             return ChainJudgment(
                 is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT,
                 reason=f"resolved: {said}; asked, but no sentence names {bridge} with the "
-                       "question's words (whether the evidence answers needs a reader)"), ""
+                       "question's words (whether the evidence answers needs a reader)")
     left = res.left
     if left is not None and _titled(evidence):
         # passages filed under titles: the described thing's page is reached by expanding
         # the entities the evidence names, not by searching the description again
-        return None, f"no name within {NEAR} words of '{left.text}' in the evidence"
+        return None
     if left is not None and query_key(left.text) not in searched:
         return ChainJudgment(is_sufficient=False, evidence_indices=indices,
                              new_query=left.text, confidence=BRIDGE_UNSURE,
                              reason=f"no sentence ties a name to '{left.text}' yet: "
-                                    "searching for it"), ""
+                                    "searching for it")
     return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT,
                          reason=f"no name within {NEAR} words of '{left.text}' in the evidence: "
-                                "nothing left to resolve"), ""
+                                "nothing left to resolve")
 
 
 def judge_chain(query: str, evidence: list[str], previous_queries: list[str],
@@ -499,21 +477,14 @@ def judge_chain(query: str, evidence: list[str], previous_queries: list[str],
     filed under titles, expansion also follows a resolution that stopped."""
     if stored is not None and len(stored) != len(evidence):
         stored = None
-    judgment, why = _resolving_judgment(query, evidence, previous_queries, stored)
+    judgment = _resolving_judgment(query, evidence, previous_queries, stored)
     if judgment is not None and not (judgment.is_sufficient and _titled(evidence)):
         return judgment
-    if judgment is not None:
-        # passages filed under titles: the entities the evidence names have pages of their
-        # own, which expansion fetches (after the resolution, while expansions are left)
-        why = judgment.reason
-        expanded = judge_with_entities(query, evidence, previous_queries, heuristics, stored)
-        if expanded.is_sufficient:
-            return judgment
-        return expanded.model_copy(update={"reason": f"{why}; {expanded.reason}"})
-    judgment = judge_with_entities(query, evidence, previous_queries, heuristics, stored)
-    if judgment.reason:
+    expanded = judge_with_entities(query, evidence, previous_queries, heuristics, stored)
+    if judgment is None:
+        return expanded
+    # passages filed under titles: the entities the evidence names have pages of their own,
+    # which expansion fetches (after the resolution, while expansions are left)
+    if expanded.is_sufficient:
         return judgment
-    if judgment.is_sufficient:
-        return judgment.model_copy(update={"reason": why or "nothing left to search"})
-    label = "expansion: the evidence's best entities with the question's words"
-    return judgment.model_copy(update={"reason": f"{why}; {label}" if why else label})
+    return expanded.model_copy(update={"reason": f"{judgment.reason}; {expanded.reason}"})

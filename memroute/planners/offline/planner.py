@@ -1,19 +1,9 @@
 """The offline planner: the agent's three decisions without an LLM, from the question's
-structure (docs/agent.md has the rules in a page).
-
-- **route**: independent lookups (two questions in one, coordinated or compared subjects)
-  -> split (a comparison of two named things: the question's own search first, then only
-  the subjects it missed); a thing described but not named ("my brother's wife", "the
-  conference I'm flying to") -> chain, resolved then asked; another relation the parse
-  cannot resolve -> chain by expansion; a plain attribute of what the question names ->
-  direct (with a named speaker's own turns searched beside it); nothing named -> direct.
-- **split**: each clause or each coordinated subject as a whole question.
-- **judge**: resolve, then ask (`memroute.planners.offline.resolve`); else expansion.
-
-It parses with spaCy (`use_nlp=True`, the default); without the model it falls back to the
-surface heuristics of `question_syntax` and `bridging.judge_evidence`. Every method returns
-a `PlannerResult` with zero LLM calls and never raises.
-"""
+structure (`parsed.route_by_parse`, `parsed.split_by_parse`, `parsed.judge_chain`; the rules
+in a page: docs/agent.md). It parses with spaCy (`use_nlp=True`, the default); without the
+model it falls back to the surface heuristics of `question_syntax` and
+`bridging.judge_evidence`. Every method returns a `PlannerResult` with zero LLM calls and
+never raises."""
 
 from __future__ import annotations
 

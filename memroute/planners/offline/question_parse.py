@@ -1,19 +1,8 @@
-"""A question read with spaCy (dependency parse + NER): what it names, what it asks for, and
-whether it asks about a thing it does not name.
-
-The parts the offline planner's decisions use:
-
-- ``named``: the question's named things (NER entities other than amounts and dates, and
-  proper-noun runs the model left unlabelled), each with its `entity_key`;
-- ``hidden_head``: a noun the question describes but does not name, "the person who moved to
-  Lisbon" (a relative clause), "the director of film X" / "X's father" (a role reached through
-  a named thing): the slot a chain must fill first;
-- ``answer_labels``: the entity labels an answer to the question's wh-word can have;
-- ``predicate``: the content words outside the named things and the hidden head's
-  description, the words a bridge query keeps;
-- ``clauses``: coordinated clauses that each have their own subject ("Where does Karim study
-  and where is Helga Brandt's office?"), one self-contained question each.
-"""
+"""A question read with spaCy (dependency parse + NER): ``named`` (its named things: NER
+entities other than amounts and dates, and unlabelled proper-noun runs), ``hidden_head`` (a
+noun it describes but does not name: "the person who moved to Lisbon", "X's father"),
+``predicate`` (the content words outside those, which a bridge query keeps) and ``clauses``
+(coordinated clauses with their own subjects, one self-contained question each)."""
 
 from __future__ import annotations
 
@@ -24,11 +13,6 @@ from functools import lru_cache
 from memroute.nlp import QUESTION_WORDS, entity_key, named_spans, parse
 from memroute.planners.offline.entities import STOPWORDS
 
-PERSON_LABELS = frozenset({"PERSON", "ORG", "NORP"})
-PLACE_LABELS = frozenset({"GPE", "LOC", "FAC"})
-TIME_LABELS = frozenset({"DATE", "TIME"})
-_ANSWER_LABELS = {"who": PERSON_LABELS, "whom": PERSON_LABELS, "whose": PERSON_LABELS,
-                  "where": PLACE_LABELS, "when": TIME_LABELS}
 # Nouns for a person or place reached through another thing ("the director of X").
 PERSON_NOUNS = frozenset(
     """person people man woman boy girl guy friend someone somebody director producer writer
@@ -48,22 +32,11 @@ class QuestionParse:
     text: str
     named: list[str]
     named_keys: frozenset[str]
-    wh: str | None
-    answer_labels: frozenset[str]
     hidden_head: str | None
     hidden_reason: str
     predicate: list[str]
     description: list[str] = field(default_factory=list)
     clauses: list[str] = field(default_factory=list)
-
-    @property
-    def hidden_labels(self) -> frozenset[str]:
-        """The entity labels that can fill the hidden head's slot (empty: any)."""
-        if self.hidden_head in PERSON_NOUNS:
-            return PERSON_LABELS
-        if self.hidden_head in PLACE_NOUNS:
-            return PLACE_LABELS
-        return frozenset()
 
 
 def _is_named(token, named_tokens: set[int]) -> bool:
@@ -194,7 +167,6 @@ def read_question(text: str) -> QuestionParse:
     spans = named_spans(doc)
     named_tokens = {t.i for s in spans for t in s}
     named = list(dict.fromkeys(s.text.strip() for s in spans if entity_key(s.text)))
-    wh = next((t.lower_ for t in doc if t.lower_ in QUESTION_WORDS), None)
     head, reason = _hidden_head(doc, named_tokens)
     described = _described(doc, head) if head is not None else set()
     # capitalised inside the sentence: part of a name the model split ("Kiss and Tell")
@@ -205,7 +177,6 @@ def read_question(text: str) -> QuestionParse:
                    and t.i not in named_tokens and t.lower_ not in STOPWORDS and t.is_alpha]
     return QuestionParse(
         text=text, named=named, named_keys=frozenset(entity_key(n) for n in named),
-        wh=wh, answer_labels=_ANSWER_LABELS.get(wh or "", frozenset()),
         hidden_head=None if head is None else head.lemma_.lower(), hidden_reason=reason,
         predicate=list(dict.fromkeys(predicate)), description=list(dict.fromkeys(description)),
         clauses=_own_questions(text, named) or _clauses(doc))

@@ -109,10 +109,6 @@ def coordinated_groups(query: str) -> list[tuple[list[str], bool]]:
     return groups
 
 
-def _clean_subject(text: str) -> str:
-    return re.sub(r"^(the|a|an)\s+", "", text.strip(" ?.\"'“”"), flags=re.I).strip()
-
-
 def comparison_subjects(query: str) -> tuple[list[str], bool]:
     """The subjects a comparison or coordination names ([] if fewer than two), and whether
     they are alternatives ("A or B"): trailing options first, else the longest coordinated
@@ -123,7 +119,9 @@ def comparison_subjects(query: str) -> tuple[list[str], bool]:
     tail = _OPTIONS.search(q)
     if tail:
         parts = re.split(r"\s*,\s*(?:or\s+)?|\s+or\s+", tail.group(1))
-        subjects, alternatives = [_clean_subject(p) for p in parts], True
+        subjects = [re.sub(r"^(the|a|an)\s+", "", p.strip(" ?.\"'“”"), flags=re.I).strip()
+                    for p in parts]
+        alternatives = True
     if len([s for s in subjects if s]) < 2:
         groups = coordinated_groups(q)
         subjects, alternatives = max(groups, key=lambda g: len(g[0])) if groups else ([], False)
@@ -141,11 +139,6 @@ def mask_subjects(query: str, subjects: list[str]) -> str:
     return masked
 
 
-def _relations(text: str) -> int:
-    """How many relations of a named thing the text describes."""
-    return len(_RELATION_NP.findall(text)) + len(_POSSESSIVE.findall(text))
-
-
 def has_nested_relation(query: str) -> bool:
     """A relation whose object is itself reached through another relation: a relative
     clause, a passive relation, two relations of named things, or one that the question
@@ -153,17 +146,8 @@ def has_nested_relation(query: str) -> bool:
     q = query.strip()
     if _RELATIVE.search(q) or _PARTICIPLE.search(q):
         return True
-    count = _relations(q)
+    count = len(_RELATION_NP.findall(q)) + len(_POSSESSIVE.findall(q))  # relations of names
     return count >= 2 or (count == 1 and not _COPULA_START.search(q))
-
-
-def compares_a_role(query: str, subjects: list[str]) -> bool:
-    """A comparison of something reached through each subject ("Which film has the director
-    who died first, A or B?"): a chain per subject, not a split."""
-    masked = mask_subjects(query, subjects)
-    return bool(_ROLE_OF.search(masked) or (
-        _RELATIVE.search(masked) and {w.lower() for w in re.findall(r"[A-Za-z]+", masked)}
-        & _ROLES))
 
 
 def asks_for_hidden_entity(query: str, subjects: list[str]) -> bool:
@@ -181,12 +165,6 @@ def asks_for_hidden_entity(query: str, subjects: list[str]) -> bool:
     return bool(_DESCRIPTOR.search(masked)) and not _SHARED.search(masked)
 
 
-def has_anchor(query: str) -> bool:
-    """Whether the question names something a chain can start from (a capitalized or
-    quoted phrase)."""
-    return bool(capitalized_phrases(query))
-
-
 def route_by_syntax(query: str) -> tuple[str, str]:
     """The route and a short reason (see the module docstring)."""
     subjects, alternatives = comparison_subjects(query)
@@ -194,7 +172,12 @@ def route_by_syntax(query: str) -> tuple[str, str]:
     if subjects:
         comparative = bool(alternatives or _COMPARATIVE.search(query) or _YES_NO.search(query))
         shared = bool(_SHARED.search(query))
-        if compares_a_role(query, subjects) and (comparative or shared):
+        # something reached through each subject ("Which film has the director who died
+        # first, A or B?"): a chain per subject, not a split
+        masked = mask_subjects(query, subjects)
+        role = _ROLE_OF.search(masked) or (_RELATIVE.search(masked) and {
+            w.lower() for w in re.findall(r"[A-Za-z]+", masked)} & _ROLES)
+        if role and (comparative or shared):
             return "chain", "compares a role of its subjects (a dependency chain per subject)"
         if comparative:
             return "split", COMPARISON
@@ -204,21 +187,17 @@ def route_by_syntax(query: str) -> tuple[str, str]:
         return "chain", "nested relation"
     if subjects:
         return "chain", "the coordination describes the entity asked for"
-    if has_anchor(query):
+    if capitalized_phrases(query):  # something named a chain can start from
         return "chain", "a relation of a named subject: bridge to the entities it leads to"
     return "direct", "nothing named to bridge from"
 
 
-def relation_words(query: str, subjects: list[str]) -> list[str]:
-    """The question's content words that are neither subjects nor comparison wording."""
-    masked = mask_subjects(query, subjects)
-    return [w for w in key_terms(masked)
-            if w != _MASK and not _COMPARATIVE.fullmatch(w) and not _SHARED.fullmatch(w)]
-
-
 def subject_sub_queries(query: str) -> list[str]:
+    """Each compared subject with the question's content words that are neither subjects
+    nor comparison wording ("A founded", "B founded"); [] for fewer than two subjects."""
     subjects, _ = comparison_subjects(query)
     if len(subjects) < 2:
         return []
-    relation = " ".join(relation_words(query, subjects))
+    relation = " ".join(w for w in key_terms(mask_subjects(query, subjects)) if w != _MASK
+                        and not _COMPARATIVE.fullmatch(w) and not _SHARED.fullmatch(w))
     return [f"{s} {relation}".strip() for s in subjects]

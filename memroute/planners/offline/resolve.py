@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from memroute.memory.titles import split_title, without_disambiguation
 from memroute.nlp import SPEAKER_LABEL, Entity, parse
-from memroute.planners.offline.entities import STOPWORDS, capitalized_phrases, fold
+from memroute.planners.offline.entities import STOPWORDS, capitalized_phrases, fold, mentioned
 
 # Who or what a memory relates to someone: people by their role, pets by their kind.
 RELATION_NOUNS = frozenset(
@@ -42,7 +42,6 @@ RELATION_NOUNS = frozenset(
 GENERIC_NOUNS = frozenset("person people man woman someone somebody one guy thing".split())
 NOT_NAMES = frozenset({"DATE", "TIME", "CARDINAL", "ORDINAL", "QUANTITY", "MONEY", "PERCENT",
                        SPEAKER_LABEL})
-_OWNER_FIRST_PERSON = frozenset({"my", "our"})
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|me|our|we|we're|mine)\b")
 _POSSESSIVE_PRONOUN = re.compile(r"\b(his|her|their|its)\b")
 _NAME = r"(?:[A-Z][\w’'.\-]*(?:\s+(?:of|the|de|van|von|da|del)?\s*[A-Z][\w’'.\-]*)*)"
@@ -268,15 +267,21 @@ def _position(words: list[str], target: str) -> int | None:
 
 
 def _owner_tied(sentence: str, owner: str, title: str | None) -> bool:
-    folded = " ".join(_plain(sentence))
+    """Whether ``sentence`` speaks of ``owner`` ("my": the first person). A title names its
+    passage's subject: under another subject's title the sentence must name the owner in
+    full; in a turn or under the owner's own title a word of the name or "his"/"her" will
+    do."""
+    folded = f" {' '.join(_plain(sentence))} "
     if owner == "my":
         return bool(_FIRST_PERSON.search(folded))
     if not owner:
         return True
-    parts = [p for p in _plain(without_disambiguation(owner)) if len(p) >= 3]
-    if any(f" {p} " in f" {folded} " for p in parts) or (title and fold(owner) in fold(title)):
-        return True
-    return bool(_POSSESSIVE_PRONOUN.search(folded))
+    bare = without_disambiguation(owner)
+    if title and not (mentioned(bare, title) or mentioned(title, bare)):
+        return f" {' '.join(_plain(bare))} " in folded
+    parts = [p for p in _plain(bare) if len(p) >= 3 and p not in STOPWORDS]
+    return bool(title) or any(f" {p} " in folded for p in parts) or bool(
+        _POSSESSIVE_PRONOUN.search(folded))
 
 
 @dataclass(frozen=True)
@@ -371,15 +376,10 @@ def resolve(question: str, evidence: list[str], entities: list[list[Entity]],
             bridge = find_bridge(d, evidence, entities, current)
         if bridge is None:
             return Resolution(current, bridges, d)
-        replaced = _replace(current, d.text, bridge.name)
+        at = current.find(d.text)
+        current = current[:at] + bridge.name + current[at + len(d.text):]
         bridges.append((d.text, bridge.name))
-        current = replaced
     return Resolution(current, bridges, descriptor(current, [b for _, b in bridges]))
-
-
-def _replace(question: str, text: str, name: str) -> str:
-    at = question.find(text)
-    return question[:at] + name + question[at + len(text):]
 
 
 def answered(question: str, bridge: str, evidence: list[str], entities: list[list[Entity]],
