@@ -60,11 +60,12 @@ async def test_search_figures_show_stages_and_one_round_trip_for_the_read(memory
     figures = await bench.measure_search(memory, scope, queries, ["warm up topic"])
     for label in bench.SEARCHES:
         # at most the pool's check and the read (a wait the server had already answered, or
-        # one on read-and-write in the pipeline, is not counted)
-        assert 1 <= figures[label]["round_trips"] <= 2, label
+        # one on read-and-write in the pipeline, is not counted: a search may count 0)
+        assert figures[label]["round_trips"] <= 2, label
         stages = figures[label]["stages_ms_p50"]
         assert {"embed_ms", "read_ms", "rerank_ms", "other_ms"} <= set(stages)
         assert stages["read_ms"] > 0
+    assert max(figures[label]["round_trips"] for label in bench.SEARCHES) >= 0.5  # counted
     for split in figures["statement_ms_p50"].values():
         assert split["probe_ms"] > 0 and split["server_total_ms"] >= split["probe_ms"]
 
