@@ -105,3 +105,25 @@ def timed_searches(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> SearchLog
 
     monkeypatch.setattr(memory, "search_scored", timed)
     return log
+
+
+@pytest.fixture(scope="module")
+async def keys(memory: Memory):
+    """The API keys of the session memory's schema."""
+    from memroute.service.keys import KeyStore
+
+    store = await KeyStore.open(memory.url, memory.schema)
+    yield store
+    await store.close()
+
+
+@pytest.fixture(scope="module")
+def served(memory: Memory, pg_url: str, pg_home: Path, tmp_path_factory):
+    """A `memroute serve` process on the session memory's schema (a module may override it
+    with its own options)."""
+    from benchmarks.served import ServedProcess, service_env
+
+    env = service_env(pg_url, memory.schema, pg_home)
+    server = ServedProcess(env, tmp_path_factory.mktemp("serve") / "serve.log").start()
+    yield server
+    server.stop()

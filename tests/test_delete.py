@@ -14,7 +14,6 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from typer.testing import CliRunner
 
-from benchmarks.served import ServedProcess, service_env
 from memroute.cli import app
 from memroute.errors import InvalidInputError
 from memroute.memory import Memory, Scope, SyncMemory
@@ -94,14 +93,6 @@ def test_cli_erases_a_user_with_its_agents(sync_memory: SyncMemory, cli) -> None
     assert sync_counts() == {"user": 0, "agent1": 0, "agent2": 0, "other": 2, "project": 2}
     mixed = cli("db", "erase", "--scope", f"{org}/p", "--sub-scopes", "--session", "s", "--yes")
     assert mixed.exit_code == 2 and sync_counts()["other"] == 2
-
-
-@pytest.fixture(scope="module")
-def served(memory: Memory, pg_url: str, pg_home: Path, tmp_path_factory):
-    env = service_env(pg_url, memory.schema, pg_home)
-    server = ServedProcess(env, tmp_path_factory.mktemp("serve") / "serve.log").start()
-    yield server
-    server.stop()
 
 
 async def test_rest_and_mcp_need_all_and_erase_sub_scopes(memory: Memory, served) -> None:

@@ -4,22 +4,11 @@ no network."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from urllib.parse import urljoin, urlparse
 
 import httpx
 import pytest
 
-from benchmarks.served import ServedProcess, service_env
-from memroute.memory import Memory
-
-
-@pytest.fixture(scope="module")
-def served(memory: Memory, pg_url: str, pg_home: Path, tmp_path_factory):
-    env = service_env(pg_url, memory.schema, pg_home)
-    server = ServedProcess(env, tmp_path_factory.mktemp("serve") / "serve.log").start()
-    yield server
-    server.stop()
 
 
 @pytest.mark.parametrize("page,kinds", [("/docs", {"javascript", "css"}),

@@ -29,22 +29,6 @@ FACTS = ["Alice moved to Lisbon in 2019.", "Alice works as a nurse at Santa Mari
          "Bob adopted a grey cat called Miso.", "The team offsite is in Porto in June."]
 
 
-@pytest.fixture(scope="module")
-async def keys(memory: Memory):
-    store = await KeyStore.open(memory.url, memory.schema)
-    yield store
-    await store.close()
-
-
-@pytest.fixture(scope="module")
-def served(memory: Memory, pg_url: str, pg_home: Path, tmp_path_factory):
-    """A `memroute serve` process on the session memory's schema."""
-    env = service_env(pg_url, memory.schema, pg_home)
-    server = ServedProcess(env, tmp_path_factory.mktemp("serve") / "serve.log").start()
-    yield server
-    server.stop()
-
-
 class Tenant:
     """An org with a key (bound to project ``p``), its scope and an httpx client."""
 

@@ -21,13 +21,6 @@ from memroute.settings import get_settings
 from tests.test_layout import PACKAGE, imported_modules
 
 
-@pytest.fixture(scope="module")
-async def keys(memory: Memory):
-    store = await KeyStore.open(memory.url, memory.schema)
-    yield store
-    await store.close()
-
-
 async def test_only_a_hash_of_the_secret_is_stored(keys: KeyStore, memory: Memory) -> None:
     token, record = await keys.create("acme-h", project_ids=["p1", "p2"], name="bot")
     key_id, secret = token.removeprefix("mr_").split(".")

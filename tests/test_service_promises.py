@@ -31,13 +31,6 @@ TIMEOUT_S = 2  # the server's header and body deadlines in this module
 
 
 @pytest.fixture(scope="module")
-async def keys(memory: Memory):
-    store = await KeyStore.open(memory.url, memory.schema)
-    yield store
-    await store.close()
-
-
-@pytest.fixture(scope="module")
 def served(memory: Memory, pg_url: str, pg_home: Path, tmp_path_factory):
     # k = 300 searches take longer than the default 2 s statement timeout on a loaded machine
     env = service_env(pg_url, memory.schema, pg_home,

@@ -124,7 +124,8 @@ def with_question_share(ranked: list[ResultRecord], pool: list[ResultRecord],
     share = math.ceil(QUESTION_SHARE * places)
     reserved = sorted((r for r in pool if QUESTION_RANK in r["extra"]),
                       key=lambda r: r["extra"][QUESTION_RANK])[:share]
-    missing = [r for r in reserved if r["uid"] not in {x["uid"] for x in ranked}]
+    ranked_uids = {r["uid"] for r in ranked}
+    missing = [r for r in reserved if r["uid"] not in ranked_uids]
     if not missing:
         return ranked
     keep = {r["uid"] for r in reserved}
