@@ -55,8 +55,9 @@ async def check_idle_connection(conn: AsyncConnection) -> None:
     `memroute.memory.retry.with_retry` runs again on another."""
     if conn.closed or conn.broken:
         raise OperationalError("the connection is closed")
-    readable, _, _ = select.select([conn.fileno()], [], [], 0)
-    if readable:
+    poller = select.poll()  # not select.select: a busy server's sockets pass fd 1024
+    poller.register(conn.fileno(), select.POLLIN)
+    if poller.poll(0):
         await AsyncConnectionPool.check_connection(conn)
 
 
