@@ -14,7 +14,8 @@ from memroute.nlp import Entity
 from dataclasses import fields
 
 from memroute.planners.offline.bridging import ChainHeuristics, bridge_candidates
-from memroute.planners.offline.parsed import bridge_found, judge_with_entities, rank_bridges
+from memroute.planners.offline.parsed import (bridge_found, judge_chain, judge_with_entities,
+                                              rank_bridges)
 from memroute.planners.offline.planner import OfflinePlanner
 
 QUESTION = "Which label released the debut album of the band that Mara Quint founded?"
@@ -175,3 +176,20 @@ def test_a_role_of_two_named_subjects_bridges_from_each_in_one_rewrite() -> None
     # one named title only: the usual single bridge
     single = judge_with_entities(asked, hop1[:1], [asked], ChainHeuristics())
     assert "Douglas Sirk" not in single.new_query
+
+
+def test_an_unresolved_description_over_titles_says_why_it_expands() -> None:
+    """Over titled passages, a description no sentence ties a name to is expanded, and each
+    hop's reason says so before naming what it expands."""
+    hop1 = ["Mara Quint: Mara Quint was born in Oslo and studied music at the Grieg Academy.",
+            "Oslo: Oslo is the capital of Norway."]
+    first = judge_chain(QUESTION, hop1, [QUESTION])
+    assert not first.is_sufficient and first.new_query.startswith("Oslo")
+    assert first.reason.startswith(
+        "no sentence ties a name to 'the band that Mara Quint founded' yet")
+    assert "; expansion: Oslo" in first.reason
+    hop2 = [*hop1, "Grieg Academy: The Grieg Academy is a music school in Bergen."]
+    second = judge_chain(QUESTION, hop2, [QUESTION, first.new_query])
+    last = judge_chain(QUESTION, hop2, [QUESTION, first.new_query, second.new_query])
+    assert last.is_sufficient and last.reason.startswith("no sentence ties a name")
+    assert last.reason.endswith("2 expansions searched")

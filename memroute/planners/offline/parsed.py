@@ -39,7 +39,7 @@ from memroute.planners.offline.question_syntax import (
     route_by_syntax,
     subject_sub_queries,
 )
-from memroute.strategies.base import ChainJudgment, ChainSearch, query_key
+from memroute.strategies.base import MAX_REASON_CHARS, ChainJudgment, ChainSearch, query_key
 from memroute.strategies.split_query import clean_sub_queries
 
 SUFFICIENT = 0.85
@@ -145,9 +145,10 @@ SUBJECTS_AFTER_SEARCH = "the question's own search first, then only the subjects
 def compared_subjects(query: str) -> list[str]:
     """The two sub-queries of a comparison of two named subjects ("Which was founded first,
     A or B?" -> "A founded", "B founded"), else []: searched only when the question's own
-    search missed their subject (`subjects_missed`). A coordination ("Where do Priya and Jonah live?") asks two facts, not one compared
-    attribute, and stays a split: its searches run at once (in a conversation no subject
-    is ever covered by the question's search, so a chain would only run them in turn)."""
+    search missed their subject (`subjects_missed`). A coordination ("Where do Priya and
+    Jonah live?") asks two facts, not one compared attribute, and stays a split: its searches
+    run at once (in a conversation no subject is ever covered by the question's search, so a
+    chain would only run them in turn)."""
     route, reason, _ = route_by_parse(query)
     if route != "split" or not reason.startswith(COMPARISON):
         return []
@@ -457,16 +458,20 @@ def _resolving_judgment(query: str, evidence: list[str], previous_queries: list[
     left = res.left
     if left is not None and _titled(evidence):
         # passages filed under titles: the described thing's page is reached by expanding
-        # the entities the evidence names, not by searching the description again
-        return None
+        # the entities the evidence names, not by searching the description again (no new
+        # query here: `judge_chain` expands, and says why)
+        return ChainJudgment(is_sufficient=False, evidence_indices=indices,
+                             reason=f"no sentence ties a name to '{left.text[:160]}' yet, and over "
+                                    "titled passages its page is reached by expanding the "
+                                    "entities the evidence names")
     if left is not None and query_key(left.text) not in searched:
         return ChainJudgment(is_sufficient=False, evidence_indices=indices,
                              new_query=left.text, confidence=BRIDGE_UNSURE,
-                             reason=f"no sentence ties a name to '{left.text}' yet: "
+                             reason=f"no sentence ties a name to '{left.text[:160]}' yet: "
                                     "searching for it")
     return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT,
-                         reason=f"no name within {NEAR} words of '{left.text}' in the evidence: "
-                                "nothing left to resolve")
+                         reason=f"no name within {NEAR} words of '{left.text[:160]}' in the "
+                                "evidence: nothing left to resolve")
 
 
 def judge_chain(query: str, evidence: list[str], previous_queries: list[str],
@@ -478,13 +483,17 @@ def judge_chain(query: str, evidence: list[str], previous_queries: list[str],
     if stored is not None and len(stored) != len(evidence):
         stored = None
     judgment = _resolving_judgment(query, evidence, previous_queries, stored)
-    if judgment is not None and not (judgment.is_sufficient and _titled(evidence)):
+    # unresolved over titled passages: the resolution defers to expansion (no query of its own)
+    defers = judgment is not None and not judgment.is_sufficient and not judgment.new_query
+    if judgment is not None and not defers and not (judgment.is_sufficient
+                                                    and _titled(evidence)):
         return judgment
     expanded = judge_with_entities(query, evidence, previous_queries, heuristics, stored)
     if judgment is None:
         return expanded
     # passages filed under titles: the entities the evidence names have pages of their own,
     # which expansion fetches (after the resolution, while expansions are left)
-    if expanded.is_sufficient:
+    if expanded.is_sufficient and not defers:
         return judgment
-    return expanded.model_copy(update={"reason": f"{judgment.reason}; {expanded.reason}"})
+    reason = f"{judgment.reason}; {expanded.reason}"[:MAX_REASON_CHARS]
+    return expanded.model_copy(update={"reason": reason})
