@@ -60,10 +60,12 @@ async def show_agent(memory: Memory, console: Console, scope: Scope = DEMO_SCOPE
 
     agent = RetrievalAgent(memory=memory, planner=OfflinePlanner())
     routes = {}
-    spend = Table(title="what auto spent against direct", title_justify="left")
-    for name in ("question", "route", "auto searches", "auto ms", "direct ms", "found auto",
-                 "found direct"):
-        spend.add_column(name, overflow="fold")
+    spend = Table(title="what auto spent against one direct search (found: the answer's turns)",
+                  title_justify="left")
+    spend.add_column("question", ratio=1)
+    spend.add_column("route", no_wrap=True)
+    for name in ("searches", "ms", "direct ms", "found", "direct found"):
+        spend.add_column(name, justify="right", no_wrap=True)
     for question in sample_data.questions():
         console.rule(f"the agent · a {question.kind} question", style="magenta")
         console.print(Text.assemble(("$ memroute ask --explain ", "dim"),

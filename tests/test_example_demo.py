@@ -41,4 +41,8 @@ async def test_demo_runs_end_to_end(monkeypatch: pytest.MonkeyPatch, pg_url: str
     assert all(hit >= 1 for hit, _ in found)
     assert re.search(r"the offline planner routed \d/9 questions as labelled", first)
     # what auto spent against one direct search per question
-    assert "what auto spent against direct" in first
+    assert "what auto spent against one direct search" in first
+    spend = first[first.index("what auto spent"):]
+    # one row per question, every column whole on an 80-column screen
+    assert spend.count(" direct found ") == 1
+    assert len(re.findall(r"│ +\d+ │ +\d+ │ +\d+ │ +\d/\d │ +\d/\d │", spend)) == len(questions)

@@ -176,7 +176,8 @@ def _role_of(question: str) -> Descriptor | None:
 
 def _clause_words(clause: str) -> list[str]:
     """A relative clause's words up to its verb's particles and object: where the question's
-    own verb starts ("love to eat", "held", "famous for") the clause has ended."""
+    own verb starts ("love to eat", "held", "famous for") the clause has ended. A number
+    right after a name stays with it ("that I see on April 3")."""
     words = clause.split()
     out: list[str] = []
     verb_seen = False
@@ -185,6 +186,8 @@ def _clause_words(clause: str) -> list[str]:
         if verb_seen and (plain in _CLAUSE_STOP or (plain not in ("to", "in", "at", "from",
                                                                   "for", "with", "on", "by")
                                                     and not word[:1].isupper()
+                                                    and not (word[:1].isdigit() and out
+                                                             and out[-1][:1].isupper())
                                                     and out and fold(out[-1]) not in
                                                     ("to", "in", "at", "from", "for", "with",
                                                      "on", "by", "the", "a"))):
