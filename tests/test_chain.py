@@ -140,3 +140,23 @@ async def test_on_a_store_auto_resolves_and_keeps_what_direct_found(memory, k: i
     share = [r.uid for r in direct.results][:round(QUESTION_SHARE * k + 0.49)]
     assert set(share) <= {r.uid for r in auto.results}
     assert auto.hops[-1].get("reason")
+
+
+def test_kin_words_and_roles_of_everyday_life_are_relations() -> None:
+    """"my sister-in-law", "my stepdad", "my physio": someone named by their relation to the
+    owner; "my order number" names a thing, not a relation."""
+    question = "What does my sister-in-law's husband do for a living?"
+    d = descriptor(question)
+    assert d.text == "my sister-in-law" and d.owner == "my"
+    evidence = ["My sister Ana lives in Porto.",
+                "My sister-in-law Dana just got back from Lagos.",
+                "Dana's husband, Idris Okoro, is a structural engineer at Arup."]
+    assert find_bridge(d, evidence, [[] for _ in evidence], question).name == "Dana"
+    res = resolve(question, evidence, [[] for _ in evidence])
+    assert res.question == "What does Idris Okoro do for a living?"
+    for asked, text in [("Where did my physio train?", "my physio"),
+                        ("Who is my stepdad's brother?", "my stepdad"),
+                        ("Where does my ex-husband live?", "my ex-husband"),
+                        ("When did my great-aunt emigrate?", "my great-aunt")]:
+        assert descriptor(asked).text == text
+    assert descriptor("What is my order number?") is None

@@ -42,8 +42,17 @@ _SENTENCE_STARTERS = frozenset(
     its it's as at in on from with by for into onto over under between across around along
     near beyond toward towards against via per then now yet still even only just both either
     neither all any no not none few more less one two three four five six seven eight nine ten
-    first second third last next new old poor head""".split()
+    first second third last next new old poor head great good nice sure sorry well okay
+    anyway wait cool awesome perfect""".split()
 )
+# Interjections and greetings: never part of a name ("Hey Maria" names Maria, "Wow" nothing).
+_INTERJECTIONS = frozenset(
+    """hey hi hello oh ooh wow whoa yeah yes yep yup nope ok okay ugh argh hmm um uh ah aw aww
+    haha lol omg thanks congrats congratulations btw""".split()
+)
+# "I'm", "we've", "that's": a contraction is never a name.
+_CONTRACTION = re.compile(
+    r"(?i)(?:i|you|we|they|he|she|it|that|there|here|who|what|let|[a-z]+n)['’](?:m|ve|ll|d|re|s|t)")
 _CALENDAR = frozenset(
     "january february march april may june july august september october november december "
     "monday tuesday wednesday thursday friday saturday sunday".split()
@@ -111,7 +120,8 @@ def _capitalized_phrases(text: str) -> tuple[str, ...]:
                 j += 1
             else:
                 break
-        phrase = re.sub(r"['’]s$", "", text[tokens[i][1]:tokens[end][2]]).strip(" .,;:'’-")
+        phrase = _without_interjections(
+            re.sub(r"['’]s$", "", text[tokens[i][1]:tokens[end][2]]).strip(" .,;:'’-"))
         # A lone capitalized word opening a sentence is usually just a sentence opener.
         lone_opener = initial and end == i and (word.lower() in _SENTENCE_STARTERS
                                                 or word.lower().endswith("ly"))
@@ -122,6 +132,18 @@ def _capitalized_phrases(text: str) -> tuple[str, ...]:
     for phrase in phrases:
         unique.setdefault(_strip_article(fold(phrase)), phrase)
     return tuple(p for key, p in unique.items() if key)
+
+
+def _without_interjections(phrase: str) -> str:
+    """``phrase`` without the interjections that open it and the contractions at its ends
+    ("Hey Maria" -> "Maria", "Yeah I'm" -> ""); "" when no capitalised word is left."""
+    words = phrase.split()
+    while words and (words[0].lower().strip("!,.") in _INTERJECTIONS
+                     or _CONTRACTION.fullmatch(words[0])):
+        words.pop(0)
+    while words and _CONTRACTION.fullmatch(words[-1]):
+        words.pop()
+    return " ".join(words) if words and words[0][:1].isupper() else ""
 
 
 def _strip_article(folded: str) -> str:

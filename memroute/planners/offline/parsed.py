@@ -50,11 +50,26 @@ _WORD = re.compile(r"\w+")
 
 def _without_named_possessives(query: str, qp: QuestionParse) -> str:
     """"When is Yasmin's birthday?" -> "When is Yasmin birthday?": a possessive of a named
-    subject is its attribute, not a relation to follow."""
+    subject (tagged by the parse, or capitalised after the first word: "the Golf's MOT") is
+    its attribute, not a relation to follow."""
     for name in qp.named:
         bare = re.sub(r"['’]s$", "", name)
         query = re.sub(rf"({re.escape(bare)})['’]s\b", r"\1", query)
-    return query
+    return re.sub(r"(?<=\s)([A-Z][\w\-]*)['’]s\b", r"\1", query)
+
+
+_OWNERS = re.compile(r"\b(?P<first>[A-Z][\w\-]*(?:\s+[A-Z][\w\-]*)*)(?P<s>['’]s),?\s+(?:and|&)\s+"
+                     r"(?P<second>[A-Z][\w\-]*(?:\s+[A-Z][\w\-]*)*)['’]s\b")
+
+
+def coordinated_owners(query: str) -> list[str]:
+    """"Who are Mila's and Zara's teachers?" -> "Who are Mila's teachers?", "Who are Zara's
+    teachers?": the same relation of two named owners is two lookups; [] otherwise."""
+    m = _OWNERS.search(query)
+    if m is None or m.start() == 0:
+        return []
+    return [query[:m.start()] + m.group(name) + m.group("s") + query[m.end():]
+            for name in ("first", "second")]
 
 
 def route_by_parse(query: str, attribute_route: str = "direct") -> tuple[str, str, float]:
@@ -66,6 +81,10 @@ def route_by_parse(query: str, attribute_route: str = "direct") -> tuple[str, st
     qp = read_question(query)
     if qp.clauses:
         return "split", "two questions in one: " + " | ".join(qp.clauses), 0.9
+    if owners := coordinated_owners(query):
+        m = _OWNERS.search(query)
+        return "split", (f"coordination of several subjects: {m.group('first')}, "
+                         f"{m.group('second')}"), 0.8
     route, reason = route_by_syntax(query)
     subjects, _ = comparison_subjects(query)
     described = descriptor(query, qp.named)
@@ -135,6 +154,8 @@ def split_by_parse(query: str) -> list[str]:
     qp = read_question(query)
     if qp.clauses:
         return qp.clauses
+    if owners := coordinated_owners(query):
+        return owners
     subjects, _ = comparison_subjects(query)
     return whole_sub_questions(query, subjects) or subject_sub_queries(query)
 

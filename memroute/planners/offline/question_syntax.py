@@ -40,9 +40,11 @@ _RELATION_NP = re.compile(
     r"(?:the\s+|a\s+|an\s+)?(?:(?:film|song|album|band|book|novel|series|show|game|team|"
     r"company|group|movie|play|opera|magazine|newspaper|station|club)\s+)?[A-Z\"“'0-9]",
     re.U)
+# (the look-behinds follow the possessor's last character: "what's", "when's" are "what is")
 _POSSESSIVE = re.compile(
-    r"(?<!\bthere)(?<!\bit)(?<!\bthat)(?<!\bwhat)(?<!\bwho)(?<!\bhe)(?<!\bshe)(?<!\bhere)"
-    r"(?<!\blet)[\w)\"”]['’]s\s+(?:[a-z-]+\s+){0,2}?[a-z-]+", re.U | re.I)
+    r"[\w)\"”](?<!\bthere)(?<!\bit)(?<!\bthat)(?<!\bwhat)(?<!\bwho)(?<!\bhe)(?<!\bshe)"
+    r"(?<!\bhere)(?<!\blet)(?<!\bwhen)(?<!\bwhere)(?<!\bhow)(?<!\bwhy)"
+    r"['’]s\s+(?:[a-z-]+\s+){0,2}?[a-z-]+", re.U | re.I)
 _COPULA_START = re.compile(r"^\s*(what|who|which)\s+(is|was|are|were)\s+(the|a|an)\b", re.I)
 # People and roles a question can reach through a named thing ("the director who died first").
 _ROLES = frozenset(

@@ -24,17 +24,26 @@ import re
 from dataclasses import dataclass
 
 from memroute.memory.titles import split_title, without_disambiguation
+from memroute.errors import ModelUnavailableError
 from memroute.nlp import SPEAKER_LABEL, Entity, parse
 from memroute.planners.offline.entities import STOPWORDS, capitalized_phrases, fold, mentioned
 
 # Who or what a memory relates to someone: people by their role, pets by their kind.
 RELATION_NOUNS = frozenset(
-    """brother sister sibling wife husband spouse partner fiancee fiance girlfriend boyfriend
-    mother father mom mum dad parent son daughter child kid cousin uncle aunt nephew niece
-    grandmother grandfather grandma grandpa grandson granddaughter friend neighbour neighbor
-    colleague coworker boss manager roommate flatmate landlord landlady tutor teacher coach
-    mentor trainer therapist doctor dentist vet nurse lawyer accountant babysitter
-    dog cat rabbit hamster budgie parrot bird puppy kitten horse tortoise turtle fish pet
+    """brother sister sibling twin wife husband spouse partner fiancee fiance girlfriend
+    boyfriend ex mother father mom mum mommy mummy dad daddy parent son daughter child kid
+    baby cousin uncle aunt auntie nephew niece grandmother grandfather grandma grandpa granny
+    nan nana grandad grandson granddaughter grandchild godmother godfather godson
+    goddaughter friend bestie buddy pal neighbour neighbor colleague coworker
+    teammate classmate boss manager supervisor employer employee assistant intern client
+    customer roommate flatmate housemate landlord landlady tenant tutor teacher professor
+    lecturer instructor coach mentor trainer advisor adviser therapist counsellor counselor
+    psychologist psychiatrist doctor gp physician surgeon dentist orthodontist optician
+    pharmacist physio physiotherapist chiropractor midwife vet nurse lawyer solicitor
+    attorney accountant agent realtor banker babysitter nanny childminder cleaner gardener
+    plumber electrician mechanic builder contractor hairdresser barber stylist
+    dog cat rabbit hamster budgie parrot bird puppy kitten horse pony tortoise turtle fish
+    goldfish lizard snake gecko ferret pet
     director producer writer author composer performer singer creator founder owner publisher
     developer designer architect captain president leader editor host presenter narrator
     actor actress lyricist screenwriter cinematographer""".split())
@@ -104,8 +113,19 @@ def _same_noun(word: str, noun: str) -> bool:
             or (len(noun) >= 5 and len(word) >= 5 and word[:5] == noun[:5]))
 
 
+_KIN_AFFIXES = re.compile(r"^(?:step ?|half |great |grand |ex )| in laws?$")  # folded
+
+
 def _relation(noun: str) -> bool:
-    return fold(noun) in RELATION_NOUNS or fold(noun).rstrip("s") in RELATION_NOUNS
+    """Whether ``noun`` names someone (or a pet) by their relation to an owner: a role of
+    `RELATION_NOUNS`, its plural, or a kin word of one ("stepdad", "sister-in-law",
+    "ex-husband", "great-aunt")."""
+    folded = fold(noun)
+    if folded in ("in law", "in laws"):
+        return True
+    bare = _KIN_AFFIXES.sub("", folded)
+    return any(w.replace(" ", "") in RELATION_NOUNS  # "co-worker"
+               for w in (folded, folded.rstrip("s"), bare, bare.rstrip("s")))
 
 
 _OWNER = re.compile(rf"\b(?:(?P<my>[Mm]y|[Oo]ur)|(?P<name>{_NAME})['’]s?)\s+")
@@ -174,29 +194,42 @@ def _role_of(question: str) -> Descriptor | None:
     return Descriptor(m.group(0), fold(m.group("noun")), m.group("name").strip("\"“”"), mods)
 
 
-def _clause_words(clause: str) -> list[str]:
+_PREPOSITIONS = frozenset("to in at from for with on by".split())
+# an object of the clause's verb: a pronoun, or the noun a determiner opens ("lent us his van")
+_OBJECT_WORDS = frozenset("me us him her them you it my our his their its the a an".split())
+
+
+def _clause_words(clause: str, nouns: frozenset[str] = frozenset()) -> list[str]:
     """A relative clause's words up to its verb's particles and object: where the question's
-    own verb starts ("love to eat", "held", "famous for") the clause has ended. A number
-    right after a name stays with it ("that I see on April 3")."""
+    own verb starts ("love to eat", "held", "famous for") the clause has ended. Its object
+    stays: a pronoun or determiner and what follows it ("lent us his van"), a preposition's
+    noun, a name with the number after it ("on April 3"), and a noun of ``nouns`` after
+    another ("at book club")."""
     words = clause.split()
     out: list[str] = []
     verb_seen = False
     for i, word in enumerate(words):
         plain = fold(word)
-        if verb_seen and (plain in _CLAUSE_STOP or (plain not in ("to", "in", "at", "from",
-                                                                  "for", "with", "on", "by")
-                                                    and not word[:1].isupper()
-                                                    and not (word[:1].isdigit() and out
-                                                             and out[-1][:1].isupper())
-                                                    and out and fold(out[-1]) not in
-                                                    ("to", "in", "at", "from", "for", "with",
-                                                     "on", "by", "the", "a"))):
+        previous = out[-1] if out else ""
+        goes_on = (plain in _PREPOSITIONS or plain in _OBJECT_WORDS or word[:1].isupper()
+                   or fold(previous) in _PREPOSITIONS | _OBJECT_WORDS
+                   or (word[:1].isdigit() and previous[:1].isupper())
+                   or (word in nouns and previous in nouns))
+        if verb_seen and out and (plain in _CLAUSE_STOP or not goes_on):
             break
         out.append(word)
         if re.fullmatch(r"[a-z]+(ed|ing|s)|[a-z]+", plain) and i and not word[:1].isupper() \
                 and plain not in ("who", "that", "which", "the", "a", "to", "my", "i'm"):
             verb_seen = True
     return out
+
+
+def _nouns(question: str) -> frozenset[str]:
+    """The common nouns of ``question`` by its parse (none without the spaCy model)."""
+    try:
+        return frozenset(t.text for t in parse(question) if t.tag_ in ("NN", "NNS"))
+    except ModelUnavailableError:
+        return frozenset()
 
 
 def _with_clause(question: str, named: list[str]) -> Descriptor | None:
@@ -214,14 +247,14 @@ def _with_clause(question: str, named: list[str]) -> Descriptor | None:
                 continue
             if re.match(rf"\W*{re.escape(word)}\s*,", question[question.find(word, m.end()):]):
                 break  # a relative clause follows its noun directly, not after a comma
-            clause = _clause_words(" ".join(rest))
+            clause = _clause_words(" ".join(rest), _nouns(question))
             if not clause or len(clause) < 2:
                 continue
             start = m.start()
             end = question.find(clause[-1], question.find(word, m.end())) + len(clause[-1])
             text = question[start:end]
-            content = [w for w in clause if fold(w) not in _RELATIVE_WORDS | {
-                "to", "in", "at", "the", "a", "is", "was", "m"}]
+            content = [w for w in clause if fold(w) not in _RELATIVE_WORDS | _PREPOSITIONS
+                       | _OBJECT_WORDS | {"is", "was", "m"}]
             owner = next((n for n in named if n in text), "")
             return Descriptor(text, fold(word), owner, tuple(words[:i]) + tuple(content))
     return None
@@ -305,6 +338,18 @@ def _support(name: str, evidence: list[str], stems: set[str]) -> int:
     return len(found)
 
 
+def _noun_positions(words: list[str], noun: str, skip: set[int]) -> list[int]:
+    """Where ``noun`` stands in ``words`` (both ends of a noun of several words,
+    "sister in law"), not where ``skip`` holds a possessor."""
+    parts = noun.split()
+    out: list[int] = []
+    for i in range(len(words) - len(parts) + 1):
+        end = i + len(parts) - 1
+        if end not in skip and all(_same_noun(words[i + j], p) for j, p in enumerate(parts)):
+            out.extend(dict.fromkeys((i, end)))
+    return out
+
+
 def find_bridge(d: Descriptor, evidence: list[str], entities: list[list[Entity]],
                 known: str) -> Bridge | None:
     """The name the best-ranked evidence ties to ``d`` (see the module docstring), at most
@@ -322,8 +367,7 @@ def find_bridge(d: Descriptor, evidence: list[str], entities: list[list[Entity]]
             stems = [_stem(w) for w in words]
             # "my brother's wife, Sigrid": a possessor's name is not the one beside it
             possessor = {i for i, w in enumerate(fold(sentence).split()) if w.endswith("'s")}
-            noun_at = [i for i, w in enumerate(words) if _same_noun(w, d.noun)
-                       and i not in possessor] if not generic else []
+            noun_at = _noun_positions(words, d.noun, possessor) if not generic else []
             if not generic and not noun_at:
                 continue
             matched = sum(s in stems for s in word_stems)
