@@ -189,7 +189,7 @@ def table(outcomes: list[Outcome]) -> str:
     rows = ["| half | routes right (attr / coord / bridge) | direct found | auto found | "
             "bridges found | auto lost | unclean rewrites | searches (attr / coord / bridge) |",
             "|---|---|---|---|---|---|---|---|"]
-    for name in ("A", "B"):
+    for name in sorted(set(HALVES.values())):
         s = summary(half(outcomes, name))
         r, c = s["routed_right"], s["searches_by_kind"]
         rows.append(

@@ -1,7 +1,9 @@
 """The offline planner on an assistant's memory (`tests/assistant_memory.py`): invented
 first-person user/assistant conversations padded with 520 unrelated chat turns, k = 5, no
-neighbours. Each half (by conversation; rules were tuned on A only) must route right, find
-its bridges, never lose what direct finds, rewrite like a person and stay cheap."""
+neighbours. Halves A and B (by conversation; rules were tuned on A only) must route right,
+find their bridges, never lose what direct finds, rewrite like a person and stay cheap; half C,
+written later by someone who had not read the rules, is held to all but the bridges and
+the mean cost."""
 
 from __future__ import annotations
 
@@ -19,12 +21,12 @@ async def outcomes(memory) -> list[am.Outcome]:
 def test_the_fixture_is_what_it_claims() -> None:
     assert len(am.QUESTIONS) >= 60 and len(am.FIXTURE["conversations"]) >= 3
     assert len(am.PADDING) >= 500
-    assert set(am.HALVES.values()) == {"A", "B"}
+    assert set(am.HALVES.values()) == {"A", "B", "C"}
     turns = {c["id"]: [t for s in c["sessions"] for _, t in s["turns"]]
              for c in am.FIXTURE["conversations"]}
     for q in am.QUESTIONS:  # each gold substring names exactly one turn of its conversation
         assert all(sum(g in t for t in turns[q["conv"]]) == 1 for g in q["gold"]), q["q"]
-    for half in ("A", "B"):
+    for half in ("A", "B", "C"):
         kinds = {q["kind"] for q in am.QUESTIONS if am.HALVES[q["conv"]] == half}
         assert kinds == {"attribute", "coordination", "bridge"}
 
@@ -47,6 +49,20 @@ def test_each_half_meets_the_targets(outcomes, half: str) -> None:
     assert s["auto_lost"] == []
     assert s["unclean_rewrites"] == []
     assert s["searches"] <= 1.5
+    assert s["attribute_searches"] == [1]
+
+
+def test_the_late_half_routes_and_rewrites_like_the_others(outcomes) -> None:
+    """Half C was written after the rules by someone who had not read them: it must route
+    right, never lose what direct finds, rewrite like a person and answer an attribute
+    with one search. (Its bridges found and mean searches are reported, not asserted:
+    docs/evaluation.md.)"""
+    s = am.summary(am.half(outcomes, "C"))
+    wrong = [(o.question["q"], o.route, o.reason) for o in am.half(outcomes, "C")
+             if not o.routed_right]
+    assert all(share >= 0.9 for share in s["routed_right"].values()), wrong
+    assert s["auto_lost"] == []
+    assert s["unclean_rewrites"] == []
     assert s["attribute_searches"] == [1]
 
 
