@@ -45,4 +45,5 @@ async def test_demo_runs_end_to_end(monkeypatch: pytest.MonkeyPatch, pg_url: str
     spend = first[first.index("what auto spent"):]
     # one row per question, every column whole on an 80-column screen
     assert spend.count(" direct found ") == 1
-    assert len(re.findall(r"│ +\d+ │ +\d+ │ +\d+ │ +\d/\d │ +\d/\d │", spend)) == len(questions)
+    rows = re.findall(r"│ +\d+ │ +\d+ │ +\d+ │ +\d/\d │ +\d/\d │", spend)
+    assert len(rows) == len(questions)

@@ -51,8 +51,8 @@ _INTERJECTIONS = frozenset(
     haha lol omg thanks congrats congratulations btw""".split()
 )
 # "I'm", "we've", "that's": a contraction is never a name.
-_CONTRACTION = re.compile(
-    r"(?i)(?:i|you|we|they|he|she|it|that|there|here|who|what|let|[a-z]+n)['’](?:m|ve|ll|d|re|s|t)")
+_CONTRACTION = re.compile(r"(?i)(?:i|you|we|they|he|she|it|that|there|here|who|what|let|"
+                          r"[a-z]+n)['’](?:m|ve|ll|d|re|s|t)")
 _CALENDAR = frozenset(
     "january february march april may june july august september october november december "
     "monday tuesday wednesday thursday friday saturday sunday".split()

@@ -81,7 +81,7 @@ def route_by_parse(query: str, attribute_route: str = "direct") -> tuple[str, st
     qp = read_question(query)
     if qp.clauses:
         return "split", "two questions in one: " + " | ".join(qp.clauses), 0.9
-    if owners := coordinated_owners(query):
+    if coordinated_owners(query):
         m = _OWNERS.search(query)
         return "split", (f"coordination of several subjects: {m.group('first')}, "
                          f"{m.group('second')}"), 0.8
