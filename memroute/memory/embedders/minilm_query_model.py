@@ -35,7 +35,8 @@ def int8_dynamic_path(source: Path, source_sha256: str, cache_dir: Path) -> Path
     """
     import onnxruntime
 
-    target = cache_dir / f"minilm-int8-dynamic-{source_sha256[:16]}-ort{onnxruntime.__version__}.onnx"
+    target = cache_dir / (f"minilm-int8-dynamic-{source_sha256[:16]}"
+                          f"-ort{onnxruntime.__version__}.onnx")
     if target.is_file():
         return target
     try:
