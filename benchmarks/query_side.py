@@ -62,6 +62,7 @@ async def main() -> None:
     texts = questions(args.queries)
     embedders = {
         f"{model} x{threads}": MiniLMOnnxEmbedder(threads=threads, query_model=model,
+                                                  query_threads=threads,
                                                   cache_dir=args.cache_dir)
         for model in ("same", "int8-dynamic") for threads in (1, 2)}
     for text in texts[:10]:  # warm-up: sessions, pipelines

@@ -51,7 +51,8 @@ class MemrouteSettings(BaseSettings):
     # int8 weights multiplied in int8: about half the time per query, vectors within cosine
     # 0.99; built once into model_cache_dir); a store's vectors are the documents' model's
     query_model: Literal["same", "int8-dynamic"] = "same"
-    query_embed_threads: int | None = Field(default=None, ge=1)  # None: embed_threads
+    # None: 1 for int8-dynamic (a second thread took the query parse's core), else embed_threads
+    query_embed_threads: int | None = Field(default=None, ge=1)
     model_cache_dir: Path | None = None  # None: the user cache directory's memroute/models
     query_cache_size: int = Field(default=256, ge=0)  # recent query vectors kept per Memory
     # episodes whose stored sentence vectors a Memory keeps after a search, so the graph's

@@ -84,8 +84,9 @@ class MiniLMOnnxEmbedder:
     ``query_model``: the model queries are embedded with (`minilm_query_model`): ``same`` as
     documents, or ``int8-dynamic``, the same int8 weights multiplied in int8 (about half the
     time per query; vectors within cosine 0.99 of the documents' model), built from the
-    model file at first use and kept in ``cache_dir``. ``query_name`` names it; ``name``
-    (what a store records) is always the documents' model.
+    model file at first use and kept in ``cache_dir``, on ``query_threads`` (default: 1 for
+    ``int8-dynamic``, else ``threads``). ``query_name`` names it; ``name`` (what a store
+    records) is always the documents' model.
     """
 
     name = "all-MiniLM-L6-v2-onnx-int8"
@@ -127,12 +128,14 @@ class MiniLMOnnxEmbedder:
         if query_model != SAME:
             cache = Path(cache_dir) if cache_dir else default_model_cache_dir()
             built = int8_dynamic_path(path, digest, cache)
+            # one thread by default: a second did not speed one query up, and took the core
+            # the query's entity parse runs on beside it (docs/benchmarks.md)
             try:
-                self._query_session = _session(built, query_threads or threads)
+                self._query_session = _session(built, query_threads or 1)
             except ModelUnavailableError:  # a damaged cached file: built again, once
                 built.unlink(missing_ok=True)
                 self._query_session = _session(int8_dynamic_path(path, digest, cache),
-                                               query_threads or threads)
+                                               query_threads or 1)
             self.query_name = f"{self.name}/query-{query_model}"
         elif query_threads and query_threads != threads:
             self._query_session = _session(path, query_threads)
