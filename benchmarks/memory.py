@@ -499,7 +499,7 @@ async def run(args: argparse.Namespace) -> dict:
     # query_cache_size=0: every timed search embeds its query
     settings = base.model_copy(update={"embed_threads": args.threads, "db_schema": "bench",
                                        "query_cache_size": 0})
-    embedder = MiniLMOnnxEmbedder(threads=args.threads)
+    embedder = MiniLMOnnxEmbedder(threads=args.threads, query_model=args.query_model)
     texts = shared_sentences(Path(args.data_dir))
     random.Random(0).shuffle(texts)
     texts = texts[: args.max_real]
@@ -509,7 +509,8 @@ async def run(args: argparse.Namespace) -> dict:
 
     whole = [i for i, t in enumerate(texts) if split_sentences(t) == [t]]
     texts, vectors = [texts[i] for i in whole], vectors[whole]
-    report: dict = {"machine": machine_info(args.threads), "search": {}}
+    report: dict = {"machine": machine_info(args.threads), "query_embedder": embedder.query_name,
+                    "search": {}}
     if not args.skip_ingestion:
         report["ingestion"] = await measure_ingestion(
             settings, embedder, texts[: args.ingest_n], vectors[: args.ingest_n],
@@ -589,6 +590,8 @@ def main() -> None:
                         help="time search only (the stores of --sizes are reused when present)")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--query-model", default="same", choices=["same", "int8-dynamic"],
+                        help="the model queries are embedded with (MEMROUTE_QUERY_MODEL)")
     args = parser.parse_args()
     write_report(asyncio.run(run(args)), "memory", print_report)
 

@@ -57,7 +57,14 @@ def differences(base: list, branch: list, tolerance: float = 1e-5) -> str:
             a[0] == b[0] and a[3] == b[3] and abs(a[1] - b[1]) <= tolerance
             and abs(a[2] - b[2]) <= tolerance for a, b in zip(one, other))
         differ += not same
-    return "identical" if not differ else f"{differ} of {len(base)} queries differ"
+    if not differ:
+        return "identical"
+    shared = np.mean([len({a[0] for a in one} & {b[0] for b in other}) / max(len(one), 1)
+                      for one, other in zip(base, branch)])
+    first = np.mean([bool(one and other and one[0][0] == other[0][0])
+                     for one, other in zip(base, branch)])
+    return (f"{differ} of {len(base)} queries differ (results shared {shared:.1%}, "
+            f"same first {first:.1%})")
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -65,6 +72,9 @@ async def run(args: argparse.Namespace) -> None:
         "embed_threads": args.threads, "db_schema": "bench",
         "query_cache_size": 4 * args.queries if args.cached_queries else 0})
     embedder = MiniLMOnnxEmbedder(threads=args.threads)
+    # the working tree's searches embed queries with --query-model (the base's: its own)
+    branch_embedder = (embedder if args.query_model == "same" else
+                       MiniLMOnnxEmbedder(threads=args.threads, query_model=args.query_model))
     schema = args.schema or f"bench_v2_{args.size}"
     scope = Scope(org_id="bench", project_id=args.project or str(args.size))
     with tempfile.TemporaryDirectory() as tmp:
@@ -72,7 +82,7 @@ async def run(args: argparse.Namespace) -> None:
         memories = {"base": await base_memory.Memory.open(settings=settings, schema=schema,
                                                           embedder=embedder),
                     "branch": await Memory.open(settings=settings, schema=schema,
-                                                embedder=embedder)}
+                                                embedder=branch_embedder)}
         if (await memories["branch"].count(scope))["sentences"] != args.size:
             raise SystemExit(f"no {args.size:,}-sentence bench store in this MEMROUTE_HOME: "
                              "build it with benchmarks.memory first")
@@ -135,6 +145,8 @@ def main() -> None:
     parser.add_argument("--project", help="its scope's project_id (default: SIZE)")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--query-model", default="same", choices=["same", "int8-dynamic"],
+                        help="the working tree's MiniLM query model")
     parser.add_argument("--cached-queries", action="store_true",
                         help="embed and parse the queries before timing (the client's own share)")
     parser.add_argument("--data-dir", default=os.environ.get("MEMROUTE_DATA_DIR", "../shared/data"))

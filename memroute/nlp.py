@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -39,17 +40,21 @@ QUERY_VOCAB_LIMIT = 100_000
 _lock = threading.Lock()  # guards loading
 # One pipeline per role, each used by one thread at a time (spaCy does not promise that one
 # pipeline may run in two threads): a question's parse never waits for an ingestion batch.
-QUERY, INGEST = "query", "ingest"
+# KEYS: a query's entity keys (`query_entity_keys`) when its full parse is not kept.
+QUERY, INGEST, KEYS = "query", "ingest", "keys"
 _pipelines: dict[str, Language] = {}
-_use = {QUERY: threading.Lock(), INGEST: threading.Lock()}
+_use = {QUERY: threading.Lock(), INGEST: threading.Lock(), KEYS: threading.Lock()}
+# what `named_spans` does not read: the dependency parse and the lemmas (a sixth of the CPU)
+_NOT_NEEDED_FOR_KEYS = ["parser", "lemmatizer"]
 # the ingestion pipeline's entity decoding (None: spaCy's own loop)
 _decoders: dict[str, GreedyEntityDecoder | None] = {}
 
 
 def load_pipeline(role: str = QUERY) -> Language:
     """The English pipeline for ``role`` (`QUERY`: parses of questions; `INGEST`: entity
-    extraction of stored sentences), loaded on first use (thread-safe; ~0.5-2 s once per
-    role and process).
+    extraction of stored sentences; `KEYS`: a query's entity keys, without the components
+    `named_spans` does not read), loaded on first use (thread-safe; ~0.5-2 s once per role
+    and process).
 
     Raises:
         ModelUnavailableError: spaCy or the model package is not installed, naming what to
@@ -63,7 +68,12 @@ def load_pipeline(role: str = QUERY) -> Language:
             try:
                 import importlib
 
-                pipeline = importlib.import_module(MODEL_PACKAGE).load()
+                package = importlib.import_module(MODEL_PACKAGE)
+                if role == KEYS:
+                    pipeline = package.load(exclude=_NOT_NEEDED_FOR_KEYS)
+                    _multiply_with_numpy(pipeline, pipeline.pipe_names)
+                else:
+                    pipeline = package.load()
                 if role == INGEST:
                     _multiply_with_numpy(pipeline)
                     _decoders[role] = GreedyEntityDecoder.for_pipe(pipeline.get_pipe("ner"))
@@ -153,13 +163,25 @@ def named_spans(doc: Doc) -> list[Span]:
 
 def query_entity_keys(text: str) -> list[str]:
     """The `entity_key` of everything a query names (see `named_spans`) in its first
-    ``MAX_PARSED_QUERY_CHARS`` characters. The parse is `parse`'s, shared with the planner's
-    reading of the same question.
+    ``MAX_PARSED_QUERY_CHARS`` characters: from `parse`'s kept parse of the text when the
+    planner has read it, else from the `KEYS` pipeline (no dependency parse, no lemmas:
+    about 0.7x the CPU of a full parse, the same keys).
 
     Raises:
         ModelUnavailableError: the model is not installed.
     """
-    doc = parse(text[:MAX_PARSED_QUERY_CHARS])
+    text = text[:MAX_PARSED_QUERY_CHARS]
+    doc = kept_parse(text)
+    if doc is not None:
+        return _keys_of(doc)
+    nlp = load_pipeline(KEYS)
+    # the memory zone frees the words the text added to the vocabulary; the keys leave it
+    # as plain strings
+    with _use[KEYS], _blas_threads().limit(limits=1, user_api="blas"), nlp.memory_zone():
+        return _keys_of(nlp(text))
+
+
+def _keys_of(doc: Doc) -> list[str]:
     return list(dict.fromkeys(k for k in (entity_key(s.text) for s in named_spans(doc)) if k))
 
 
@@ -172,16 +194,19 @@ def not_needed_for_entities(nlp: Language) -> list[str]:
     return [name for name in nlp.pipe_names if name != "ner" and name not in listened]
 
 
-def _multiply_with_numpy(nlp: Language) -> None:
-    """Let ``ner``'s layers multiply matrices with numpy's BLAS (OpenBLAS) instead of thinc's
-    default ``blis``: its token encoder's matrix products took ~3x less CPU that way on this
-    machine's AMD EPYC, a quarter less NER CPU in all, with the same entities (tested; and
-    on 18,070 Wikipedia and LoCoMo sentences, none differed)."""
+def _multiply_with_numpy(nlp: Language, components: Iterable[str] = ("ner",)) -> None:
+    """Let the layers of ``components`` multiply matrices with numpy's BLAS (OpenBLAS)
+    instead of thinc's default ``blis``: ``ner``'s token encoder's matrix products took ~3x
+    less CPU that way on this machine's AMD EPYC, a quarter less NER CPU in all, with the
+    same entities (tested; and on 18,070 Wikipedia and LoCoMo sentences, none differed)."""
     from thinc.api import NumpyOps
 
     ops = NumpyOps(use_blis=False)
-    for layer in nlp.get_pipe("ner").model.walk():
-        layer.ops = ops
+    for name in components:
+        component = nlp.get_pipe(name)
+        if hasattr(component, "model"):
+            for layer in component.model.walk():
+                layer.ops = ops
 
 
 @lru_cache(maxsize=1)
@@ -218,22 +243,42 @@ def extract_entities(texts: list[str], batch_size: int = 64) -> list[list[Entity
         return found
 
 
-@lru_cache(maxsize=PARSE_CACHE_SIZE)
+_parses: OrderedDict[str, Doc] = OrderedDict()  # the last PARSE_CACHE_SIZE parses
+_parses_lock = threading.Lock()
+
+
+def kept_parse(text: str) -> Doc | None:
+    """`parse`'s kept parse of ``text``, or None (nothing is parsed)."""
+    with _parses_lock:
+        doc = _parses.get(text)
+        if doc is not None:
+            _parses.move_to_end(text)
+        return doc
+
+
 def parse(text: str) -> Doc:
-    """The full parse of one text (tags, dependencies, entities), cached per text: a
-    question is read by the planner and searched by memory's entity lane, and the parse is
-    the slow part of both (read-only afterwards).
+    """The full parse of one text (tags, dependencies, entities), kept per text (the last
+    ``PARSE_CACHE_SIZE``): a question is read by the planner and searched by memory's
+    entity lane, and the parse is the slow part of both (read-only afterwards).
 
     Raises:
-        ModelUnavailableError: the model is not installed (not cached).
+        ModelUnavailableError: the model is not installed (not kept).
     """
+    doc = kept_parse(text)
+    if doc is not None:
+        return doc
     nlp = load_pipeline(QUERY)
     with _use[QUERY]:
         doc = nlp(text)
         if len(nlp.vocab) > QUERY_VOCAB_LIMIT:
-            # cached parses keep the Docs, so no memory zone: a fresh pipeline replaces this
+            # kept parses keep the Docs, so no memory zone: a fresh pipeline replaces this
             # one (its Docs stay valid) once its vocabulary has grown this much
             with _lock:
                 if _pipelines.get(QUERY) is nlp:
                     del _pipelines[QUERY]
-        return doc
+    with _parses_lock:
+        _parses[text] = doc
+        _parses.move_to_end(text)
+        while len(_parses) > PARSE_CACHE_SIZE:
+            _parses.popitem(last=False)
+    return doc

@@ -47,6 +47,13 @@ class MemrouteSettings(BaseSettings):
     flashrank_cache_dir: Path | None = None
     embed_threads: int = Field(default_factory=lambda: min(2, os.cpu_count() or 1))
     embed_batch_size: int = 16  # MiniLM int8: 81 sentences/s at 16, 49 at 64 (padding)
+    # the model MiniLM embeds queries with: "same" as documents, or "int8-dynamic" (the same
+    # int8 weights multiplied in int8: about half the time per query, vectors within cosine
+    # 0.99; built once into model_cache_dir); a store's vectors are the documents' model's
+    query_model: Literal["same", "int8-dynamic"] = "same"
+    # None: 1 for int8-dynamic (a second thread took the query parse's core), else embed_threads
+    query_embed_threads: int | None = Field(default=None, ge=1)
+    model_cache_dir: Path | None = None  # None: the user cache directory's memroute/models
     query_cache_size: int = Field(default=256, ge=0)  # recent query vectors kept per Memory
     # episodes whose stored sentence vectors a Memory keeps after a search, so the graph's
     # final rerank (whose state holds no vectors) does not read the store again

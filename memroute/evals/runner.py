@@ -206,9 +206,15 @@ async def run_eval(cfg: EvalConfig, *, settings: MemrouteSettings | None = None,
     out = cfg.out or Path("eval-out") / f"{cfg.dataset}-{datetime.now():%Y%m%d-%H%M%S}"
     out.mkdir(parents=True, exist_ok=True)
     embedder = make_embedder(cfg.embedder or settings.embedder, threads=settings.embed_threads,
-                             batch_size=settings.embed_batch_size)
+                             batch_size=settings.embed_batch_size,
+                             query_model=settings.query_model,
+                             query_threads=settings.query_embed_threads,
+                             cache_dir=settings.model_cache_dir)
     reporter.message(f"store: {dataset.name}, {len(dataset.questions)} questions, "
                      f"unit {cfg.unit}, embedder {embedder.name}"
+                     + (f", queries {embedder.query_name}"
+                        if getattr(embedder, "query_name", embedder.name) != embedder.name
+                        else "")
                      + (f", pooled with {', '.join(cfg.pool)}" if cfg.pool else ""))
     store: EvalStore = await open_store(dataset, seed=cfg.seed, embedder=embedder,
                                         reranker=cfg.reranker or settings.reranker,
@@ -262,6 +268,7 @@ async def run_eval(cfg: EvalConfig, *, settings: MemrouteSettings | None = None,
             log.warning("eval.interrupted", done=len(rows), total=len(jobs))
     meta = _meta(cfg, dataset, store, retrieval, chat, settings, embedder.name, prompt_versions,
                  pool or [])
+    meta["config"]["query_embedder"] = getattr(embedder, "query_name", embedder.name)
     meta["partial"] = partial
     meta["n_rows"] = len(rows)
     meta["timing"] = {"total_s": round(time.perf_counter() - started, 1),

@@ -156,7 +156,10 @@ def render_markdown(summary: dict[str, Any]) -> str:
         f"data sha256 `{summary['data_sha256'][:16]}…`"
         + (" — **partial run (interrupted)**" if summary.get("partial") else ""),
         "",
-        f"embedder `{cfg['embedder']}`, reranker `{cfg['reranker']}`, planner "
+        f"embedder `{cfg['embedder']}`"
+        + (f" (queries `{cfg['query_embedder']}`)"
+           if cfg.get("query_embedder", cfg["embedder"]) != cfg["embedder"] else "")
+        + f", reranker `{cfg['reranker']}`, planner "
         f"`{cfg['planner']}`, lexical {cfg.get('lexical')}, final rerank "
         f"`{cfg.get('rerank_mode')}`, context {cfg.get('context')}",
         "",

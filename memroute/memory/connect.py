@@ -69,7 +69,8 @@ async def load_models(embedder: Embedder | str | None, reranker: Reranker | str 
     if embedder is None or isinstance(embedder, str):
         embedder = await asyncio.to_thread(
             make_embedder, embedder or settings.embedder, threads=settings.embed_threads,
-            batch_size=settings.embed_batch_size,
+            batch_size=settings.embed_batch_size, query_model=settings.query_model,
+            query_threads=settings.query_embed_threads, cache_dir=settings.model_cache_dir,
         )
     if reranker is SETTINGS_RERANKER or isinstance(reranker, str):
         spec = settings.reranker if reranker is SETTINGS_RERANKER else reranker

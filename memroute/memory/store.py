@@ -200,7 +200,7 @@ class Memory:
         computed: a text another caller is embedding is awaited, not embedded twice (the
         router's early embedding of the question, a composed query embedded during a search:
         `prefetch_queries`)."""
-        name = self.embedder.name
+        name = getattr(self.embedder, "query_name", self.embedder.name)
         unique = list(dict.fromkeys(texts))
         found = {t: self._query_vectors[(name, t)] for t in unique
                  if (name, t) in self._query_vectors}
@@ -308,7 +308,7 @@ class Memory:
         embedder, reranker = await connect.load_models(embedder, reranker, settings)
         pool, url = await connect.open_pool(dsn, schema, embedder, settings)
         log.debug("memory.open", schema=schema, embedder=embedder.name,
-                  reranker=getattr(reranker, "name", "none"))
+                  query_embedder=getattr(embedder, "query_name", embedder.name), reranker=getattr(reranker, "name", "none"))
         memory = cls(pool, schema=schema, embedder=embedder, reranker=reranker,
                      settings=settings, url=url)
         if settings.warm_on_open and memory._embedded_pgdata is not None:

