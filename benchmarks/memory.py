@@ -590,7 +590,7 @@ def main() -> None:
                         help="time search only (the stores of --sizes are reused when present)")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--query-model", default="same", choices=["same", "int8-dynamic"],
+    parser.add_argument("--query-model", default="auto", choices=["auto", "same", "int8-dynamic"],
                         help="the model queries are embedded with (MEMROUTE_QUERY_MODEL)")
     args = parser.parse_args()
     write_report(asyncio.run(run(args)), "memory", print_report)

@@ -71,7 +71,7 @@ async def run(args: argparse.Namespace) -> None:
     settings = MemrouteSettings().model_copy(update={
         "embed_threads": args.threads, "db_schema": "bench",
         "query_cache_size": 4 * args.queries if args.cached_queries else 0})
-    embedder = MiniLMOnnxEmbedder(threads=args.threads)
+    embedder = MiniLMOnnxEmbedder(threads=args.threads, query_model="same")
     # the working tree's searches embed queries with --query-model (the base's: its own)
     branch_embedder = (embedder if args.query_model == "same" else
                        MiniLMOnnxEmbedder(threads=args.threads, query_model=args.query_model))
@@ -145,7 +145,7 @@ def main() -> None:
     parser.add_argument("--project", help="its scope's project_id (default: SIZE)")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--query-model", default="same", choices=["same", "int8-dynamic"],
+    parser.add_argument("--query-model", default="auto", choices=["auto", "same", "int8-dynamic"],
                         help="the working tree's MiniLM query model")
     parser.add_argument("--cached-queries", action="store_true",
                         help="embed and parse the queries before timing (the client's own share)")

@@ -47,10 +47,11 @@ class MemrouteSettings(BaseSettings):
     flashrank_cache_dir: Path | None = None
     embed_threads: int = Field(default_factory=lambda: min(2, os.cpu_count() or 1))
     embed_batch_size: int = 16  # MiniLM int8: 81 sentences/s at 16, 49 at 64 (padding)
-    # the model MiniLM embeds queries with: "same" as documents, or "int8-dynamic" (the same
-    # int8 weights multiplied in int8: about half the time per query, vectors within cosine
-    # 0.99; built once into model_cache_dir); a store's vectors are the documents' model's
-    query_model: Literal["same", "int8-dynamic"] = "same"
+    # the model MiniLM embeds queries with: "int8-dynamic" (the same int8 weights multiplied
+    # in int8: about half the time per query, vectors within cosine 0.99; built once into
+    # model_cache_dir), "same" as documents, or "auto": int8-dynamic unless it cannot be
+    # built (then "same", with a warning); a store's vectors are the documents' model's
+    query_model: Literal["auto", "same", "int8-dynamic"] = "auto"
     # None: 1 for int8-dynamic (a second thread took the query parse's core), else embed_threads
     query_embed_threads: int | None = Field(default=None, ge=1)
     model_cache_dir: Path | None = None  # None: the user cache directory's memroute/models

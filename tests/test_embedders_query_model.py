@@ -33,6 +33,12 @@ def fast_queries(cache_dir: Path) -> MiniLMOnnxEmbedder:
     return MiniLMOnnxEmbedder(threads=1, query_model="int8-dynamic", cache_dir=cache_dir)
 
 
+@pytest.fixture(scope="module")
+def embedder() -> MiniLMOnnxEmbedder:
+    """Queries and documents on the wheel's model (the session's embedder is the default)."""
+    return MiniLMOnnxEmbedder(threads=1, query_model="same")
+
+
 def built_file(cache_dir: Path) -> Path:
     [path] = cache_dir.glob("minilm-int8-dynamic-*.onnx")
     return path
@@ -97,6 +103,20 @@ def test_failures_are_clear(tmp_path: Path) -> None:
         MiniLMOnnxEmbedder(threads=1, query_model="int4")
     with pytest.raises(ModelUnavailableError, match="minilm embedder only"):
         make_embedder("e5", query_model="int8-dynamic")
+
+
+def test_the_default_falls_back_to_the_same_model_where_it_cannot_build(
+        tmp_path: Path, cache_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    fallback = MiniLMOnnxEmbedder(threads=1, cache_dir=blocked / "models")  # "auto"
+    assert fallback.query_model == "same" and fallback.query_name == fallback.name
+    assert "embedder.query_model_fallback" in caplog.text
+    np.testing.assert_array_equal(fallback.encode(QUESTIONS, queries=True),
+                                  fallback.encode(QUESTIONS))
+    default = MiniLMOnnxEmbedder(threads=1, cache_dir=cache_dir)
+    assert default.query_model == "int8-dynamic"
+    assert default.query_name.endswith("/query-int8-dynamic")
 
 
 async def test_a_store_written_with_the_plain_model_is_searched_with_it(

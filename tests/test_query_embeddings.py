@@ -125,5 +125,5 @@ def test_a_sync_memory_prefetch_is_found_kept(sync_memory) -> None:
         await asyncio.gather(*memory._prefetching)
 
     sync_memory.loop.run_as_sync(prefetched())
-    name = memory.embedder.name
+    name = memory.embedder.query_name
     assert {(name, "ferry times"), (name, "where the ferry leaves")} <= set(memory._query_vectors)

@@ -11,12 +11,13 @@ __all__ = ["Embedder", "l2_normalize", "make_embedder"]
 
 
 def make_embedder(spec: str = "minilm", *, threads: int = 1, batch_size: int = 16,
-                  query_model: str = "same", query_threads: int | None = None,
+                  query_model: str = "auto", query_threads: int | None = None,
                   cache_dir: str | Path | None = None) -> Embedder:
     """An embedder by name: ``minilm`` (default), ``e5``, ``torch``, ``openai[:model]``.
 
     ``query_model``, ``query_threads`` and ``cache_dir``: how MiniLM embeds queries
-    (`MiniLMOnnxEmbedder`); another embedder accepts only ``query_model="same"``."""
+    (`MiniLMOnnxEmbedder`); another embedder embeds queries with its own model (``"same"``
+    or ``"auto"``)."""
     name, _, arg = spec.partition(":")
     if name == "minilm":
         from memroute.memory.embedders.minilm_onnx import MiniLMOnnxEmbedder
@@ -24,7 +25,7 @@ def make_embedder(spec: str = "minilm", *, threads: int = 1, batch_size: int = 1
         return MiniLMOnnxEmbedder(threads=threads, batch_size=batch_size,
                                   query_model=query_model, query_threads=query_threads,
                                   cache_dir=cache_dir)
-    if query_model != "same":
+    if query_model not in ("same", "auto"):
         raise ModelUnavailableError(
             f"query model {query_model!r} exists for the minilm embedder only, not {spec!r}: "
             "set MEMROUTE_QUERY_MODEL=same")

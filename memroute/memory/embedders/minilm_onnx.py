@@ -10,11 +10,16 @@ import numpy as np
 
 from memroute.memory.embedders.base import l2_normalize, windows_from_offsets
 from memroute.errors import ModelUnavailableError
+from memroute._log import get_logger
 from memroute.memory.embedders.minilm_query_model import (
+    AUTO,
+    INT8_DYNAMIC,
     QUERY_MODELS,
     SAME,
     int8_dynamic_path,
 )
+
+log = get_logger(__name__)
 
 TOKENIZER_PATH = Path(__file__).with_name("minilm_tokenizer.json")
 MAX_TOKENS = 256
@@ -78,15 +83,31 @@ def _session(path: Path, threads: int):
         raise ModelUnavailableError(f"cannot load embedder model {path}: {exc}") from exc
 
 
+def _int8_dynamic_session(path: Path, digest: str, cache_dir: str | Path | None,
+                          threads: int):
+    """A session of ``path``'s int8-dynamic variant, built or read from ``cache_dir``; one
+    thread by default: a second did not speed one query up, and took the core the query's
+    entity parse runs on beside it (docs/benchmarks.md)."""
+    cache = Path(cache_dir) if cache_dir else default_model_cache_dir()
+    built = int8_dynamic_path(path, digest, cache)
+    try:
+        return _session(built, threads)
+    except ModelUnavailableError:  # a damaged cached file: built again, once
+        built.unlink(missing_ok=True)
+        return _session(int8_dynamic_path(path, digest, cache), threads)
+
+
 class MiniLMOnnxEmbedder:
     """Mean-pooled, L2-normalized all-MiniLM-L6-v2 (384-d) on ONNX Runtime.
 
-    ``query_model``: the model queries are embedded with (`minilm_query_model`): ``same`` as
-    documents, or ``int8-dynamic``, the same int8 weights multiplied in int8 (about half the
-    time per query; vectors within cosine 0.99 of the documents' model), built from the
-    model file at first use and kept in ``cache_dir``, on ``query_threads`` (default: 1 for
-    ``int8-dynamic``, else ``threads``). ``query_name`` names it; ``name`` (what a store
-    records) is always the documents' model.
+    ``query_model``: the model queries are embedded with (`minilm_query_model`):
+    ``int8-dynamic``, the same int8 weights multiplied in int8 (about half the time per
+    query; vectors within cosine 0.99 of the documents' model), built from the model file at
+    first use and kept in ``cache_dir``, on ``query_threads`` (default 1); ``same`` as
+    documents (on ``query_threads``, default ``threads``); ``auto`` (the default),
+    int8-dynamic unless it cannot be built, then the same model with a warning.
+    ``query_model`` and ``query_name`` say which is in use; ``name`` (what a store records)
+    is always the documents' model.
     """
 
     name = "all-MiniLM-L6-v2-onnx-int8"
@@ -99,7 +120,7 @@ class MiniLMOnnxEmbedder:
         threads: int = 1,
         batch_size: int = 16,
         verify: bool = True,
-        query_model: str = SAME,
+        query_model: str = AUTO,
         query_threads: int | None = None,
         cache_dir: str | Path | None = None,
     ) -> None:
@@ -126,18 +147,17 @@ class MiniLMOnnxEmbedder:
         self._query_session = self._session
         self.query_name = self.name
         if query_model != SAME:
-            cache = Path(cache_dir) if cache_dir else default_model_cache_dir()
-            built = int8_dynamic_path(path, digest, cache)
-            # one thread by default: a second did not speed one query up, and took the core
-            # the query's entity parse runs on beside it (docs/benchmarks.md)
             try:
-                self._query_session = _session(built, query_threads or 1)
-            except ModelUnavailableError:  # a damaged cached file: built again, once
-                built.unlink(missing_ok=True)
-                self._query_session = _session(int8_dynamic_path(path, digest, cache),
-                                               query_threads or 1)
-            self.query_name = f"{self.name}/query-{query_model}"
-        elif query_threads and query_threads != threads:
+                self._query_session = _int8_dynamic_session(path, digest, cache_dir,
+                                                            query_threads or 1)
+                query_model = INT8_DYNAMIC
+                self.query_name = f"{self.name}/query-{INT8_DYNAMIC}"
+            except ModelUnavailableError as exc:
+                if query_model != AUTO:
+                    raise
+                log.warning("embedder.query_model_fallback", query_model=SAME, reason=str(exc))
+                query_model = SAME
+        if query_model == SAME and query_threads and query_threads != threads:
             self._query_session = _session(path, query_threads)
         try:
             self._tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))

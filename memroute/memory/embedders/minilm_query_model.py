@@ -21,9 +21,10 @@ from pathlib import Path
 
 from memroute.errors import ModelUnavailableError
 
+AUTO = "auto"  # int8-dynamic where it can be built, else the same model (with a warning)
 SAME = "same"
 INT8_DYNAMIC = "int8-dynamic"
-QUERY_MODELS = (SAME, INT8_DYNAMIC)
+QUERY_MODELS = (AUTO, SAME, INT8_DYNAMIC)
 
 
 def int8_dynamic_path(source: Path, source_sha256: str, cache_dir: Path) -> Path:
