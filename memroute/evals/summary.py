@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from memroute.evals.scoring import headline_name, metric_names, retrieval_ks
+from memroute.evals.scoring import headline_metric, headline_name, metric_names, retrieval_ks
 
 COST_FIELDS = ("llm_calls", "input_tokens", "output_tokens")
 
@@ -98,6 +98,17 @@ def summarize_strategy(rows: list[dict[str, Any]], dataset: str, ks: list[int],
     for r in head:
         stops[r.get("stop_reason") or "none"] += 1
     out["stop_reasons"] = dict(stops)
+    # what a question cost by how it ended (the stop reason's code; "done" with its route,
+    # "done (split)") and by its type
+    ended: dict[str, list[int]] = defaultdict(list)
+    for r in head:
+        code = (r.get("stop_reason") or "none").split(":")[0]
+        ended[f"{code} ({r['route']})" if code == "done" else code].append(len(r["queries"]))
+    out["searches_by_stop"] = {stop: {"n": len(v), "searches": round(float(np.mean(v)), 2)}
+                               for stop, v in sorted(ended.items(), key=lambda kv: -len(kv[1]))}
+    for qtype, entry in types.items():
+        entry["searches"] = round(float(np.mean([len(r["queries"]) for r in head
+                                                 if r["type"] == qtype])), 2)
     out["queries_mean"] = round(float(np.mean([len(r["queries"]) for r in head])), 2) if head \
         else None
     rounds = [r["search_rounds"] for r in head if r.get("search_rounds")]
@@ -112,14 +123,36 @@ def summarize_strategy(rows: list[dict[str, Any]], dataset: str, ks: list[int],
     return out
 
 
+def below_direct(rows: list[dict[str, Any]], dataset: str, ks: list[int],
+                 unit: str = "sentence") -> dict[str, dict[str, int]]:
+    """Per strategy and cut, how many questions it recalls less of than direct does (the
+    headline metric at each k, question by question); {} without a direct run."""
+    base = headline_metric(dataset, unit)
+    out: dict[str, dict[str, int]] = {}
+    for cut in ks:
+        name = f"{base}@{cut}"
+        scored = defaultdict(dict)
+        for r in rows:
+            if r["metrics"].get(name) is not None:
+                scored[r["strategy"]][r["id"]] = r["metrics"][name]
+        direct = scored.pop("direct", None)
+        if direct is None:
+            return {}
+        for strategy, values in scored.items():
+            out.setdefault(strategy, {})[name] = sum(
+                1 for q, v in values.items() if q in direct and v < direct[q] - 1e-9)
+    return out
+
+
 def summarize(rows: list[dict[str, Any]], *, dataset: str, strategies: list[str], ks: list[int],
               meta: dict[str, Any]) -> dict[str, Any]:
     summary = dict(meta)
+    unit = meta.get("unit", "sentence")
     summary["strategies"] = {
-        s: summarize_strategy([r for r in rows if r["strategy"] == s], dataset, ks,
-                              meta.get("unit", "sentence"))
+        s: summarize_strategy([r for r in rows if r["strategy"] == s], dataset, ks, unit)
         for s in strategies if any(r["strategy"] == s for r in rows)
     }
+    summary["below_direct"] = below_direct(rows, dataset, ks, unit)
     return summary
 
 
@@ -189,9 +222,21 @@ def render_markdown(summary: dict[str, Any]) -> str:
     parts += ["", "## By question type", ""]
     type_metrics = [m for m in names if m.split("@")[0] in (
         "sf_recall", "para_recall", "evidence_recall", "passage_recall")]
-    parts.append(_table(["strategy", "type", "n", *type_metrics],
-                        [[s, t, d["n"], *[d.get(m) for m in type_metrics]]
+    parts.append(_table(["strategy", "type", "n", *type_metrics, "searches"],
+                        [[s, t, d["n"], *[d.get(m) for m in type_metrics],
+                          _num(d.get("searches"), 2)]
                          for s, v in strategies.items() for t, d in v["types"].items()]))
+    parts += ["", "## Searches by how a question ended (first k)", ""]
+    parts.append(_table(["strategy", "stop", "n", "searches"],
+                        [[s, stop, d["n"], _num(d["searches"], 2)] for s, v in strategies.items()
+                         for stop, d in v.get("searches_by_stop", {}).items()]))
+    if summary.get("below_direct"):
+        parts += ["", "## Questions recalled less than by direct", ""]
+        cuts = sorted({c for v in summary["below_direct"].values() for c in v},
+                      key=lambda c: int(c.rsplit("@", 1)[1]))
+        parts.append(_table(["strategy", *cuts],
+                            [[s, *[v.get(c, "–") for c in cuts]]
+                             for s, v in summary["below_direct"].items()]))
     nodes = sorted({n for v in strategies.values() for n in v["tokens_by_node"]})
     if nodes:
         parts += ["", "## Tokens per node (Table-5 style, mean per question)", ""]
