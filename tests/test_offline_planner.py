@@ -227,3 +227,10 @@ def test_cached_phrases_are_fresh_lists() -> None:
     first = capitalized_phrases("Clara moved to Lisbon in 2023.")
     first.append("Berlin")
     assert capitalized_phrases("Clara moved to Lisbon in 2023.") == ["Clara", "Lisbon"]
+
+
+def test_interjections_and_contractions_are_never_names_but_possessives_are() -> None:
+    assert capitalized_phrases("Hey Maria! Yeah I'm fine, Wow.") == ["Maria"]
+    assert capitalized_phrases("I've booked Rafaela in Sintra.") == ["Rafaela", "Sintra"]
+    assert capitalized_phrases("We ate at Jason's Deli and at Great Britain's oldest pub.") == [
+        "Jason's Deli", "Great Britain"]

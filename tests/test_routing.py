@@ -104,3 +104,15 @@ async def test_a_named_speakers_attribute_goes_direct_with_their_own_turns() -> 
         "Caroline's own turns searched beside it")
     assert [(s.query, s.producer) for s in decision.first_searches] == [
         ("What did I research?", "Caroline")]
+
+
+def test_the_same_relation_of_two_named_owners_is_two_lookups() -> None:
+    from memroute.planners.offline.parsed import route_by_parse, split_by_parse
+
+    question = "Who are Mila's and Zara's teachers this year?"
+    route, reason, _ = route_by_parse(question)
+    assert route == "split" and reason.endswith("Mila, Zara")
+    assert split_by_parse(question) == ["Who are Mila's teachers this year?",
+                                        "Who are Zara's teachers this year?"]
+    # "When's" is "when is", not a possessive: one named subject, one search
+    assert route_by_parse("When's Graham's knee replacement?")[0] == "direct"

@@ -51,8 +51,9 @@ _INTERJECTIONS = frozenset(
     haha lol omg thanks congrats congratulations btw""".split()
 )
 # "I'm", "we've", "that's": a contraction is never a name.
-_CONTRACTION = re.compile(r"(?i)(?:i|you|we|they|he|she|it|that|there|here|who|what|let|"
-                          r"[a-z]+n)['’](?:m|ve|ll|d|re|s|t)")
+_CONTRACTION = re.compile(  # a name's possessive ("Jason's") is none
+    r"(?i)(?:i['’](?:m|ve|ll|d)|(?:you|we|they)['’](?:ve|ll|d|re)"
+    r"|(?:he|she|it|that|there|here|who|what|let)['’](?:s|ll|d)|[a-z]+n['’]t)")
 _CALENDAR = frozenset(
     "january february march april may june july august september october november december "
     "monday tuesday wednesday thursday friday saturday sunday".split()

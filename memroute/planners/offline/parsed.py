@@ -62,14 +62,15 @@ _OWNERS = re.compile(r"\b(?P<first>[A-Z][\w\-]*(?:\s+[A-Z][\w\-]*)*)(?P<s>['’]
                      r"(?P<second>[A-Z][\w\-]*(?:\s+[A-Z][\w\-]*)*)['’]s\b")
 
 
-def coordinated_owners(query: str) -> list[str]:
-    """"Who are Mila's and Zara's teachers?" -> "Who are Mila's teachers?", "Who are Zara's
-    teachers?": the same relation of two named owners is two lookups; [] otherwise."""
+def coordinated_owners(query: str) -> dict[str, str]:
+    """Each of two named owners of one relation with its own question ("Who are Mila's and
+    Zara's teachers?" -> Mila: "Who are Mila's teachers?", Zara: "Who are Zara's
+    teachers?"): two lookups; {} otherwise."""
     m = _OWNERS.search(query)
-    if m is None or m.start() == 0:
-        return []
-    return [query[:m.start()] + m.group(name) + m.group("s") + query[m.end():]
-            for name in ("first", "second")]
+    if m is None:
+        return {}
+    return {m.group(name): query[:m.start()] + m.group(name) + m.group("s") + query[m.end():]
+            for name in ("first", "second")}
 
 
 def route_by_parse(query: str, attribute_route: str = "direct") -> tuple[str, str, float]:
@@ -81,10 +82,8 @@ def route_by_parse(query: str, attribute_route: str = "direct") -> tuple[str, st
     qp = read_question(query)
     if qp.clauses:
         return "split", "two questions in one: " + " | ".join(qp.clauses), 0.9
-    if coordinated_owners(query):
-        m = _OWNERS.search(query)
-        return "split", (f"coordination of several subjects: {m.group('first')}, "
-                         f"{m.group('second')}"), 0.8
+    if owners := coordinated_owners(query):
+        return "split", f"coordination of several subjects: {', '.join(owners)}", 0.8
     route, reason = route_by_syntax(query)
     subjects, _ = comparison_subjects(query)
     described = descriptor(query, qp.named)
@@ -155,7 +154,7 @@ def split_by_parse(query: str) -> list[str]:
     if qp.clauses:
         return qp.clauses
     if owners := coordinated_owners(query):
-        return owners
+        return list(owners.values())
     subjects, _ = comparison_subjects(query)
     return whole_sub_questions(query, subjects) or subject_sub_queries(query)
 

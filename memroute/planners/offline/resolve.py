@@ -236,6 +236,7 @@ def _with_clause(question: str, named: list[str]) -> Descriptor | None:
     """"the conference I'm flying to", "the person who moved to Lisbon": a noun, up to two
     modifiers, then, right after it, a relative clause (a relative pronoun, a pronoun or a
     name opens it)."""
+    nouns: frozenset[str] | None = None  # parsed once, when a clause is first read
     for m in _THE.finditer(question):
         words = _WORD.findall(question[m.end():].split("?")[0])
         for i, word in enumerate(words[:3]):
@@ -247,7 +248,8 @@ def _with_clause(question: str, named: list[str]) -> Descriptor | None:
                 continue
             if re.match(rf"\W*{re.escape(word)}\s*,", question[question.find(word, m.end()):]):
                 break  # a relative clause follows its noun directly, not after a comma
-            clause = _clause_words(" ".join(rest), _nouns(question))
+            nouns = _nouns(question) if nouns is None else nouns
+            clause = _clause_words(" ".join(rest), nouns)
             if not clause or len(clause) < 2:
                 continue
             start = m.start()
