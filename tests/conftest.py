@@ -10,11 +10,12 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from fake_openai import FakeOpenAI
 
 from memroute import sample_data
 from memroute.memory import Memory, Scope, SyncMemory
@@ -38,6 +39,14 @@ def pg_url(pg_home: Path):
     url = ensure_embedded_server(pg_home)
     yield url
     stop_embedded_server(pg_home)
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAI]:
+    """The scripted OpenAI-compatible server on 127.0.0.1, for one test."""
+    server = FakeOpenAI()
+    yield server
+    server.close()
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,12 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from memroute.graph import GraphPolicies
+
+# Policies for a scripted model: a generous timeout, one retry, near-instant backoff.
+FAST = GraphPolicies(llm_timeout_s=10.0, llm_max_attempts=2, retry_initial_interval_s=0.01,
+                     retry_max_interval_s=0.02)
 from pydantic import Field
 
 from memroute.planners.llm.tokens import count_messages, count_tokens, encoding

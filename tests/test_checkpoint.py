@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 import pytest
-from fake_chat import ScriptedChatModel, corpus_episodes, judge, route, split
+from fake_chat import FAST, ScriptedChatModel, corpus_episodes, judge, route, split
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.serde import _msgpack
@@ -19,11 +19,9 @@ from psycopg.rows import dict_row
 from langgraph._internal import _serde
 from memroute import Budget, RetrievalAgent, Scope
 from memroute.agent import RetrievalResult
-from memroute.graph import GraphPolicies, build_retrieval_graph
+from memroute.graph import build_retrieval_graph
 from memroute.planners.offline.planner import OfflinePlanner
 
-FAST = GraphPolicies(llm_timeout_s=10.0, llm_max_attempts=2, retry_initial_interval_s=0.01,
-                     retry_max_interval_s=0.02)
 CHAIN_Q = "Where was the director of Harbor Lights born?"
 SPLIT_Q = "Which was founded first, Oakridge College or Pinecrest University?"
 DIRECT_Q = "When was the Blue Falcon locomotive built?"

@@ -7,15 +7,14 @@ import uuid
 from importlib.resources import files
 
 import pytest
-from fake_chat import Delay, RateLimited, ScriptedChatModel, corpus_episodes, judge, route, split
+from fake_chat import (FAST, Delay, RateLimited, ScriptedChatModel, corpus_episodes, judge,
+                       route, split)
 
 from memroute import Budget, RetrievalAgent, Scope, ScoredResult
 from memroute.graph import GraphPolicies, HopJudged, RouteChosen, SearchDone, SubQueries
 from memroute.graph.events import Final
 from memroute.errors import InvalidInputError
 
-FAST = GraphPolicies(llm_timeout_s=10.0, llm_max_attempts=2, retry_initial_interval_s=0.01,
-                     retry_max_interval_s=0.02)
 SHORT_TIMEOUT = GraphPolicies(llm_timeout_s=0.3, llm_max_attempts=2,
                               retry_initial_interval_s=0.01, retry_max_interval_s=0.02)
 

@@ -12,13 +12,12 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from fake_chat import corpus_episodes, judge, route
+from fake_chat import FAST, corpus_episodes, judge, route
 from fake_openai import FakeOpenAI, error, reply
 
 from benchmarks.served import ServedProcess, service_env
 from memroute import RetrievalAgent, Scope
 from memroute.errors import InvalidInputError
-from memroute.graph import GraphPolicies
 from memroute.memory import Memory
 from memroute.memory.limits import MAX_QUERY_CHARS
 from memroute.planners.llm.backends import OpenAIChat
@@ -27,18 +26,10 @@ from memroute.planners.llm.structured import StructuredLLM
 from memroute.service.keys import KeyStore
 from memroute.strategies.budget import CallLimits
 
-FAST = GraphPolicies(llm_timeout_s=10.0, llm_max_attempts=2, retry_initial_interval_s=0.01,
-                     retry_max_interval_s=0.02)
 QUESTION = "Where was the director of Harbor Lights born?"
 BAD_QUERIES = {"NUL": "Where was Mara born?\x00", "lone surrogate": "Where was \ud800 born?",
                "too long": "x " * (MAX_QUERY_CHARS // 2 + 2)}
 
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
-    fake = FakeOpenAI()
-    yield fake
-    fake.close()
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +39,8 @@ async def corpus(memory: Memory) -> Scope:
     return scope
 
 
-def agent_on(server: FakeOpenAI, memory: Memory) -> RetrievalAgent:
-    return RetrievalAgent(memory, llm=server.client(), model="m", policies=FAST)
+def agent_on(fake_openai: FakeOpenAI, memory: Memory) -> RetrievalAgent:
+    return RetrievalAgent(memory, llm=fake_openai.client(), model="m", policies=FAST)
 
 
 # -- bad model output degrades --------------------------------------------------------------
@@ -59,24 +50,24 @@ def agent_on(server: FakeOpenAI, memory: Memory) -> RetrievalAgent:
     ("Mara \ud83d Quinlan birthplace", "Mara Quinlan birthplace"),
     ("Mara Quinlan birthplace " + "very " * 3000, None),
 ], ids=["NUL", "lone surrogate", "12,000 characters"])
-async def test_a_judge_rewrite_the_store_cannot_take_is_cleaned(server, memory, corpus,
+async def test_a_judge_rewrite_the_store_cannot_take_is_cleaned(fake_openai, memory, corpus,
                                                                 rewrite, searched) -> None:
-    server.script = [reply(route("chain")), reply(judge(False, rewrite, 0.3, [0])),
+    fake_openai.script = [reply(route("chain")), reply(judge(False, rewrite, 0.3, [0])),
                      reply(judge(True, "", 0.9, [0]))]
-    result = await agent_on(server, memory).aretrieve(QUESTION, scope=corpus, k=5)
-    assert result.route == "chain" and result.results and len(server.requests) == 3
+    result = await agent_on(fake_openai, memory).aretrieve(QUESTION, scope=corpus, k=5)
+    assert result.route == "chain" and result.results and len(fake_openai.requests) == 3
     second_hop = result.queries[1]
     assert "\x00" not in second_hop and second_hop.isprintable()
     assert second_hop == searched if searched else len(second_hop) <= 500
     assert "Tallinn" in " ".join(r.nucleus.content for r in result.results)
 
 
-async def test_split_sub_queries_the_store_cannot_take_are_cleaned(server, memory,
+async def test_split_sub_queries_the_store_cannot_take_are_cleaned(fake_openai, memory,
                                                                    corpus) -> None:
-    server.script = [reply(route("split")), reply(json.dumps({"sub_queries": [
+    fake_openai.script = [reply(route("split")), reply(json.dumps({"sub_queries": [
         "When was Oakridge College founded?\ud800", "When was Pinecrest\x00 University founded?",
         "\ud800\x00"]}))]
-    result = await agent_on(server, memory).aretrieve(
+    result = await agent_on(fake_openai, memory).aretrieve(
         "Which was founded first, Oakridge College or Pinecrest University?", scope=corpus, k=4)
     assert result.route == "split" and result.sub_queries == [
         "When was Oakridge College founded?", "When was Pinecrest University founded?"]
@@ -86,14 +77,14 @@ async def test_split_sub_queries_the_store_cannot_take_are_cleaned(server, memor
 # -- a bad query costs no model call --------------------------------------------------------
 
 @pytest.mark.parametrize("strategy", ["auto", "split", "chain"])
-async def test_a_bad_query_is_refused_before_any_model_request(server, memory, corpus,
+async def test_a_bad_query_is_refused_before_any_model_request(fake_openai, memory, corpus,
                                                                strategy) -> None:
-    server.script = [reply(route("chain"))] * 3
-    agent = agent_on(server, memory)
+    fake_openai.script = [reply(route("chain"))] * 3
+    agent = agent_on(fake_openai, memory)
     for what, query in BAD_QUERIES.items():
         with pytest.raises(InvalidInputError, match="query"):
             await agent.aretrieve(query, scope=corpus, k=5, strategy=strategy)
-        assert server.requests == [], (what, strategy)
+        assert fake_openai.requests == [], (what, strategy)
 
 
 # -- structured output is downgraded only when the format is refused ------------------------
@@ -104,36 +95,36 @@ async def ask(backend: OpenAIChat):
                                              max_tokens=64)
 
 
-def formats_sent(server: FakeOpenAI) -> list[str]:
-    return [r.get("response_format", {}).get("type", "none") for r in server.requests]
+def formats_sent(fake_openai: FakeOpenAI) -> list[str]:
+    return [r.get("response_format", {}).get("type", "none") for r in fake_openai.requests]
 
 
-async def test_an_unrelated_400_keeps_the_structured_output_format(server, memory,
+async def test_an_unrelated_400_keeps_the_structured_output_format(fake_openai, memory,
                                                                    corpus) -> None:
     too_long = ("This model's maximum context length is 8192 tokens. However, your messages "
                 "resulted in 9000 tokens. Please reduce the length of the messages.")
-    server.script = [error(400, too_long), reply(route("split")), reply(route("direct"))]
-    backend = OpenAIChat(server.client(), "m")
+    fake_openai.script = [error(400, too_long), reply(route("split")), reply(route("direct"))]
+    backend = OpenAIChat(fake_openai.client(), "m")
     with pytest.raises(openai.BadRequestError):
         await ask(backend)
     assert (await ask(backend)).value.route == "split"
     assert (await ask(backend)).value.route == "direct"
-    assert formats_sent(server) == ["json_schema"] * 3
+    assert formats_sent(fake_openai) == ["json_schema"] * 3
     # through the agent: the 400 fails that request's router, the next one asks the same way
-    server.script = [error(400, too_long), reply(route("direct"))]  # a 400 is not retried
-    agent = agent_on(server, memory)
+    fake_openai.script = [error(400, too_long), reply(route("direct"))]  # a 400 is not retried
+    agent = agent_on(fake_openai, memory)
     failed = await agent.aretrieve(QUESTION, scope=corpus, k=3)
     assert failed.route == "direct" and failed.stop_reason.startswith("router_failed")
     assert (await agent.aretrieve(QUESTION, scope=corpus, k=3)).route_reason == "scripted"
-    assert formats_sent(server) == ["json_schema"] * 5
+    assert formats_sent(fake_openai) == ["json_schema"] * 5
     # a refusal that names the format still moves a new model on, and only that model
-    server.script = [error(400, "response_format 'json_schema' is not supported with this "
+    fake_openai.script = [error(400, "response_format 'json_schema' is not supported with this "
                                 "model")] + [reply(route("split"))] * 3
-    fresh = OpenAIChat(server.client(), "m2")
+    fresh = OpenAIChat(fake_openai.client(), "m2")
     assert (await ask(fresh)).value.route == "split"
     assert (await ask(fresh)).value.route == "split"
-    assert (await ask(OpenAIChat(server.client(), "other"))).value.route == "split"
-    assert formats_sent(server)[5:] == ["json_schema", "json_object", "json_object",
+    assert (await ask(OpenAIChat(fake_openai.client(), "other"))).value.route == "split"
+    assert formats_sent(fake_openai)[5:] == ["json_schema", "json_object", "json_object",
                                         "json_schema"]
 
 

@@ -7,15 +7,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from fake_chat import ScriptedChatModel, corpus_episodes, route, split
+from fake_chat import FAST, ScriptedChatModel, corpus_episodes, route, split
 from langchain_core.callbacks import AsyncCallbackHandler
 
 from memroute import RetrievalAgent, Scope
-from memroute.graph import GraphPolicies
 from memroute.server_graph import LazyRetrievalContext, make_graph
 
-FAST = GraphPolicies(llm_timeout_s=10.0, llm_max_attempts=2, retry_initial_interval_s=0.01,
-                     retry_max_interval_s=0.02)
 
 
 class Recorder(AsyncCallbackHandler):
