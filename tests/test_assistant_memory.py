@@ -39,31 +39,21 @@ def test_a_rewrite_may_add_one_name_of_the_memory_and_nothing_else() -> None:
     assert not am.clean_rewrite(question, "Yes Marit Olsen football club brother fiancée support")
 
 
-@pytest.mark.parametrize("half", ["A", "B"])
+@pytest.mark.parametrize("half", ["A", "B", "C"])
 def test_each_half_meets_the_targets(outcomes, half: str) -> None:
+    """Every half routes right, loses nothing direct finds, rewrites like a person and answers
+    an attribute with one search; A and B also find their bridges and stay at 1.5 searches
+    (C's figures for those two are reported in docs/evaluation.md)."""
     s = am.summary(am.half(outcomes, half))
     wrong = [(o.question["q"], o.route, o.reason) for o in am.half(outcomes, half)
              if not o.routed_right]
     assert all(share >= 0.9 for share in s["routed_right"].values()), wrong
-    assert s["bridges_found"] >= 0.85
-    assert s["auto_lost"] == []
-    assert s["unclean_rewrites"] == []
-    assert s["searches"] <= 1.5
-    assert s["attribute_searches"] == [1]
-
-
-def test_the_late_half_routes_and_rewrites_like_the_others(outcomes) -> None:
-    """Half C was written after the rules by someone who had not read them: it must route
-    right, never lose what direct finds, rewrite like a person and answer an attribute
-    with one search. (Its bridges found and mean searches are reported, not asserted:
-    docs/evaluation.md.)"""
-    s = am.summary(am.half(outcomes, "C"))
-    wrong = [(o.question["q"], o.route, o.reason) for o in am.half(outcomes, "C")
-             if not o.routed_right]
-    assert all(share >= 0.9 for share in s["routed_right"].values()), wrong
     assert s["auto_lost"] == []
     assert s["unclean_rewrites"] == []
     assert s["attribute_searches"] == [1]
+    if half != "C":
+        assert s["bridges_found"] >= 0.85
+        assert s["searches"] <= 1.5
 
 
 def test_every_reason_names_what_decided_the_route(outcomes) -> None:

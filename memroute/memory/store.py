@@ -308,7 +308,8 @@ class Memory:
         embedder, reranker = await connect.load_models(embedder, reranker, settings)
         pool, url = await connect.open_pool(dsn, schema, embedder, settings)
         log.debug("memory.open", schema=schema, embedder=embedder.name,
-                  query_embedder=getattr(embedder, "query_name", embedder.name), reranker=getattr(reranker, "name", "none"))
+                  query_embedder=getattr(embedder, "query_name", embedder.name),
+                  reranker=getattr(reranker, "name", "none"))
         memory = cls(pool, schema=schema, embedder=embedder, reranker=reranker,
                      settings=settings, url=url)
         if settings.warm_on_open and memory._embedded_pgdata is not None:

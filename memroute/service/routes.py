@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from psycopg import OperationalError
 
-from memroute.errors import InvalidInputError, MemrouteError, StoreUnavailableError
+from memroute.errors import MemrouteError, StoreUnavailableError
 from memroute.graph.events import Final, as_payload
 from memroute.memory.models import Scope, coerce_scope
 from memroute.service.auth import authenticate, authorize
