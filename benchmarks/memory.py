@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import psutil
 
-from memroute.memory import Episode, Memory, Scope
+from memroute.memory import Episode, Memory, Scope, entity_sql
 from memroute.memory.embedders.base import l2_normalize
 from memroute.memory.embedders.minilm_onnx import MiniLMOnnxEmbedder
 from memroute.memory.server import embedded_server_status
@@ -390,6 +390,9 @@ class SearchConfig(NamedTuple):
     context: tuple[int, int]
     entities: bool  # the entity lane: the query's entities parsed (spaCy), matched in a lane
     lexical: bool  # the full-text lane
+    # the query's entity keys already known (a planner parsed the question): else every timed
+    # search parses its query, as a search from a face without a planner does
+    keys_kept: bool = False
 
 
 SEARCHES = {
@@ -400,6 +403,7 @@ SEARCHES = {
     "rerank_entity_lane": SearchConfig(True, (0, 0), True, False),
     "rerank_lexical": SearchConfig(True, (0, 0), False, True),
     "rerank_entity_lexical": SearchConfig(True, (0, 0), True, True),
+    "rerank_entity_lexical_keys_kept": SearchConfig(True, (0, 0), True, True, keys_kept=True),
 }
 
 
@@ -429,19 +433,29 @@ def plan_stages(plan: dict) -> dict[str, float]:
 
 
 async def statement_stages(memory: Memory, scope: Scope, queries: list[str],
-                           context: tuple[int, int], k: int = 10) -> dict[str, float]:
+                           context: tuple[int, int], k: int = 10,
+                           lanes: bool = False) -> dict[str, float]:
     """Server-side split of the one search statement (`sql.search_statement`), p50 over
     ``queries``, from EXPLAIN ANALYZE (whose own timing overhead inflates it; see
-    `plan_stages`)."""
+    `plan_stages`). ``lanes``: with the full-text and entity lanes as the default search
+    sends them (their time is under ``nuclei``, where they are read)."""
     from memroute.memory import sql
 
     limit = max(memory.settings.candidates, 3 * k)
     stages: dict[str, list[float]] = {}
     for q in queries:
         embedding = (await memory.embed_queries([q]))[0]
+        extra = []
+        if lanes:
+            stats = memory._term_stats[1] if memory._term_stats else None
+            extra = [sql.lexical_lane_sql(memory.schema, scope.key, q, None, k, stats)]
+            keys = await entity_sql.query_keys(q, True)
+            if keys:
+                extra.append(entity_sql.entity_lane_sql(memory.schema, scope.key, keys,
+                                                        embedding, None, limit))
         statement, params = sql.search_statement(memory.schema, scope.key, embedding, None,
                                                  limit=limit, before=context[0],
-                                                 after=context[1])
+                                                 after=context[1], lanes=extra)
         async with memory._pool.connection() as conn:
             await conn.execute(*sql.hnsw_settings(limit))
             cur = await conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + statement, params)
@@ -467,12 +481,18 @@ async def measure_search(memory: Memory, scope: Scope, queries: list[str],
     times: dict[str, list[float]] = {label: [] for label in SEARCHES}
     stages: dict[str, dict[str, list[float]]] = {label: {} for label in SEARCHES}
     trips: dict[str, list[int]] = {label: [] for label in SEARCHES}
+    client: dict[str, list[float]] = {label: [] for label in SEARCHES}
     labels = list(SEARCHES)
     with RoundTrips() as counter:
         for n, q in enumerate(queries):
             for label in labels[n % len(labels):] + labels[:n % len(labels)]:
                 config = SEARCHES[label]
-                before, start = counter.count, time.perf_counter()
+                if config.keys_kept:
+                    await entity_sql.query_keys(q, True)
+                else:
+                    entity_sql.forget_query_keys()
+                before, waited = counter.count, counter.waited_ms
+                start = time.perf_counter()
                 hits = await memory.search_scored(scope, q, k=10, rerank=config.rerank,
                                                   context=config.context,
                                                   entities=config.entities,
@@ -480,17 +500,20 @@ async def measure_search(memory: Memory, scope: Scope, queries: list[str],
                 total = (time.perf_counter() - start) * 1000
                 times[label].append(total)
                 trips[label].append(counter.count - before)
+                client[label].append(hits.timings["read_ms"] - (counter.waited_ms - waited))
                 for stage, ms in {**hits.timings,
                                   "other_ms": total - sum(hits.timings.values())}.items():
                     stages[label].setdefault(stage, []).append(ms)
     figures = {label: {"latency_ms": percentiles(times[label]),
                        "stages_ms_p50": {s: float(np.median(v)) for s, v in stages[label].items()},
-                       "round_trips": float(np.mean(trips[label]))}
+                       "round_trips": float(np.mean(trips[label])),
+                       "client_share_ms": percentiles(client[label])}
                for label in SEARCHES}
-    sample = queries[:30]
+    sample = queries[:60]
     figures["statement_ms_p50"] = {
         "context_0_0": await statement_stages(memory, scope, sample, (0, 0)),
-        "context_1_2": await statement_stages(memory, scope, sample, (1, 2))}
+        "context_1_2": await statement_stages(memory, scope, sample, (1, 2)),
+        "default": await statement_stages(memory, scope, sample, (0, 0), lanes=True)}
     return figures
 
 
@@ -570,7 +593,8 @@ def print_search(report: dict) -> None:
                   f"p95 {lat['p95']:6.1f} ms  (synthetic {fig['synthetic_sentences']})")
             print(" " * 8 + "stages p50: " + "  ".join(
                 f"{s.removesuffix('_ms')} {ms:.1f}" for s, ms in stages.items())
-                  + f"  | round trips per search {fig[label]['round_trips']:.1f}")
+                  + f"  | round trips per search {fig[label]['round_trips']:.1f}"
+                  + f"  | client's share of the read p50 {fig[label]['client_share_ms']['p50']:.2f}")
         for context, split in fig["statement_ms_p50"].items():
             print(f"        the search statement, {context}, server side (EXPLAIN ANALYZE) p50: "
                   + "  ".join(f"{s.removesuffix('_ms')} {ms:.2f}" for s, ms in split.items()))

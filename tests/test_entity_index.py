@@ -13,8 +13,8 @@ import pytest
 
 from memroute import nlp
 from memroute.errors import ModelUnavailableError
-from memroute.memory import Memory, Scope
-from memroute.memory.entity_sql import entity_columns, speaker_entity
+from memroute.memory import Memory, Scope, sql
+from memroute.memory.entity_sql import entity_columns, entity_lane_sql, speaker_entity
 from memroute.memory.schema import _migrations
 
 TURNS = [
@@ -176,6 +176,34 @@ async def test_entity_lane_adds_the_turns_of_the_named_speaker(memory: Memory) -
 
     assert karim not in await found(False)  # not among the vector lane's 3 candidates
     assert await found(True) == [karim]
+
+
+async def test_entity_lane_ranks_most_keys_matched_then_nearest(memory: Memory) -> None:
+    """The lane's order, checked against the stored keys and vectors: sentences naming more
+    of the query's keys first, the nearest to the query first among equals; a filter and
+    the lane's limit hold."""
+    memory = extracting(memory)
+    scope = new_scope()
+    await memory.add(scope, [{"content": text, "producer": speaker, "metadata": {"n": i % 2}}
+                             for i, (speaker, text) in enumerate(CONVERSATION_TURNS[:60])])
+    query = "Did Clara and Sam go to Lisbon?"
+    keys = ["clara", "sam", "lisbon"]
+    embedding = (await memory.embed_queries([query]))[0]
+    async with memory._pool.connection() as conn:
+        cur = await conn.execute(
+            f"SELECT text, entity_keys, embedding <=> %s, (metadata->>'n')::int "
+            f"FROM {memory.schema}.sentences WHERE scope_key = %s", [embedding, scope.key])
+        rows = await cur.fetchall()
+        for filters, limit in [(None, 60), (None, 4), ({"n": 1}, 60)]:
+            hits = await sql.lane_hits(conn, entity_lane_sql(
+                memory.schema, scope.key, keys, embedding, filters, limit))
+            expected = sorted(
+                ((-len(set(k) & set(keys)), distance, text) for text, k, distance, n in rows
+                 if k and set(k) & set(keys) and (filters is None or n == 1)))[:limit]
+            assert [h.text for h in hits] == [text for *_, text in expected]
+            assert [round(h.score, 5) for h in hits] == \
+                [round(1 - distance, 5) for _, distance, _ in expected]
+    assert len(expected) > 4 and expected[0][0] < expected[-1][0]  # both kinds were ranked
 
 
 async def test_a_version_1_store_migrates_works_and_is_backfilled(settings, embedder) -> None:

@@ -41,7 +41,7 @@ def assert_same_keys(texts: list[str]) -> None:
 
 def test_the_keys_pipeline_leaves_out_what_the_keys_do_not_read() -> None:
     keys = nlp.load_pipeline(nlp.KEYS)
-    assert keys.pipe_names == ["tok2vec", "tagger", "attribute_ruler", "ner"]
+    assert keys.pipe_names == ["tok2vec", "tagger", "ner"]
     assert "parser" in nlp.load_pipeline(nlp.QUERY).pipe_names
 
 
@@ -58,6 +58,11 @@ def test_same_keys_as_the_full_parse_on_real_questions() -> None:
               for qa in conversation["qa"]][:250]
     assert len(hotpot) == len(locomo) == 250
     assert_same_keys(hotpot + locomo)
+    # the keys read proper nouns from the fine tags, which the full parse maps to PROPN
+    full = nlp.load_pipeline(nlp.QUERY)
+    tokens = [t for doc in full.pipe(hotpot + locomo) for t in doc]
+    assert sum(t.pos_ == "PROPN" for t in tokens) > 1000
+    assert all((t.pos_ == "PROPN") == (t.tag_ in nlp.PROPER_NOUN_TAGS) for t in tokens)
 
 
 def test_a_kept_full_parse_is_reused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -58,6 +58,41 @@ async def test_a_query_of_common_terms_still_searches_its_rarest(analyzed) -> No
     assert len(hits) == 10 and all("eather" in h.text for h in hits)
 
 
+async def test_term_statistics_are_read_with_a_search_once_a_minute(
+        analyzed, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Memory reads the full-text column's statistics in the round trip of its first
+    search, searches with them (the lane finds what it finds reading them in its own
+    statement), and reads them again once they are older than the maximum age."""
+    memory, scope = analyzed
+    memory = copy.copy(memory)
+    memory._term_stats = None
+    asked: list[bool] = []
+    read_search = sql.read_search
+
+    async def spying(*args, **kwargs):
+        asked.append(kwargs.get("read_term_stats", False))
+        return await read_search(*args, **kwargs)
+
+    monkeypatch.setattr(sql, "read_search", spying)
+    for _ in range(3):
+        await memory.search_scored(scope, "weather report from Zanzibar", k=2, lexical=True)
+    assert asked == [True, False, False]
+    stats = memory._term_stats[1]
+    async with memory._pool.connection() as conn:
+        cur = await conn.execute("SELECT %s::text[], %s::float4[]", stats)
+        terms, freqs = await cur.fetchone()
+        assert "weather" in terms and "zanzibar" in terms and len(freqs) == len(terms) + 2
+        for query in ["weather report from Zanzibar", "weather report", "Zanzibar ferry"]:
+            assert await sql.lane_hits(conn, sql.lexical_lane_sql(
+                memory.schema, scope.key, query, None, 10, stats)) == \
+                await sql.lane_hits(conn, sql.lexical_lane_sql(
+                    memory.schema, scope.key, query, None, 10))
+    monkeypatch.setattr(sql, "TERM_STATS_MAX_AGE_S", 0.0)
+    await memory.search_scored(scope, "weather report from Zanzibar", k=2, lexical=True)
+    assert asked[-1] is True
+    assert sql.term_stats_of(None) == sql.TermStats("{}", "{}")  # a table never analyzed
+
+
 async def test_a_widened_probe_keeps_the_full_text_hits(memory: Memory, scope: Scope) -> None:
     """Three episodes and k = 5: the vector probe comes back short and is widened; the
     full-text lane's hits of the one statement are fused into the widened nuclei."""

@@ -96,8 +96,39 @@ class Lane:
 LEXICAL_ORDER, ENTITY_ORDER = 1, 2
 
 
+class TermStats(NamedTuple):
+    """The full-text column's most common terms and each one's share of the sentences, as
+    ``ANALYZE`` last recorded them (``pg_stats``), as Postgres array literals: sent back as
+    they came, a search's parameters cost the client nothing to encode. Both ``{}`` before
+    the first ``ANALYZE``; ``freqs`` ends with two more entries, the lowest and the highest
+    share."""
+
+    terms: str
+    freqs: str
+
+
+# How long a `Memory` searches with the term statistics it read (`TermStats`): they change
+# only when the table is analyzed, and reading them in every statement cost ~1 ms of
+# planning and execution per search.
+TERM_STATS_MAX_AGE_S = 60.0
+_TERM_STATS = """SELECT p.most_common_elems::text AS elems, p.most_common_elem_freqs::text AS freqs
+            FROM pg_stats p
+            WHERE p.schemaname = %s AND p.tablename = 'sentences' AND p.attname = 'tsv'"""
+_TERM_STATS_CTE = """SELECT p.most_common_elems::text::text[] AS elems,
+                   p.most_common_elem_freqs AS freqs
+            FROM pg_stats p
+            WHERE p.schemaname = %s AND p.tablename = 'sentences' AND p.attname = 'tsv'"""
+
+
+def term_stats_of(row: tuple | None) -> TermStats:
+    """`TermStats` from a row of ``_TERM_STATS`` (``None``: no statistics yet)."""
+    if row is None or row[0] is None:
+        return TermStats("{}", "{}")
+    return TermStats(row[0], row[1])
+
+
 def lexical_lane_sql(schema: str, scope_key: str, query: str, filters: dict | None,
-                     limit: int) -> Lane:
+                     limit: int, stats: TermStats | None = None) -> Lane:
     """The full-text lane: the ``limit`` sentences best matching the query's rarest terms,
     scored by the summed IDF (``-ln`` of the share of sentences holding it) of the terms
     each one holds, shorter sentences first on ties.
@@ -106,18 +137,18 @@ def lexical_lane_sql(schema: str, scope_key: str, query: str, filters: dict | No
     ``LEXICAL_COMMON_FREQ`` of the stored sentences is dropped (unless every term is), and
     only the ``LEXICAL_RARE_TERMS`` rarest are searched: a common term matches thousands of
     sentences and barely tells them apart. Frequencies are the ones ``ANALYZE`` keeps for
-    the ``tsv`` column (``pg_stats.most_common_elems``, its most common lexemes, read in the
-    statement: no write-path change, always current); a term not among them counts as half
-    as frequent as the rarest listed one, and a table not analyzed yet keeps the query's
-    first terms (all scored alike). At most ``LEXICAL_CANDIDATES`` matching sentences are
+    the ``tsv`` column (``pg_stats.most_common_elems``, its most common lexemes): ``stats``
+    as the caller last read them, else read by the statement itself; a term not among them
+    counts as half as frequent as the rarest listed one, and a table not analyzed yet keeps
+    the query's first terms (all scored alike). At most ``LEXICAL_CANDIDATES`` matching sentences are
     scored, an equal share per searched term (a constant, so the planner knows the bound and
     takes the term's index).
     """
     where, params = compile_filter(filters, "s")
+    read_stats = (_TERM_STATS_CTE if stats is None
+                  else "SELECT %s::text[] AS elems, %s::float4[] AS freqs")
     ctes = f"""lexical_stats AS MATERIALIZED (
-            SELECT p.most_common_elems::text::text[] AS elems, p.most_common_elem_freqs AS freqs
-            FROM pg_stats p
-            WHERE p.schemaname = %s AND p.tablename = 'sentences' AND p.attname = 'tsv'
+            {read_stats}
         ), lexical_terms AS MATERIALIZED (
             SELECT term, -ln(greatest(freq, 1e-6)) AS idf FROM (
                 SELECT t.term,
@@ -150,7 +181,7 @@ def lexical_lane_sql(schema: str, scope_key: str, query: str, filters: dict | No
             LIMIT %s
         )"""
     return Lane("lexical", LEXICAL_ORDER, ctes,
-                [schema, query, MAX_LEXICAL_TERMS, LEXICAL_RARE_TERMS, LEXICAL_COMMON_FREQ,
+                [*([schema] if stats is None else stats), query, MAX_LEXICAL_TERMS, LEXICAL_RARE_TERMS, LEXICAL_COMMON_FREQ,
                  scope_key, *params, LEXICAL_CANDIDATES // LEXICAL_RARE_TERMS, limit])
 
 
@@ -361,6 +392,8 @@ class SearchRead:
     # sentence order: `Memory.search_scored` decodes those of the results' windows only),
     # when the search was asked for them; episodes stored without entities are left out
     entities: dict[str, str] = field(default_factory=dict)
+    # the full-text column's statistics, when the search was asked to read them
+    term_stats: TermStats | None = None
 
 
 def _window_sql(schema: str) -> str:
@@ -466,7 +499,8 @@ def statement_timeout(timeout_ms: int) -> tuple[str, tuple]:
 async def read_search(conn: AsyncConnection, schema: str, scope_key: str,
                       embedding: np.ndarray, filters: dict | None, *, limit: int,
                       before: int, after: int, timeout_ms: int,
-                      lanes: list[Lane] = (), with_entities: bool = False) -> SearchRead:
+                      lanes: list[Lane] = (), with_entities: bool = False,
+                      read_term_stats: bool = False) -> SearchRead:
     """The vector probe and the other ``lanes``, their fused nuclei (best first), the nuclei's
     context windows and the windows' stored vectors in one statement, sent with its HNSW
     settings and statement timeout in one round trip (pipeline mode). A nucleus no vector
@@ -474,7 +508,9 @@ async def read_search(conn: AsyncConnection, schema: str, scope_key: str,
 
     ``hits`` is how many sentence hits the probe found (fewer than ``limit``: the scope,
     after filters, is exhausted, or the scan reached ``hnsw.max_scan_tuples``).
-    ``with_entities``: the windows' stored entities too (`SearchRead.entities`)."""
+    ``with_entities``: the windows' stored entities too (`SearchRead.entities`).
+    ``read_term_stats``: the full-text column's `TermStats` too, in the same round trip
+    (`SearchRead.term_stats`)."""
     statement, params = search_statement(schema, scope_key, embedding, filters, limit=limit,
                                          before=before, after=after, lanes=lanes,
                                          with_entities=with_entities)
@@ -494,6 +530,9 @@ async def read_search(conn: AsyncConnection, schema: str, scope_key: str,
             await conn.execute(*statement_timeout(timeout_ms), prepare=False)
             await conn.execute(*hnsw_settings(limit), prepare=False)
             await cur.execute(statement, params, prepare=False)
+            if read_term_stats:
+                stats_cur = conn.cursor(binary=True)
+                await stats_cur.execute(_TERM_STATS, [schema], prepare=False)
             await conn.execute("COMMIT", prepare=False)
     finally:
         if conn.info.transaction_status != TransactionStatus.IDLE:  # the pipeline failed
@@ -522,4 +561,6 @@ async def read_search(conn: AsyncConnection, schema: str, scope_key: str,
             if stored_entities is not None:
                 entities[uid] = stored_entities
     vectors = dict(zip(packed, _vectors(list(packed.values()))))
-    return SearchRead(hits, list(nuclei.values()), windows, episodes, vectors, entities)
+    term_stats = term_stats_of(await stats_cur.fetchone()) if read_term_stats else None
+    return SearchRead(hits, list(nuclei.values()), windows, episodes, vectors, entities,
+                      term_stats)

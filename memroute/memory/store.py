@@ -186,6 +186,10 @@ class Memory:
         # asks for one in flight waits for it instead of embedding the text again
         self._embedding: dict[tuple[str, str], asyncio.Future[np.ndarray]] = {}
         self._prefetching: set[asyncio.Task[None]] = set()  # kept referenced until done
+        # the full-text column's statistics and when they were read (monotonic seconds): the
+        # full-text lane's term frequencies, read again with a search once they are older
+        # than `sql.TERM_STATS_MAX_AGE_S`
+        self._term_stats: tuple[float, sql.TermStats] | None = None
         # (scope key, episode uid) -> the episode's stored sentence vectors, newest last
         self._stored_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         # scope key -> (monotonic expiry, its speakers), least recently used first
@@ -657,7 +661,11 @@ class Memory:
 
         # the full-text lane adds at most k sentences: its later hits cost reranking and recall
         # little (docs/research.md, "The full-text lane, cheap")
-        lanes = ([sql.lexical_lane_sql(self.schema, scope.key, query, filters, k)]
+        kept_stats = self._term_stats
+        read_term_stats = lexical and (
+            kept_stats is None or time.monotonic() - kept_stats[0] > sql.TERM_STATS_MAX_AGE_S)
+        lanes = ([sql.lexical_lane_sql(self.schema, scope.key, query, filters, k,
+                                       kept_stats[1] if kept_stats else None)]
                  if lexical else [])
         if entity_keys:
             lanes.append(entity_sql.entity_lane_sql(self.schema, scope.key, entity_keys,
@@ -669,7 +677,7 @@ class Memory:
                     conn, self.schema, scope.key, embeddings[0], filters, limit=limit,
                     before=before, after=after,
                     timeout_ms=self.settings.search_statement_timeout_ms, lanes=lanes,
-                    with_entities=with_entities)
+                    with_entities=with_entities, read_term_stats=read_term_stats)
             except QueryCanceled as exc:
                 if not lexical:
                     raise
@@ -689,6 +697,8 @@ class Memory:
                 t0 = time.perf_counter()
                 found = await read_with_lanes(conn, lanes)
                 timings["read_ms"] = (time.perf_counter() - t0) * 1000
+                if found.term_stats is not None:
+                    self._term_stats = (time.monotonic(), found.term_stats)
                 nuclei, windows = found.nuclei, found.windows
                 episodes, stored = found.episodes, found.vectors
                 entities: dict[str, Any] = dict(found.entities)  # JSON text, decoded below

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 
 import numpy as np
@@ -50,24 +51,27 @@ def bm25_okapi(documents: list[list[int]], queries: list[list[int]], terms: int,
                k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25) -> np.ndarray:
     """``(len(queries), len(documents))`` Okapi BM25 scores of documents and queries given as
     term ids below ``terms``; the same as rank-bm25's ``BM25Okapi(documents).get_scores(query)``
-    (negative idf floored at ``epsilon`` times the mean idf), computed on arrays."""
+    (negative idf floored at ``epsilon`` times the mean idf), computed on the (document, term)
+    pairs the documents hold, not on a documents-by-terms matrix."""
     lengths = np.array([len(doc) for doc in documents])
     n = len(documents)
     rows = np.repeat(np.arange(n), lengths)
-    ids = np.fromiter((t for doc in documents for t in doc), dtype=np.int64, count=len(rows))
-    tf = np.bincount(rows * terms + ids, minlength=n * terms).reshape(n, terms)
-    present = tf.any(axis=0)  # every term of the vocabulary that a document holds
-    df = (tf[:, present] > 0).sum(axis=0)
+    ids = np.fromiter(itertools.chain.from_iterable(documents), dtype=np.int64, count=len(rows))
+    pairs, tf = np.unique(rows * terms + ids, return_counts=True)
+    doc, term = np.divmod(pairs, terms)
+    df = np.bincount(term, minlength=terms)
+    present = df > 0  # every term of the vocabulary that a document holds
     idf = np.zeros(terms)
-    idf[present] = np.log(n - df + 0.5) - np.log(df + 0.5)
+    idf[present] = np.log(n - df[present] + 0.5) - np.log(df[present] + 0.5)
     negative = present & (idf < 0)
     idf[negative] = epsilon * idf[present].mean()
     norm = k1 * (1 - b + b * lengths / lengths.mean())
+    saturation = tf * (k1 + 1) / (tf + norm[doc])
     out = np.zeros((len(queries), n))
     for qi, query in enumerate(queries):
         if query:  # repeated terms count again, as in rank-bm25
-            freq = tf[:, query].astype(np.float64)
-            out[qi] = (idf[query] * freq * (k1 + 1) / (freq + norm[:, None])).sum(axis=1)
+            weight = np.bincount(query, minlength=terms)[term] * idf[term]
+            out[qi] = np.bincount(doc, weights=weight * saturation, minlength=n)
     return out
 
 
