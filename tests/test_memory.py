@@ -237,6 +237,20 @@ async def test_schema_version_recorded(memory: Memory) -> None:
         assert (await cur.fetchone())[0] >= 1
 
 
+async def test_sentence_rows_keep_their_vectors_in_the_row(memory: Memory, scope: Scope) -> None:
+    """A sentence row (~2.3 kB) is stored whole: a search reads its vector without a TOAST
+    lookup (under PostgreSQL's default 2,032-byte target, the vector was moved out)."""
+    long = ("The ferry to Zanzibar leaves at dawn from the old harbour, " * 8).strip()
+    await memory.add(scope, [Episode(content=f"{long}. It returns at dusk.", uid="inline-1")])
+    async with memory._pool.connection() as conn:
+        cur = await conn.execute(
+            f"SELECT count(*), count(pg_column_toast_chunk_id(embedding)), "
+            f"max(pg_column_size(s.*)) FROM {memory.schema}.sentences s "
+            "WHERE scope_key = %s AND episode_uid = 'inline-1'", [scope.key])
+        sentences, moved_out, widest = await cur.fetchone()
+    assert sentences == 2 and widest > 2032 and moved_out == 0
+
+
 def test_sync_facade(settings, embedder, scope: Scope) -> None:
     with SyncMemory.open(settings=settings, embedder=embedder, schema="t_sync") as mem:
         mem.add(scope, [Episode(content="The meeting moved to Thursday.", uid="m1")])
