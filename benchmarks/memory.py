@@ -594,7 +594,8 @@ def print_search(report: dict) -> None:
             print(" " * 8 + "stages p50: " + "  ".join(
                 f"{s.removesuffix('_ms')} {ms:.1f}" for s, ms in stages.items())
                   + f"  | round trips per search {fig[label]['round_trips']:.1f}"
-                  + f"  | client's share of the read p50 {fig[label]['client_share_ms']['p50']:.2f}")
+                  + "  | client's share of the read p50 "
+                  + f"{fig[label]['client_share_ms']['p50']:.2f}")
         for context, split in fig["statement_ms_p50"].items():
             print(f"        the search statement, {context}, server side (EXPLAIN ANALYZE) p50: "
                   + "  ".join(f"{s.removesuffix('_ms')} {ms:.2f}" for s, ms in split.items()))

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from memroute.errors import FilterError, InvalidInputError
 from memroute.memory import Episode, Memory, Scope
-from memroute.memory.models import MAX_PRODUCED_AT, MIN_PRODUCED_AT, coerce_episode, coerce_scope
+from memroute.memory.models import MAX_PRODUCED_AT, MIN_PRODUCED_AT, coerce_episode
 from memroute.memory.schema import RESERVED_WORDS, check_identifier
 
 OUT_OF_RANGE_TIMES = ["0001-01-01T00:00:00+01:00", "9999-12-31T23:00:00-14:00"]

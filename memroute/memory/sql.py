@@ -111,7 +111,8 @@ class TermStats(NamedTuple):
 # only when the table is analyzed, and reading them in every statement cost ~1 ms of
 # planning and execution per search.
 TERM_STATS_MAX_AGE_S = 60.0
-_TERM_STATS = """SELECT p.most_common_elems::text AS elems, p.most_common_elem_freqs::text AS freqs
+_TERM_STATS = """SELECT p.most_common_elems::text AS elems,
+                   p.most_common_elem_freqs::text AS freqs
             FROM pg_stats p
             WHERE p.schemaname = %s AND p.tablename = 'sentences' AND p.attname = 'tsv'"""
 _TERM_STATS_CTE = """SELECT p.most_common_elems::text::text[] AS elems,
@@ -140,9 +141,9 @@ def lexical_lane_sql(schema: str, scope_key: str, query: str, filters: dict | No
     the ``tsv`` column (``pg_stats.most_common_elems``, its most common lexemes): ``stats``
     as the caller last read them, else read by the statement itself; a term not among them
     counts as half as frequent as the rarest listed one, and a table not analyzed yet keeps
-    the query's first terms (all scored alike). At most ``LEXICAL_CANDIDATES`` matching sentences are
-    scored, an equal share per searched term (a constant, so the planner knows the bound and
-    takes the term's index).
+    the query's first terms (all scored alike). At most ``LEXICAL_CANDIDATES`` matching
+    sentences are scored, an equal share per searched term (a constant, so the planner knows
+    the bound and takes the term's index).
     """
     where, params = compile_filter(filters, "s")
     read_stats = (_TERM_STATS_CTE if stats is None
@@ -181,8 +182,9 @@ def lexical_lane_sql(schema: str, scope_key: str, query: str, filters: dict | No
             LIMIT %s
         )"""
     return Lane("lexical", LEXICAL_ORDER, ctes,
-                [*([schema] if stats is None else stats), query, MAX_LEXICAL_TERMS, LEXICAL_RARE_TERMS, LEXICAL_COMMON_FREQ,
-                 scope_key, *params, LEXICAL_CANDIDATES // LEXICAL_RARE_TERMS, limit])
+                [*([schema] if stats is None else stats), query, MAX_LEXICAL_TERMS,
+                 LEXICAL_RARE_TERMS, LEXICAL_COMMON_FREQ, scope_key, *params,
+                 LEXICAL_CANDIDATES // LEXICAL_RARE_TERMS, limit])
 
 
 async def lane_hits(conn: AsyncConnection, lane: Lane) -> list[SentenceHit]:
