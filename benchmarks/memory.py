@@ -474,8 +474,10 @@ async def statement_stages(memory: Memory, scope: Scope, queries: list[str],
 async def measure_search(memory: Memory, scope: Scope, queries: list[str],
                          warm_up: list[str]) -> dict:
     """Latency, stage timings and round trips of each search configuration (`SEARCHES`),
-    after a warm-up on other questions. The configurations take turns query by query (order
-    rotated), so a change in the machine's load hits them alike."""
+    after `Memory.warm` (the store's relations read into memory, as `memroute db warm` does
+    after a restart) and a warm-up on other questions. The configurations take turns query by
+    query (order rotated), so a change in the machine's load hits them alike."""
+    await memory.warm()
     for q in warm_up:
         await memory.search_scored(scope, q, k=10, context=(1, 2))
     times: dict[str, list[float]] = {label: [] for label in SEARCHES}
