@@ -14,6 +14,7 @@ import pytest
 from memroute import nlp
 from memroute.errors import ModelUnavailableError
 from memroute.memory import Memory, Scope, sql
+from memroute.memory import entity_sql
 from memroute.memory.entity_sql import entity_columns, entity_lane_sql, speaker_entity
 from memroute.memory.schema import _migrations
 
@@ -204,6 +205,29 @@ async def test_entity_lane_ranks_most_keys_matched_then_nearest(memory: Memory) 
             assert [round(h.score, 5) for h in hits] == \
                 [round(1 - distance, 5) for _, distance, _ in expected]
     assert len(expected) > 4 and expected[0][0] < expected[-1][0]  # both kinds were ranked
+
+
+async def test_entity_lane_ranks_a_bounded_number_of_sentences_per_name(
+        memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name held by more sentences than the lane's bound per name: the lane ranks that
+    many of them (its time stays bounded), and those still most keys matched first."""
+    memory = extracting(memory)
+    scope = new_scope()
+    await memory.add(scope, [{"content": f"Clara walked to the market on day {i}.",
+                              "producer": "Ana"} for i in range(12)]
+                     + [{"content": "Clara and Ana met in Lisbon.", "producer": "Sam"}])
+    embedding = (await memory.embed_queries(["Where did Clara and Ana meet?"]))[0]
+
+    async def lane(keys: list[str]) -> list[str]:
+        async with memory._pool.connection() as conn:
+            return [h.text for h in await sql.lane_hits(conn, entity_lane_sql(
+                memory.schema, scope.key, keys, embedding, None, 60))]
+
+    assert len(await lane(["clara"])) == 13
+    monkeypatch.setattr(entity_sql, "ENTITY_CANDIDATES_PER_KEY", 4)
+    assert len(await lane(["clara"])) == 4
+    both = await lane(["clara", "lisbon"])  # the Lisbon sentence is reached through its key
+    assert both[0] == "Clara and Ana met in Lisbon." and len(both) <= 4 + 1
 
 
 async def test_a_version_1_store_migrates_works_and_is_backfilled(settings, embedder) -> None:

@@ -24,6 +24,7 @@ from psycopg import AsyncConnection
 from memroute._log import get_logger
 from memroute.errors import ModelUnavailableError
 from memroute.memory.filters import compile_filter
+from memroute.memory.limits import ENTITY_CANDIDATES_PER_KEY
 from memroute.memory.sql import ENTITY_ORDER, Lane
 from memroute.nlp import (
     SPEAKER_LABEL,
@@ -108,24 +109,31 @@ def entity_lane_sql(schema: str, scope_key: str, keys: list[str], embedding: np.
     """The entity lane: sentences naming any of ``keys``, most keys matched first, then
     nearest to the query (GIN index on ``entity_keys``).
 
-    A sentence's count of matched keys is one containment test per key (no set operation
-    per sentence), and only the best ``limit`` are numbered (a top-N sort, not a sort of
-    every match): a name held by thousands of sentences is what this lane's time grows
-    with."""
+    At most ``ENTITY_CANDIDATES_PER_KEY`` sentences per key are ranked, the first the index
+    gives: a name held by more sentences of the scope (a speaker's own name in a long
+    conversation, "American" in an encyclopedia) costs the lane a bounded time, and the
+    vector probe still finds the nearest of the rest. A sentence's matched keys are counted
+    with one containment test per key, and only the best ``limit`` are numbered."""
     where, params = compile_filter(filters, "s")
-    matched = " + ".join(["(s.entity_keys @> ARRAY[%s]::text[])::int"] * len(keys)) or "0"
-    ctes = f"""entity AS (
+    matched = " + ".join(["(c.entity_keys @> ARRAY[%s]::text[])::int"] * len(keys)) or "0"
+    ctes = f"""entity_candidates AS (
+            SELECT DISTINCT ON (c.episode_uid, c.idx) c.*
+            FROM unnest(%s::text[]) AS k(key) CROSS JOIN LATERAL (
+                SELECT s.episode_uid, s.idx, s.text, s.entity_keys, s.embedding
+                FROM {schema}.sentences s
+                WHERE s.scope_key = %s AND s.entity_keys @> ARRAY[k.key] AND {where}
+                LIMIT %s) c
+        ), entity AS (
             SELECT episode_uid, text, 1 - distance AS score,
                    row_number() OVER (ORDER BY matched DESC, distance) - 1 AS rank
-            FROM (SELECT s.episode_uid, s.text, {matched} AS matched,
-                         s.embedding <=> %s AS distance
-                  FROM {schema}.sentences s
-                  WHERE s.scope_key = %s AND s.entity_keys && %s::text[] AND {where}
+            FROM (SELECT c.episode_uid, c.text, {matched} AS matched,
+                         c.embedding <=> %s AS distance
+                  FROM entity_candidates c
                   ORDER BY matched DESC, distance
                   LIMIT %s) best
         )"""
     return Lane("entity", ENTITY_ORDER, ctes,
-                [*keys, embedding, scope_key, keys, *params, limit])
+                [keys, scope_key, *params, ENTITY_CANDIDATES_PER_KEY, *keys, embedding, limit])
 
 
 async def backfill(conn: AsyncConnection, schema: str, batch: int = 256) -> int:

@@ -5,6 +5,7 @@ MAX_LEXICAL_TERMS = 32  # distinct terms (after stemming and stop words) the lex
 LEXICAL_CANDIDATES = 800  # matching sentences the lexical lane ranks, at most
 LEXICAL_RARE_TERMS = 8  # of those terms, the rarest the lexical lane searches
 LEXICAL_COMMON_FREQ = 0.01  # a term in more than this share of sentences is too common to search
+ENTITY_CANDIDATES_PER_KEY = 1000  # sentences naming one of a query's entities the entity lane ranks
 MAX_EPISODES_PER_CALL = 5000  # episodes of one add or upsert (one transaction)
 MAX_CHARS_PER_CALL = 10_000_000  # content characters of one add or upsert, all episodes
 MAX_K = 1000  # results of one search
