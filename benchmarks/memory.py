@@ -445,14 +445,9 @@ async def statement_stages(memory: Memory, scope: Scope, queries: list[str],
     stages: dict[str, list[float]] = {}
     for q in queries:
         embedding = (await memory.embed_queries([q]))[0]
-        extra = []
-        if lanes:
-            stats = memory._term_stats[1] if memory._term_stats else None
-            extra = [sql.lexical_lane_sql(memory.schema, scope.key, q, None, k, stats)]
-            keys = await entity_sql.query_keys(q, True)
-            if keys:
-                extra.append(entity_sql.entity_lane_sql(memory.schema, scope.key, keys,
-                                                        embedding, None, limit))
+        extra = memory.search_lanes(scope.key, q, embedding,
+                                    await entity_sql.query_keys(q, lanes), None, k=k,
+                                    limit=limit, lexical=lanes)
         statement, params = sql.search_statement(memory.schema, scope.key, embedding, None,
                                                  limit=limit, before=context[0],
                                                  after=context[1], lanes=extra)

@@ -115,7 +115,7 @@ def entity_lane_sql(schema: str, scope_key: str, keys: list[str], embedding: np.
     vector probe still finds the nearest of the rest. A sentence's matched keys are counted
     with one containment test per key, and only the best ``limit`` are numbered."""
     where, params = compile_filter(filters, "s")
-    matched = " + ".join(["(c.entity_keys @> ARRAY[%s]::text[])::int"] * len(keys)) or "0"
+    matched = " + ".join(["(c.entity_keys @> ARRAY[%s]::text[])::int"] * len(keys))
     ctes = f"""entity_candidates AS (
             SELECT DISTINCT ON (c.episode_uid, c.idx) c.*
             FROM unnest(%s::text[]) AS k(key) CROSS JOIN LATERAL (

@@ -115,10 +115,9 @@ _TERM_STATS = """SELECT p.most_common_elems::text AS elems,
                    p.most_common_elem_freqs::text AS freqs
             FROM pg_stats p
             WHERE p.schemaname = %s AND p.tablename = 'sentences' AND p.attname = 'tsv'"""
-_TERM_STATS_CTE = """SELECT p.most_common_elems::text::text[] AS elems,
-                   p.most_common_elem_freqs AS freqs
-            FROM pg_stats p
-            WHERE p.schemaname = %s AND p.tablename = 'sentences' AND p.attname = 'tsv'"""
+# the same read inside the lane's statement, when a search has no statistics yet
+_TERM_STATS_CTE = (f"SELECT t.elems::text[] AS elems, t.freqs::float4[] AS freqs "
+                   f"FROM ({_TERM_STATS}) t")
 
 
 def term_stats_of(row: tuple | None) -> TermStats:

@@ -659,17 +659,11 @@ class Memory:
                 query, self.settings.entity_lane if entities is None else entities))
         timings["embed_ms"] = (time.perf_counter() - start) * 1000
 
-        # the full-text lane adds at most k sentences: its later hits cost reranking and recall
-        # little (docs/research.md, "The full-text lane, cheap")
         kept_stats = self._term_stats
         read_term_stats = lexical and (
             kept_stats is None or time.monotonic() - kept_stats[0] > sql.TERM_STATS_MAX_AGE_S)
-        lanes = ([sql.lexical_lane_sql(self.schema, scope.key, query, filters, k,
-                                       kept_stats[1] if kept_stats else None)]
-                 if lexical else [])
-        if entity_keys:
-            lanes.append(entity_sql.entity_lane_sql(self.schema, scope.key, entity_keys,
-                                                    embeddings[0], filters, limit))
+        lanes = self.search_lanes(scope.key, query, embeddings[0], entity_keys, filters, k=k,
+                                  limit=limit, lexical=lexical)
 
         async def read_with_lanes(conn, lanes):
             try:
@@ -787,6 +781,21 @@ class Memory:
                           if isinstance(entities[u], str) else entities[u]
                           for u in shown if u in entities}
         return SearchResults(results, timings, reranker, shown_entities)
+
+    def search_lanes(self, scope_key: str, query: str, embedding: np.ndarray,
+                     entity_keys: list[str], filters: dict[str, Any] | None, *, k: int,
+                     limit: int, lexical: bool) -> list[sql.Lane]:
+        """The lanes a search's statement reads besides the vector probe: the full-text lane
+        (at most ``k`` sentences: its later hits cost reranking and recall little;
+        docs/research.md, "The full-text lane, cheap"), with the term statistics last read,
+        and the entity lane when the query names something."""
+        lanes = ([sql.lexical_lane_sql(self.schema, scope_key, query, filters, k,
+                                       self._term_stats[1] if self._term_stats else None)]
+                 if lexical else [])
+        if entity_keys:
+            lanes.append(entity_sql.entity_lane_sql(self.schema, scope_key, entity_keys,
+                                                    embedding, filters, limit))
+        return lanes
 
     async def with_stored_embeddings(self, scope: Scope | dict,
                                      results: list[ScoredResult]) -> list[ScoredResult]:
