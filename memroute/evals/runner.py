@@ -29,7 +29,7 @@ from memroute.evals.retrieval import Retrieval, Retrieved
 from memroute.evals.scoring import UNITS, headline_name, retrieval_ks, score, score_passages
 from memroute.evals.store import EvalStore, open_store
 from memroute.evals.summary import render_markdown, summarize
-from memroute.memory.embedders import make_embedder
+from memroute.memory.connect import settings_embedder
 from memroute.errors import InvalidInputError
 from memroute.planners.llm.backends import openai_client_from_settings
 from memroute.settings import MemrouteSettings, get_settings
@@ -205,11 +205,7 @@ async def run_eval(cfg: EvalConfig, *, settings: MemrouteSettings | None = None,
             else None)
     out = cfg.out or Path("eval-out") / f"{cfg.dataset}-{datetime.now():%Y%m%d-%H%M%S}"
     out.mkdir(parents=True, exist_ok=True)
-    embedder = make_embedder(cfg.embedder or settings.embedder, threads=settings.embed_threads,
-                             batch_size=settings.embed_batch_size,
-                             query_model=settings.query_model,
-                             query_threads=settings.query_embed_threads,
-                             cache_dir=settings.model_cache_dir)
+    embedder = settings_embedder(cfg.embedder, settings)
     reporter.message(f"store: {dataset.name}, {len(dataset.questions)} questions, "
                      f"unit {cfg.unit}, embedder {embedder.name}"
                      + (f", queries {embedder.query_name}"

@@ -62,16 +62,21 @@ def register_time_loaders(conn: AsyncConnection) -> None:
         conn.adapters.register_loader(_TIMESTAMPTZ, loader)
 
 
+def settings_embedder(spec: str | None, settings: MemrouteSettings) -> Embedder:
+    """The embedder ``spec`` (default the settings') with the settings' threads, batch size
+    and query model."""
+    return make_embedder(spec or settings.embedder, threads=settings.embed_threads,
+                         batch_size=settings.embed_batch_size, query_model=settings.query_model,
+                         query_threads=settings.query_embed_threads,
+                         cache_dir=settings.model_cache_dir)
+
+
 async def load_models(embedder: Embedder | str | None, reranker: Reranker | str | None | object,
                       settings: MemrouteSettings) -> tuple[Embedder, Reranker | None]:
     """The embedder and reranker to use: given objects as they are, specs built now (so a
     missing or corrupt model fails here, not inside a query)."""
     if embedder is None or isinstance(embedder, str):
-        embedder = await asyncio.to_thread(
-            make_embedder, embedder or settings.embedder, threads=settings.embed_threads,
-            batch_size=settings.embed_batch_size, query_model=settings.query_model,
-            query_threads=settings.query_embed_threads, cache_dir=settings.model_cache_dir,
-        )
+        embedder = await asyncio.to_thread(settings_embedder, embedder, settings)
     if reranker is SETTINGS_RERANKER or isinstance(reranker, str):
         spec = settings.reranker if reranker is SETTINGS_RERANKER else reranker
         cache = str(settings.flashrank_cache_dir) if settings.flashrank_cache_dir else None
