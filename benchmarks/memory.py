@@ -445,7 +445,7 @@ async def statement_stages(memory: Memory, scope: Scope, queries: list[str],
     stages: dict[str, list[float]] = {}
     for q in queries:
         embedding = (await memory.embed_queries([q]))[0]
-        extra = memory.search_lanes(scope.key, q, embedding,
+        extra = memory._search_lanes(scope.key, q, embedding,
                                     await entity_sql.query_keys(q, lanes), None, k=k,
                                     limit=limit, lexical=lanes)
         statement, params = sql.search_statement(memory.schema, scope.key, embedding, None,

@@ -662,7 +662,7 @@ class Memory:
         kept_stats = self._term_stats
         read_term_stats = lexical and (
             kept_stats is None or time.monotonic() - kept_stats[0] > sql.TERM_STATS_MAX_AGE_S)
-        lanes = self.search_lanes(scope.key, query, embeddings[0], entity_keys, filters, k=k,
+        lanes = self._search_lanes(scope.key, query, embeddings[0], entity_keys, filters, k=k,
                                   limit=limit, lexical=lexical)
 
         async def read_with_lanes(conn, lanes):
@@ -782,7 +782,7 @@ class Memory:
                           for u in shown if u in entities}
         return SearchResults(results, timings, reranker, shown_entities)
 
-    def search_lanes(self, scope_key: str, query: str, embedding: np.ndarray,
+    def _search_lanes(self, scope_key: str, query: str, embedding: np.ndarray,
                      entity_keys: list[str], filters: dict[str, Any] | None, *, k: int,
                      limit: int, lexical: bool) -> list[sql.Lane]:
         """The lanes a search's statement reads besides the vector probe: the full-text lane
