@@ -21,7 +21,7 @@ async def outcomes(memory) -> list[am.Outcome]:
 def test_the_fixture_is_what_it_claims() -> None:
     assert len(am.QUESTIONS) >= 60 and len(am.FIXTURE["conversations"]) >= 3
     assert len(am.PADDING) >= 500
-    assert set(am.HALVES.values()) == {"A", "B", "C"}
+    assert set(am.HALVES.values()) == {"A", "B", "C", "D"}
     turns = {c["id"]: [t for s in c["sessions"] for _, t in s["turns"]]
              for c in am.FIXTURE["conversations"]}
     for q in am.QUESTIONS:  # each gold substring names exactly one turn of its conversation
@@ -29,6 +29,11 @@ def test_the_fixture_is_what_it_claims() -> None:
     for half in ("A", "B", "C"):
         kinds = {q["kind"] for q in am.QUESTIONS if am.HALVES[q["conv"]] == half}
         assert kinds == {"attribute", "coordination", "bridge"}
+    for part in ("tune", "check"):  # half D: time and change, split in two
+        questions = [q for q in am.QUESTIONS if am.PARTS[q["conv"]] == part]
+        assert len(questions) >= 40 // 2 and all(q.get("as_of") for q in questions)
+        kinds = {q["kind"] for q in questions}
+        assert {"relative_time", "event", "changed", "plan", "assistant_asked"} <= kinds
 
 
 def test_a_rewrite_may_add_one_name_of_the_memory_and_nothing_else() -> None:
