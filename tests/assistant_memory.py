@@ -158,6 +158,7 @@ class Outcome:
 
     stale_first: bool = False  # a changed fact: the older statement ranked above the newer
     direct_turns: int = 0  # gold turns found as results
+    direct_stale_first: bool = False
     auto_turns: int = 0
 
     @property
@@ -184,7 +185,8 @@ async def run(memory: Memory, scopes: dict[str, Scope], agent: RetrievalAgent | 
                            found(auto.results, q["gold"]), len(auto.queries), rewrites,
                            auto.stop_reason, stale_first(auto.results, q),
                            gold_found(direct.results, q["gold"]),
-                           gold_found(auto.results, q["gold"])))
+                           gold_found(auto.results, q["gold"]),
+                           stale_first(direct.results, q)))
     return out
 
 
@@ -219,6 +221,7 @@ def summary(outcomes: list[Outcome]) -> dict:
         "gold_turns_auto": sum(turns_found(o, "auto") for o in outcomes),
         "gold_turns_direct": sum(turns_found(o, "direct") for o in outcomes),
         "stale_first": [o.question["q"] for o in outcomes if o.stale_first],
+        "direct_stale_first": [o.question["q"] for o in outcomes if o.direct_stale_first],
         "stop_reasons": dict(Counter(o.stop_reason for o in outcomes)),
     }
 
@@ -247,8 +250,9 @@ def table(outcomes: list[Outcome]) -> str:
 def time_table(outcomes: list[Outcome]) -> str:
     """Half D (time and change), per part and kind: gold turns found by direct and auto,
     questions auto lost, stale statements first, unclean rewrites, searches."""
-    rows = ["| half D | questions | gold turns | direct | auto | auto lost | stale first | "
-            "unclean rewrites | searches |", "|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| half D | questions | gold turns | direct | auto | auto lost | stale first "
+            "(direct / auto) | unclean rewrites | searches |",
+            "|---|---|---|---|---|---|---|---|---|"]
     d = half(outcomes, "D")
     groups = [(f"part {p}", [o for o in d if PARTS[o.question["conv"]] == p])
               for p in ("tune", "check")]
@@ -260,7 +264,8 @@ def time_table(outcomes: list[Outcome]) -> str:
         rows.append(f"| {name} | {s['questions']} | {s['gold_turns']} | "
                     f"{s['gold_turns_direct'] / s['gold_turns']:.0%} | "
                     f"{s['gold_turns_auto'] / s['gold_turns']:.0%} | {len(s['auto_lost'])} | "
-                    f"{len(s['stale_first'])} | {len(s['unclean_rewrites'])}/{s['rewrites']} | "
+                    f"{len(s['direct_stale_first'])} / {len(s['stale_first'])} | "
+                    f"{len(s['unclean_rewrites'])}/{s['rewrites']} | "
                     f"{s['searches']:.2f} |")
     return "\n".join(rows)
 

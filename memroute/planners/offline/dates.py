@@ -98,6 +98,12 @@ _FUTURE = re.compile(r"\b(will|going to|gonna|next|upcoming|coming|tomorrow|plan
 _SOFTENERS = re.compile(r"^(?:(?:earlier|later|early|late|sometime|over|during|in|on|at|"
                         r"from|since|the|this past)\s+)+", re.I)
 _WEEKDAYS = {name.lower(): i for i, name in enumerate(calendar.day_name)}
+# a window that ended this many years before as_of names history ("in 1958"), not the time
+# a memory was told
+HISTORY_YEARS = 10
+# a capitalised word (not the question's first) right before an expression: it is part of a
+# name ("Tears Of April")
+_IN_A_NAME = re.compile(r"\S\s+[A-Z][\w'’\-]*\s+$")
 _RELATIVE = re.compile(
     r"\b(?:(?:this|last|next|past|coming)\s+(?:weekend|week|month|year|"
     + "|".join(calendar.day_name) + r")|yesterday|today|tonight|tomorrow|"
@@ -205,11 +211,16 @@ def time_windows(question: str, as_of: datetime) -> list[Window]:
                     if not any(m.group(0) in e or e in m.group(0) for e in expressions)]
     for text in expressions:
         text = text.strip()
+        at = question.find(text)
+        if at > 0 and _IN_A_NAME.search(question[:at]) or re.search(r"\d{4}s\b", text) or (
+                re.fullmatch(r"(the )?\d{1,2}(st|nd|rd|th)", text, re.I)
+                and re.match(r"\s+[A-Z]", question[at + len(text):])):
+            continue  # "Tears Of April", "the 1st Vice President", "the 1970s": no window
         if re.fullmatch(r"(these|those) days|now|currently|the (past|future)|\d{1,2}", text,
                         re.I):
             continue
         span = _span(text, as_of, future)
-        if span is not None:
+        if span is not None and span[1] > as_of - timedelta(days=365 * HISTORY_YEARS):
             out.append(Window(text, span[0], span[1]))
     return out
 

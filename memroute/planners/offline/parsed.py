@@ -237,9 +237,12 @@ def _evidence_entities(evidence: list[str]) -> list[list[Entity]]:
 
 
 def _titled(evidence: list[str], top: int = 5) -> bool:
-    """Whether most of the top items are filed under a title (``"Title: sentence"``)."""
+    """Whether the top items are filed under titles (``"Title: sentence"``), all but one at
+    most: a conversation's turns that open with a label ("Change of plan: ...", "Booked:
+    ...") are turns, not passages."""
     items = evidence[:top]
-    return 2 * sum(split_title(t)[0] is not None for t in items) > len(items)
+    return bool(items) and sum(split_title(t)[0] is not None for t in items) >= max(
+        1, len(items) - 1)
 
 
 def _item_entities(evidence: list[str], stored: EvidenceEntities) -> list[list[Entity]]:
@@ -582,22 +585,18 @@ def _event_judgment(query: str, evidence: list[str], previous_queries: list[str]
     dates the event, the question searched again within the window its relation asks about;
     sufficient once that search is done. None without an event, or while nothing dates it."""
     event = event_of(query)
-    if event is None or not times or len(times) != len(evidence):
+    if event is None or not times or len(times) != len(evidence) or _titled(evidence):
         return None
     indices = list(range(min(ChainHeuristics().keep, len(evidence))))
-    if query_key(query) in {query_key(q) for q in previous_queries}:
+    if [query_key(q) for q in previous_queries].count(query_key(query)) >= 2:
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT,
                              reason=f"searched {event.relation} '{event.text}'")
     span = event_span(event, evidence, list(times), stored)
     if span is None:
-        return ChainJudgment(is_sufficient=False, evidence_indices=indices, new_query=query,
-                             confidence=BRIDGE_UNSURE,
-                             reason=f"nothing found dates '{event.text}': asking the question")
-    # the window's search, and the question's own beside it (the window may be read wrong)
+        return None
     return ChainJudgment(is_sufficient=False, evidence_indices=indices, new_query=query,
                          produced_after="" if span.after is None else span.after.isoformat(),
                          produced_before="" if span.before is None else span.before.isoformat(),
-                         concurrent_searches=[ChainSearch(query=query)],
                          confidence=BRIDGE_SURE, reason=span.said(event)[:MAX_REASON_CHARS])
 
 

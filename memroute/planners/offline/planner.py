@@ -118,9 +118,10 @@ class OfflinePlanner:
                     searches = first_round_searches(query, list(speakers), self.heuristics)
                 if route == "direct" and searches:
                     reason += f"; {searches[0].producer}'s own turns searched beside it"
-                first = ""
                 if route == "chain" and (event := event_of(query)):
-                    first = event_question(query, event)  # when it was, first
+                    # when it was, beside the question (over passages filed under titles the
+                    # judge reads no event: their times are not the world's)
+                    searches = [ChainSearch(query=event_question(query, event)), *searches]
                 timed, said = windowed_searches(query, as_of) if as_of else ([], "")
                 if route in ("chain", "direct") and timed:
                     searches = [*timed, *searches]
@@ -129,7 +130,6 @@ class OfflinePlanner:
                 (route, reason), confidence = route_by_syntax(query), 0.5
             return RouteDecision(route=route, reason=f"{reason} (confidence {confidence:.2f})"
                                  [:MAX_REASON_CHARS], confidence=confidence,
-                                 first_query=first,
                                  newest_first=self.use_nlp and asks_now(query),
                                  search_question=route != "split" or self.split_question_search,
                                  first_searches=searches[:MAX_HOP_QUERIES - 1])
