@@ -183,10 +183,10 @@ async def run(memory: Memory, scopes: dict[str, Scope], agent: RetrievalAgent | 
         rewrites = [s for s in auto.queries if s != q["q"]]
         out.append(Outcome(q, auto.route, auto.route_reason, found(direct.results, q["gold"]),
                            found(auto.results, q["gold"]), len(auto.queries), rewrites,
-                           auto.stop_reason, stale_first(auto.results, q),
-                           gold_found(direct.results, q["gold"]),
-                           gold_found(auto.results, q["gold"]),
-                           stale_first(direct.results, q)))
+                           auto.stop_reason, stale_first=stale_first(auto.results, q),
+                           direct_turns=gold_found(direct.results, q["gold"]),
+                           auto_turns=gold_found(auto.results, q["gold"]),
+                           direct_stale_first=stale_first(direct.results, q)))
     return out
 
 
