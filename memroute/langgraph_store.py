@@ -382,12 +382,13 @@ class MemrouteStore(BaseStore):
         plan = self._plan(list(ops))
         if isinstance(self.loop, LoopHandle):
             return self.loop.run_as_sync(self._queued(plan))
-        if self._home is None or self._home.is_closed():
-            raise InvalidInputError(_NEEDS_SYNC_MEMORY)
-        if _running_loop() is self._home:
+        running = _running_loop()
+        if running is not None and (self._home is None or running is self._home):
             raise asyncio.InvalidStateError(
                 "a synchronous MemrouteStore call on the event loop its Memory lives on would "
                 "block that loop: await the async call instead (store.aget, store.asearch, ...)")
+        if self._home is None or self._home.is_closed():
+            raise InvalidInputError(_NEEDS_SYNC_MEMORY)
         return asyncio.run_coroutine_threadsafe(self._queued(plan), self._home).result()
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:

@@ -144,7 +144,8 @@ def tenants(request, sync_memory) -> tuple[MemrouteStore, MemrouteStore]:
                     for name in ("mine", "theirs"))
     for store, spaces in ((mine, MINE), (theirs, THEIRS)):
         for space in spaces:
-            store.put(space, "k", {"text": f"note in {'.'.join(space)}", "tenant": store.tenant.org_id})
+            store.put(space, "k", {"text": f"note in {'.'.join(space)}",
+                                   "tenant": store.tenant.org_id})
     return mine, theirs
 
 

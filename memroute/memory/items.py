@@ -282,8 +282,9 @@ class StoreItems:
              [Jsonb(w.value) for _, w, _ in puts], expires,
              [w.ttl_minutes for _, w, _ in puts], [u for _, _, u in puts]])
         await conn.execute(
-            f"DELETE FROM {s}.store_vectors v USING unnest(%s::text[], %s::text[]) AS w(prefix, key)"
-            " WHERE v.scope_key = %s AND v.prefix = w.prefix AND v.key = w.key",
+            f"DELETE FROM {s}.store_vectors v "
+            "USING unnest(%s::text[], %s::text[]) AS w(prefix, key) "
+            "WHERE v.scope_key = %s AND v.prefix = w.prefix AND v.key = w.key",
             [[p for p, _, _ in puts], [w.key for _, w, _ in puts], t])
         if any(w.vectors for _, w, _ in puts):
             async with conn.cursor().copy(

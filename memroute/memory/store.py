@@ -459,7 +459,8 @@ class Memory:
 
         Erasing a whole scope is never implied: with neither ``session_id`` nor ``uids``,
         ``all=True`` is required. Sentences, embeddings and lexical entries go with their
-        episodes; an erased scope's store items (`MemrouteStore` bound to it) go too. Returns the count, an int whose ``by_scope`` maps each scope path
+        episodes; an erased scope's store items (of a `MemrouteStore` bound to it) go too.
+        Returns the count, an int whose ``by_scope`` maps each scope path
         (``org/project[/user[/agent]]``) to the episodes deleted there.
         """
         scope = coerce_scope(scope)
