@@ -78,12 +78,13 @@ def _escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def _under(prefix: Sequence[str]) -> tuple[str, list[Any]]:
-    """Rows of ``i`` whose namespace is ``prefix`` or lies under it."""
+def _under(prefix: Sequence[str], alias: str = "i") -> tuple[str, list[Any]]:
+    """Rows of ``alias`` whose namespace is ``prefix`` or lies under it."""
     if not prefix:
         return "TRUE", []
     text = namespace_text(prefix)
-    return r"(i.prefix = %s OR i.prefix LIKE %s ESCAPE '\')", [text, _escape_like(text) + ".%"]
+    return (rf"({alias}.prefix = %s OR {alias}.prefix LIKE %s ESCAPE '\')",
+            [text, _escape_like(text) + ".%"])
 
 
 def _matching(kind: str, path: Sequence[str]) -> tuple[str, list[Any]]:
@@ -381,6 +382,7 @@ class StoreItems:
             **{f"u{i}": p for i, p in enumerate(under_params)},
             **{f"f{i}": p for i, p in enumerate(filter_params)}}
         under = _named(under, "u", len(under_params))
+        vectors_under = _named(_under(prefix, "v")[0], "u", len(under_params))
         where = _named(where, "f", len(filter_params))
 
         async def read(conn: AsyncConnection) -> list[Any]:
@@ -388,7 +390,7 @@ class StoreItems:
                 f"WITH scored AS (SELECT v.prefix, v.key, "
                 f"max(nullif({_SIMILARITY[distance]}, 'NaN'::float8)) AS score "
                 f"FROM {self.schema}.store_vectors v WHERE v.scope_key = %(tenant)s "
-                f"AND vector_dims(v.embedding) = %(dims)s AND {under.replace('i.', 'v.')} "
+                f"AND vector_dims(v.embedding) = %(dims)s AND {vectors_under} "
                 "GROUP BY v.prefix, v.key) "
                 f"SELECT {_ITEM_COLUMNS}, s.score FROM {self.schema}.store_items i "
                 "LEFT JOIN scored s ON s.prefix = i.prefix AND s.key = i.key "
