@@ -68,6 +68,28 @@ class ScopeForbiddenError(MemrouteError):
     http_status = 403
 
 
+def _invalid_namespace_error() -> type[InvalidInputError]:
+    """`InvalidNamespaceError`: an `InvalidInputError` that is also LangGraph's
+    ``langgraph.store.base.InvalidNamespaceError`` (so LangGraph's callers catch it). Built on
+    first use: LangGraph's store module takes most of a second to import, which the CLI and
+    the service never pay unless they use the store."""
+    from langgraph.store.base import InvalidNamespaceError as LangGraphInvalidNamespaceError
+
+    class InvalidNamespaceError(InvalidInputError, LangGraphInvalidNamespaceError):
+        """A LangGraph store namespace (or a namespace match condition) is malformed."""
+
+    InvalidNamespaceError.__module__ = __name__
+    InvalidNamespaceError.__qualname__ = "InvalidNamespaceError"
+    return InvalidNamespaceError
+
+
+def __getattr__(name: str) -> type:
+    if name == "InvalidNamespaceError":
+        globals()[name] = _invalid_namespace_error()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def exit_code_for(exc: BaseException) -> int:
     """The process exit code for ``exc``: its kind's code, 1 for anything unexpected."""
     return exc.exit_code if isinstance(exc, MemrouteError) else 1
@@ -78,6 +100,7 @@ def http_status_for(exc: BaseException) -> int:
     return exc.http_status if isinstance(exc, MemrouteError) else 500
 
 
-__all__ = ["EmbedderMismatchError", "FilterError", "InvalidInputError", "MemrouteError",
+__all__ = ["EmbedderMismatchError", "FilterError", "InvalidInputError", "InvalidNamespaceError",
+           "MemrouteError",
            "ModelUnavailableError", "NotAuthenticatedError", "ScopeForbiddenError",
            "StatementTimeoutError", "StoreUnavailableError", "exit_code_for", "http_status_for"]

@@ -1,107 +1,147 @@
 """`MemrouteStore`: memroute as a LangGraph `BaseStore`, the long-term memory of any
-LangGraph agent (``compile(store=...)``, ``create_react_agent(..., store=...)``).
+LangGraph agent (``compile(store=...)``, ``create_react_agent(..., store=...)``), with
+LangGraph's semantics (its own store test suites run against it: tests/langgraph_store_suite).
 
-The mapping:
-
-- a namespace is a scope: ``(org_id, project_id)``, ``(org_id, project_id, user_id)`` or
-  ``(org_id, project_id, user_id, agent_id)``; its labels are validated like scope ids.
-  An operation reaches that one scope only: a search's ``namespace_prefix`` must name a
-  scope too (deeper namespaces are other scopes, never searched together).
-- a key is an episode uid (1-256 characters, no NUL).
-- a value is an episode: the text at the index fields (``IndexConfig.fields``, default the
-  whole value as JSON) is its content, embedded sentence by sentence; the value itself is
-  kept verbatim in its metadata (``store_value``), so ``get`` returns it unchanged.
-- ``put`` upserts (new content re-embedded, old sentences replaced in one transaction);
-  ``put(..., None)`` and ``delete`` remove. ``updated_at`` is the episode's ``produced_at``
-  (the time of the put; never before ``created_at``).
-- ``search`` with a ``query`` runs the retrieval agent (``strategy``, default ``auto``) and
-  scores items by its final rerank; without one it lists the newest first. ``filter`` uses
-  LangGraph's syntax (``{"field": value}`` or ``{"field": {"$gt": ...}}``) on the value.
-- ``put(..., index=False)`` items are never vector-scored: a search with a query returns them
-  after the scored ones, with ``score=None`` (as LangGraph's in-memory store).
-- ``ttl`` (minutes, or ``TTLConfig.default_ttl``) stores an expiry with the item; every read
-  filters on it in SQL, so an expired item is never returned; reads with ``refresh_ttl``
-  restart it; ``sweep_ttl`` deletes the expired items (optional).
-- a batch is all or nothing: every op is validated first, any bad input is an
-  `InvalidInputError` and nothing is written. ``tenant=`` binds a store to one namespace
-  prefix (`ScopeForbiddenError` outside it; ``list_namespaces`` lists only its namespaces).
-
-Episodes written by other faces (``Memory.add``) show up as items whose value is
-``{"content": ..., **metadata}``.
+- A store is bound to a tenant (a memroute `Scope`; ``tenant=None``: `DEFAULT_TENANT`, shared
+  by every store built without one). Inside it, namespaces are LangGraph's: any depth >= 1,
+  labels without "."; a search or a listing reaches every namespace under its prefix, and
+  nothing outside the tenant, whatever the prefix: the tenant's scope key is in every
+  statement (memroute.memory.items).
+- ``index`` is LangGraph's index config. With ``embed`` (LangChain ``Embeddings``, a
+  function, or a "provider:model" string) and ``dims``, each item gets one vector per field
+  path and a search scores it as LangGraph's PostgresStore does: the similarity of the query
+  to its best field vector (``distance_type`` cosine by default, ``inner_product`` or
+  ``l2``). Without ``embed``, an item's text at the index fields is one episode in the
+  tenant's scope and a search runs memroute's retrieval agent (hybrid lanes, the strategy,
+  the final rerank): its score is the final rerank score.
+- Items put with ``index=False``, or with no text at the index fields, are never scored: a
+  search with a query returns them after the scored ones, with ``score=None``.
+- ``ttl`` is LangGraph's ``TTLConfig``; ``omit_expired`` defaults to True here (expired items
+  are never read, ``list_namespaces`` included); ``start_ttl_sweeper`` deletes them.
+- A batch is validated whole (namespaces, match conditions, keys, values, ttls, filters,
+  bounds) before anything runs: any bad op raises a typed error and nothing is written. Its
+  reads see the state before its writes, which commit in one transaction. Concurrent calls
+  run as one batch (as LangGraph's async stores).
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import functools
 import math
 import time
-from collections.abc import Iterable
-from datetime import datetime, timezone
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
+    NOT_PROVIDED,
     BaseStore,
     GetOp,
     Item,
     ListNamespacesOp,
-    MatchCondition,
     Op,
-    NOT_PROVIDED,
     PutOp,
     Result,
     SearchItem,
     SearchOp,
     TTLConfig,
 )
-from langgraph.store.base.embed import get_text_at_path, tokenize_path
-from pydantic import ValidationError
+from langgraph.store.base import InvalidNamespaceError as LangGraphInvalidNamespaceError
+from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
 
+from memroute._log import get_logger
+from memroute._loop import LoopHandle
 from memroute.agent import RetrievalAgent
-from memroute.errors import InvalidInputError, ScopeForbiddenError
-from memroute.memory.limits import MAX_K, MAX_LIST
-from memroute.memory.models import (
-    MAX_CONTENT_CHARS,
-    Episode,
-    Scope,
-    StoredEpisode,
-    coerce_scope,
-    json_text,
+from memroute.errors import InvalidInputError, InvalidNamespaceError, ModelUnavailableError
+from memroute.memory.filters import compile_filter
+from memroute.memory.items import (
+    DEFAULT_TENANT,
+    VALUE_KEY,
+    Distance,
+    ItemWrite,
+    StoredItem,
+    item_uid,
+    live_filter,
+    namespace_filter,
+    namespace_text,
 )
+from memroute.memory.limits import MAX_K, MAX_LIST, MAX_OFFSET, MAX_QUERY_CHARS
+from memroute.memory.models import MAX_CONTENT_CHARS, Scope, coerce_scope, json_text, text_problem
 from memroute.memory.store import Memory
 from memroute.memory.sync import SyncMemory, memory_and_loop
 from memroute.strategies.base import STRATEGIES, Strategy
 
-VALUE_KEY = "store_value"  # the metadata key holding a store item's value
-EXPIRES_KEY = "store_expires_at"  # when an item with a ttl expires (Unix seconds)
-TTL_KEY = "store_ttl_minutes"  # its ttl, for refreshes on read
-UNINDEXED_KEY = "store_unindexed"  # true for an item put with index=False
+log = get_logger(__name__)
+
 MAX_VALUE_DEPTH = 64  # levels of nesting in a value
-PRODUCER = "langgraph-store"
-SESSION = "store"
+MAX_KEY_CHARS = 256
+MAX_NAMESPACE_BYTES = 1024  # of the labels joined by "." (an index entry holds ~2.7 kB)
+DEFAULT_SWEEP_MINUTES = 5.0  # as LangGraph's stores, when the ttl config names no interval
 _SCOPE_IDS = ("org_id", "project_id", "user_id", "agent_id")
+_INDEX_KEYS = frozenset({"dims", "embed", "fields", "distance_type", "ann_index_config"})
+_TTL_KEYS = frozenset({"default_ttl", "refresh_on_read", "omit_expired",
+                       "sweep_interval_minutes"})
+_DISTANCES = ("cosine", "inner_product", "l2")
+_NEEDS_SYNC_MEMORY = (
+    "a synchronous call to a MemrouteStore over a Memory needs that Memory's event loop "
+    "running in another thread; use the async call (aget, asearch, aput, ...) or build the "
+    "store over a SyncMemory")
 
 
-def namespace_scope(namespace: Any) -> Scope:
-    """The scope a namespace names, or `InvalidInputError`."""
-    if not isinstance(namespace, tuple) or not 2 <= len(namespace) <= 4:
-        raise InvalidInputError(
-            "a memroute namespace is (org_id, project_id[, user_id[, agent_id]]), "
-            f"got {namespace!r:.80}")
-    if not all(isinstance(label, str) for label in namespace):
-        raise InvalidInputError(f"namespace labels must be strings, got {namespace!r:.80}")
-    return coerce_scope(dict(zip(_SCOPE_IDS, namespace)))
+def tenant_scope(tenant: Any) -> Scope:
+    """The scope a ``tenant=`` names: a `Scope` (or its dict), an org id, or a tuple of
+    (org_id[, project_id[, user_id[, agent_id]]]); None is `DEFAULT_TENANT`."""
+    if tenant is None:
+        return DEFAULT_TENANT
+    if isinstance(tenant, str):
+        tenant = (tenant,)
+    if isinstance(tenant, (tuple, list)):
+        if not 1 <= len(tenant) <= len(_SCOPE_IDS):
+            raise InvalidInputError("a tenant is an org id or a tuple of 1-4 scope ids")
+        tenant = dict(zip(_SCOPE_IDS, tenant))
+    return coerce_scope(tenant)
 
 
-def scope_namespace(scope: Scope) -> tuple[str, ...]:
-    """The namespace of a scope (its ids up to the last one set)."""
-    ids = [scope.org_id, scope.project_id, scope.user_id, scope.agent_id]
-    while ids[-1] is None:
-        ids.pop()
-    return tuple(ids)
+# -- validation of one op ------------------------------------------------------------------
+
+def _check_labels(labels: Any, *, what: str = "namespace") -> tuple[str, ...]:
+    if not isinstance(labels, (tuple, list)):
+        raise InvalidNamespaceError(f"a {what} is a tuple of strings, got {labels!r:.80}")
+    for label in labels:
+        if not isinstance(label, str) or not label:
+            raise InvalidNamespaceError(
+                f"{what} labels are non-empty strings, got {label!r:.40} in {labels!r:.80}")
+        if "." in label:
+            raise InvalidNamespaceError(f"{what} labels cannot contain '.': {label!r:.80}")
+        if problem := text_problem(label):
+            raise InvalidNamespaceError(f"{what} labels {problem}: {label!r:.80}")
+    if len(namespace_text(labels).encode()) > MAX_NAMESPACE_BYTES:
+        raise InvalidNamespaceError(
+            f"a {what} is at most {MAX_NAMESPACE_BYTES} bytes with its labels joined by '.'")
+    return tuple(labels)
+
+
+def _check_namespace(namespace: Any) -> tuple[str, ...]:
+    labels = _check_labels(namespace)
+    if not labels:
+        raise InvalidNamespaceError("a namespace has at least one label")
+    return labels
+
+
+def _match_path(path: Any) -> Any:
+    """A match condition's path: a bare string is one label (``MatchCondition("suffix",
+    "public")``)."""
+    return (path,) if isinstance(path, str) else tuple(path) if isinstance(path, list) else path
 
 
 def _check_key(key: Any) -> str:
-    if not isinstance(key, str) or not key or len(key) > 256 or "\x00" in key:
-        raise InvalidInputError("a key is a string of 1-256 characters without NUL bytes")
+    if not isinstance(key, str) or not key or len(key) > MAX_KEY_CHARS:
+        raise InvalidInputError(f"a key is a string of 1-{MAX_KEY_CHARS} characters")
+    if problem := text_problem(key):
+        raise InvalidInputError(f"a key {problem}")
     return key
 
 
@@ -118,10 +158,11 @@ def _depth_within(value: Any, limit: int) -> bool:
     return True
 
 
-def _check_value(value: Any) -> str:
-    """A put's value as JSON, or `InvalidInputError` saying what is wrong with it."""
-    if not isinstance(value, dict):
-        raise InvalidInputError(f"a store value is a dict, not {type(value).__name__}")
+def _check_value(value: Any) -> dict[str, Any]:
+    """A put's value as a dict, or `InvalidInputError` saying what is wrong with it."""
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(f"a store value is a mapping, not {type(value).__name__}")
+    value = dict(value)
     if not _depth_within(value, MAX_VALUE_DEPTH):
         raise InvalidInputError(f"a store value nests at most {MAX_VALUE_DEPTH} levels")
     try:
@@ -129,29 +170,61 @@ def _check_value(value: Any) -> str:
     except ValueError as exc:
         raise InvalidInputError(f"a store value {exc}") from exc
     if len(text) > MAX_CONTENT_CHARS:
-        raise InvalidInputError(
-            f"a store value is at most {MAX_CONTENT_CHARS} characters as JSON")
-    return text
+        raise InvalidInputError(f"a store value is at most {MAX_CONTENT_CHARS} characters as JSON")
+    return value
 
 
-def _check_ttl(ttl: Any) -> float | None:
-    if ttl is None:
+def _check_minutes(minutes: Any, what: str) -> float | None:
+    if minutes is None:
         return None
-    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not (
-            math.isfinite(ttl) and ttl > 0):
-        raise InvalidInputError(f"ttl is a positive number of minutes or None, got {ttl!r:.40}")
-    return float(ttl)
+    if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not (
+            math.isfinite(minutes) and minutes > 0):
+        raise InvalidInputError(f"{what} is a positive number of minutes or None, "
+                                f"got {minutes!r:.40}")
+    return float(minutes)
 
 
-def _check_page(limit: Any, offset: Any) -> None:
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidInputError("limit must be a positive integer")
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise InvalidInputError("offset must be a non-negative integer")
+def _check_int(value: Any, what: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidInputError(f"{what} must be an integer in [{low}, {high}], got {value!r:.40}")
+    return value
 
 
-def _unexpired(now: float) -> dict[str, Any]:
-    return {"$or": [{EXPIRES_KEY: {"$exists": False}}, {EXPIRES_KEY: {"$gt": now}}]}
+def _check_query(query: Any) -> str | None:
+    if query is None or query == "":
+        return None
+    if not isinstance(query, str):
+        raise InvalidInputError(f"query must be a string, not {type(query).__name__}")
+    if problem := text_problem(query):
+        raise InvalidInputError(f"query {problem}")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidInputError(f"query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
+    return query if query.strip() else None
+
+
+def _episode_filter(filters: dict[str, Any]) -> dict[str, Any]:
+    """A filter on the value as a filter on the metadata of the items' episodes."""
+    prefixed: dict[str, Any] = {}
+    for key, condition in filters.items():
+        if key in ("$and", "$or") and isinstance(condition, list):
+            prefixed[key] = [_episode_filter(c) if isinstance(c, dict) else c for c in condition]
+        elif isinstance(key, str) and key.startswith("$"):
+            prefixed[key] = condition  # not a field: the compiled filter says what is wrong
+        else:
+            prefixed[f"{VALUE_KEY}.{key}"] = condition
+    return prefixed
+
+
+def _check_filter(filters: Any) -> dict[str, Any] | None:
+    """LangGraph's filter on the value (``{"field": v}``, ``{"field": {"$gt": v}}``; memroute's
+    dialect: memroute.memory.filters), or a `FilterError`."""
+    if not filters:
+        return None
+    if not isinstance(filters, dict):
+        raise InvalidInputError("filter must be a mapping of value fields to conditions")
+    compile_filter(filters, "i", document="value", columns=False)
+    compile_filter(_episode_filter(filters), "s")
+    return filters
 
 
 def _all_of(*filters: dict[str, Any] | None) -> dict[str, Any]:
@@ -159,274 +232,466 @@ def _all_of(*filters: dict[str, Any] | None) -> dict[str, Any]:
     return parts[0] if len(parts) == 1 else {"$and": parts}
 
 
-def _matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
-    path = tuple(condition.path)
-    if len(namespace) < len(path):
-        return False
-    ends = namespace[:len(path)] if condition.match_type == "prefix" else (
-        namespace[len(namespace) - len(path):])
-    return all(p == "*" or p == n for p, n in zip(path, ends))
-
-
-def _value_filter(filters: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A LangGraph filter on the value, as memroute's filter on the stored value."""
-    if not filters:
+def _check_ttl_config(ttl: Any) -> TTLConfig | None:
+    if ttl is None:
         return None
-    if not isinstance(filters, dict):
-        raise InvalidInputError("filter must be a mapping of value fields to conditions")
-    for key in filters:
-        if not isinstance(key, str) or key.startswith("$"):
-            raise InvalidInputError(f"filter keys are value fields, got {key!r:.40}")
-    return {f"{VALUE_KEY}.{key}": condition for key, condition in filters.items()}
+    if not isinstance(ttl, Mapping):
+        raise InvalidInputError("ttl is LangGraph's TTLConfig (a mapping) or None")
+    if unknown := sorted(str(k) for k in ttl if k not in _TTL_KEYS):
+        raise InvalidInputError(f"unknown ttl setting(s) {unknown}: use {sorted(_TTL_KEYS)}")
+    _check_minutes(ttl.get("default_ttl"), "default_ttl")
+    _check_minutes(ttl.get("sweep_interval_minutes"), "sweep_interval_minutes")
+    for flag in ("refresh_on_read", "omit_expired"):
+        if not isinstance(ttl.get(flag, True), bool):
+            raise InvalidInputError(f"{flag} is true or false")
+    return TTLConfig(**ttl)  # type: ignore[typeddict-item]
+
+
+@dataclass(frozen=True)
+class _Index:
+    """An index config, resolved: the field paths, and the caller's embedder (None: memroute's
+    own search over the items' episodes)."""
+
+    fields: tuple[tuple[str, Any], ...] = (("$", "$"),)
+    embeddings: Embeddings | None = None
+    dims: int | None = None
+    distance: Distance = "cosine"
+
+
+def _tokenized(paths: Any, what: str) -> tuple[tuple[str, Any], ...]:
+    if isinstance(paths, str):
+        paths = [paths]
+    if not isinstance(paths, (list, tuple)) or not all(isinstance(p, str) and p for p in paths):
+        raise InvalidInputError(f"{what} is a list of field paths (non-empty strings)")
+    return tuple((p, "$" if p == "$" else tokenize_path(p)) for p in paths)
+
+
+def _resolve_index(index: Any, memory: Memory) -> _Index:
+    if index is None:
+        return _Index()
+    if not isinstance(index, Mapping):
+        raise InvalidInputError("index is LangGraph's IndexConfig (a mapping) or None")
+    if unknown := sorted(str(k) for k in index if k not in _INDEX_KEYS):
+        raise InvalidInputError(f"unknown index setting(s) {unknown}: use {sorted(_INDEX_KEYS)}")
+    fields = _tokenized(index.get("fields") or ["$"], "index fields")
+    dims = index.get("dims")
+    if index.get("embed") is None:
+        if dims is not None and dims != memory.embedder.dim:
+            raise InvalidInputError(
+                f"without embed, items are embedded by the memory's embedder "
+                f"({memory.embedder.name}, {memory.embedder.dim}-d), not {dims!r:.20}-d")
+        if index.get("distance_type", "cosine") != "cosine":
+            raise InvalidInputError("distance_type applies to an index with its own embed")
+        return _Index(fields)
+    _check_int(dims, "index dims", 1, 65_535)
+    distance = index.get("distance_type", "cosine")
+    if distance not in _DISTANCES:
+        raise InvalidInputError(f"distance_type is one of {_DISTANCES}, got {distance!r:.40}")
+    if not isinstance(index.get("ann_index_config") or {}, Mapping):
+        raise InvalidInputError("ann_index_config is a mapping")
+    embed = index["embed"]
+    if not (isinstance(embed, (Embeddings, str)) or callable(embed)):
+        raise InvalidInputError("embed is a LangChain Embeddings, a function of texts, or a "
+                                "'provider:model' string")
+    try:
+        embeddings = ensure_embeddings(embed)
+    except (ValueError, ImportError) as exc:
+        raise InvalidInputError(f"index embed {embed!r:.60}: {exc}") from exc
+    return _Index(fields, embeddings, dims, distance)
+
+
+# -- a batch, planned ------------------------------------------------------------------------
+
+@dataclass
+class _Put:
+    """A put (or delete) of a batch, validated; ``texts`` await the caller's embedder."""
+
+    write: ItemWrite
+    texts: list[tuple[str, str]] = field(default_factory=list)  # (field path, text)
+
+
+def _typed_namespace_errors(method: Any) -> Any:
+    """``method`` raising memroute's `InvalidNamespaceError` where LangGraph's `BaseStore`
+    validation raises its own (an `InvalidInputError` too, as every memroute input error)."""
+    if asyncio.iscoroutinefunction(method):
+        @functools.wraps(method)
+        async def typed_async(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await method(*args, **kwargs)
+            except LangGraphInvalidNamespaceError as exc:
+                if isinstance(exc, InvalidInputError):
+                    raise
+                raise InvalidNamespaceError(str(exc)) from exc
+        return typed_async
+
+    @functools.wraps(method)
+    def typed(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except LangGraphInvalidNamespaceError as exc:
+            if isinstance(exc, InvalidInputError):
+                raise
+            raise InvalidNamespaceError(str(exc)) from exc
+    return typed
 
 
 class MemrouteStore(BaseStore):
-    """A LangGraph `BaseStore` over memroute's episodic memory (see the module docstring).
+    """A LangGraph `BaseStore` over memroute's memory (see the module docstring).
 
-    ``memory``: a `Memory` (async use) or a `SyncMemory` (sync and async use).
-    ``index``: ``{"fields": [...]}`` as in LangGraph's ``IndexConfig`` (the store's own
-    embedder is used; ``dims`` and ``embed`` are not needed). ``strategy``: the retrieval
-    strategy of a search with a query. ``agent``: a `RetrievalAgent` over the same memory
-    (default: the offline planner, no neighbouring turns). ``ttl``: LangGraph's
-    ``TTLConfig`` (``default_ttl`` minutes for puts without ``ttl``, ``refresh_on_read``).
-    ``tenant``: the namespace prefix (``"acme"`` or ``("acme", "assistant")``) this store is
-    bound to: any other namespace is a `ScopeForbiddenError`, and ``list_namespaces`` lists
-    only the tenant's.
+    ``memory``: a `SyncMemory` (sync and async calls, as LangGraph's ``PostgresStore``) or a
+    `Memory` (async calls; sync calls only from other threads, as ``AsyncPostgresStore``).
+    ``tenant``: the `Scope` (or org id, or tuple of scope ids) the store is bound to;
+    default `DEFAULT_TENANT`. ``index``: LangGraph's ``IndexConfig`` (``dims``, ``embed``,
+    ``fields``; and ``distance_type`` as ``PostgresStore``): with ``embed``, LangGraph's
+    vector search; without, memroute's own. ``ttl``: LangGraph's ``TTLConfig``.
+    ``strategy`` and ``agent``: the retrieval strategy and `RetrievalAgent` of memroute's own
+    search (default: ``auto``, the offline planner, no neighbouring turns).
     """
 
     supports_ttl = True
 
-    def __init__(self, memory: Memory | SyncMemory, *, index: dict[str, Any] | None = None,
-                 strategy: Strategy = "auto", agent: RetrievalAgent | None = None,
-                 ttl: TTLConfig | None = None,
-                 tenant: str | tuple[str, ...] | None = None) -> None:
+    def __init__(self, memory: Memory | SyncMemory, *, index: Mapping[str, Any] | None = None,
+                 ttl: TTLConfig | None = None, tenant: Any = None,
+                 strategy: Strategy = "auto", agent: RetrievalAgent | None = None) -> None:
         self.memory, self.loop = memory_and_loop(memory)
         if strategy not in STRATEGIES:
             raise InvalidInputError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-        fields = list((index or {}).get("fields") or ["$"])
-        if not all(isinstance(f, str) and f for f in fields):
-            raise InvalidInputError("index fields must be non-empty strings")
-        if ttl is not None:
-            _check_ttl(ttl.get("default_ttl"))
-        if isinstance(tenant, str):
-            tenant = (tenant,)
-        if tenant is not None:
-            if not isinstance(tenant, tuple) or not 1 <= len(tenant) <= 4:
-                raise InvalidInputError("tenant is an org id or a namespace prefix of 1-4 ids")
-            coerce_scope(dict(zip(_SCOPE_IDS, tenant)))  # labels validated like scope ids
-        self.fields = fields
+        self.tenant = tenant_scope(tenant)
+        self._index = _resolve_index(index, self.memory)
+        self.index_config = dict(index) if index is not None else None
+        self.embeddings = self._index.embeddings
+        self.ttl_config = _check_ttl_config(ttl)
         self.strategy = strategy
-        self.ttl_config = ttl
-        self.tenant: tuple[str, ...] | None = tenant
         self.agent = agent or RetrievalAgent(memory, context=(0, 0))
+        self.items = self.memory.items
+        # the loop the memory's pool lives on (a Memory's: its caller's, known once used)
+        self._home = self.loop.loop if isinstance(self.loop, LoopHandle) else _running_loop()
+        self._waiting: list[tuple[list[Any], asyncio.Future[list[Result]]]] = []
+        self._running: asyncio.Task[None] | None = None
+        self._sweeper: asyncio.Task[None] | concurrent.futures.Future[None] | None = None
+
+    @property
+    def omit_expired(self) -> bool:
+        """Whether reads leave expired items out (``TTLConfig.omit_expired``; default True)."""
+        return bool((self.ttl_config or {}).get("omit_expired", True))
 
     # -- the two entry points ---------------------------------------------------------------
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run the ops in order, blocking (needs a `SyncMemory`)."""
-        return self.loop.run_as_sync(self._batch(list(ops)))
+        """Run the ops as one batch, blocking (see the class docstring for which threads)."""
+        plan = self._plan(list(ops))
+        if isinstance(self.loop, LoopHandle):
+            return self.loop.run_as_sync(self._queued(plan))
+        running = _running_loop()
+        if running is not None and (self._home is None or running is self._home):
+            raise asyncio.InvalidStateError(
+                "a synchronous MemrouteStore call on the event loop its Memory lives on would "
+                "block that loop: await the async call instead (store.aget, store.asearch, ...)")
+        if self._home is None or self._home.is_closed():
+            raise InvalidInputError(_NEEDS_SYNC_MEMORY)
+        return asyncio.run_coroutine_threadsafe(self._queued(plan), self._home).result()
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run the ops in order, on the loop the memory's pool lives on."""
-        return await self.loop.run_as_async(self._batch(list(ops)))
+        """Run the ops as one batch, on the loop the memory's pool lives on."""
+        plan = self._plan(list(ops))
+        if isinstance(self.loop, LoopHandle):
+            return await self.loop.run_as_async(self._queued(plan))
+        running = asyncio.get_running_loop()
+        if self._home is None or self._home.is_closed():
+            self._home = running
+        if running is not self._home:
+            return await asyncio.wrap_future(
+                asyncio.run_coroutine_threadsafe(self._queued(plan), self._home))
+        return await self._queued(plan)
 
-    async def _batch(self, ops: list[Op]) -> list[Result]:
-        """As LangGraph's own stores, all or nothing: every op is validated (every put's
-        episode built) before anything runs; reads see the state before the batch's writes;
-        then the writes run (the last one per key wins): per scope, the deletions, then the
-        puts in one transaction."""
-        writes: dict[tuple[tuple[str, ...], str], Episode | None] = {}
-        for op in ops:
-            self._check(op)
-            if isinstance(op, PutOp):
-                writes[(op.namespace, op.key)] = self._episode(op)
-        results: list[Result] = [None if isinstance(op, PutOp) else await self._run(op)
-                                 for op in ops]
-        by_scope: dict[Scope, tuple[list[str], list[Episode]]] = {}
-        for (namespace, key), episode in writes.items():
-            gone, kept = by_scope.setdefault(namespace_scope(namespace), ([], []))
-            (gone if episode is None else kept).append(episode or key)  # type: ignore[arg-type]
-        for scope, (gone, kept) in by_scope.items():
-            if gone:
-                await self.memory.delete(scope, uids=gone)
-            if kept:
-                await self.memory.upsert(scope, kept)
+    # -- planning: every op validated before anything runs ----------------------------------
+
+    def _plan(self, ops: list[Op]) -> list[Any]:
+        """The ops, validated whole: puts become `_Put`s, the rest stay as they are."""
+        return [self._check(op) for op in ops]
+
+    def _check(self, op: Op) -> Any:
+        if isinstance(op, GetOp):
+            _check_namespace(op.namespace)
+            _check_key(op.key)
+            return op
+        if isinstance(op, PutOp):
+            return self._check_put(op)
+        if isinstance(op, SearchOp):
+            _check_labels(op.namespace_prefix, what="namespace prefix")
+            _check_int(op.limit, "limit", 1, MAX_K)
+            _check_int(op.offset, "offset", 0, MAX_OFFSET)
+            query = _check_query(op.query)
+            if query and not self._index.embeddings and op.offset + op.limit > MAX_K:
+                raise InvalidInputError(f"offset + limit must be at most {MAX_K} with a query")
+            _check_filter(op.filter)
+            return op
+        if isinstance(op, ListNamespacesOp):
+            for condition in op.match_conditions or ():
+                if getattr(condition, "match_type", None) not in ("prefix", "suffix"):
+                    raise InvalidInputError(f"a match condition's type is 'prefix' or 'suffix', "
+                                            f"got {condition!r:.80}")
+                _check_labels(_match_path(condition.path), what=f"{condition.match_type} path")
+            if op.max_depth is not None:
+                _check_int(op.max_depth, "max_depth", 1, 10_000)
+            _check_int(op.limit, "limit", 1, MAX_LIST)
+            _check_int(op.offset, "offset", 0, MAX_OFFSET)
+            return op
+        raise InvalidInputError(f"unknown store operation {type(op).__name__}")
+
+    def _check_put(self, op: PutOp) -> _Put:
+        namespace, key = _check_namespace(op.namespace), _check_key(op.key)
+        if op.value is None:
+            return _Put(ItemWrite(namespace, key, None))
+        value = _check_value(op.value)
+        ttl = (self.ttl_config or {}).get("default_ttl") if op.ttl is NOT_PROVIDED else op.ttl
+        ttl = _check_minutes(ttl, "ttl")
+        if op.index is not None and op.index is not False:
+            paths = _tokenized(op.index, "a put's index")
+        else:
+            paths = () if op.index is False else self._index.fields
+        texts: dict[str, str] = {}  # field path (".i" per text when it holds several) -> text
+        for path, tokens in paths:
+            found = [t for t in get_text_at_path(value, tokens) if t.strip()]
+            texts.update((f"{path}.{i}" if len(found) > 1 else path, t)
+                         for i, t in enumerate(found))
+        if self._index.embeddings is not None:
+            return _Put(ItemWrite(namespace, key, value, ttl), list(texts.items()))
+        content = "\n".join(texts.values())[:MAX_CONTENT_CHARS]
+        return _Put(ItemWrite(namespace, key, value, ttl, text=content or None))
+
+    async def _embed(self, plan: list[Any]) -> None:
+        """The vectors of the plan's puts, from the caller's embedder, in one call."""
+        puts = [step for step in plan if isinstance(step, _Put) and step.texts]
+        if not puts or self._index.embeddings is None:
+            return
+        texts = [text for put in puts for _, text in put.texts]
+        try:
+            vectors = await self._index.embeddings.aembed_documents(texts)
+        except Exception as exc:
+            raise ModelUnavailableError(f"the index's embedder failed: {exc}") from exc
+        if len(vectors) != len(texts) or any(len(v) != self._index.dims for v in vectors):
+            raise ModelUnavailableError(
+                f"the index's embedder returned {len(vectors)} vectors of "
+                f"{sorted({len(v) for v in vectors})} dimensions for {len(texts)} texts; "
+                f"the index config says {self._index.dims}")
+        found = iter(vectors)
+        for put in puts:
+            put.write = ItemWrite(put.write.namespace, put.write.key, put.write.value,
+                                  put.write.ttl_minutes,
+                                  vectors=tuple((path, next(found)) for path, _ in put.texts))
+
+    # -- running: concurrent batches as one -------------------------------------------------
+
+    async def _queued(self, plan: list[Any]) -> list[Result]:
+        """Run ``plan`` with every other batch waiting on this loop (LangGraph's async stores
+        batch concurrent calls the same way); each caller's embedding is its own."""
+        await self._embed(plan)
+        done: asyncio.Future[list[Result]] = asyncio.get_running_loop().create_future()
+        self._waiting.append((plan, done))
+        if self._running is None or self._running.done():
+            self._running = asyncio.ensure_future(self._run_waiting())
+        return await done
+
+    async def _run_waiting(self) -> None:
+        while self._waiting:
+            taken = [(plan, done) for plan, done in self._waiting if not done.done()]
+            self._waiting = []
+            try:
+                results = await self._execute([step for plan, _ in taken for step in plan])
+            except asyncio.CancelledError:
+                for _, done in taken:
+                    done.cancel()
+                raise
+            except Exception as exc:
+                for _, done in taken:
+                    if not done.done():
+                        done.set_exception(exc)
+                continue
+            start = 0
+            for plan, done in taken:
+                if not done.done():
+                    done.set_result(results[start:start + len(plan)])
+                start += len(plan)
+
+    async def _execute(self, plan: list[Any]) -> list[Result]:
+        """The reads (seeing the state before the batch), then the writes, in one transaction."""
+        results: list[Result] = [None] * len(plan)
+        gets = [(i, step) for i, step in enumerate(plan) if isinstance(step, GetOp)]
+        if gets:
+            found = await self.items.get(
+                self.tenant, [(g.namespace, g.key) for _, g in gets],
+                live_only=self.omit_expired, refresh=[g.refresh_ttl for _, g in gets])
+            for i, get in gets:
+                item = found.get((tuple(get.namespace), get.key))
+                results[i] = _as(Item, item) if item is not None else None
+        done: dict[Any, Result] = {}
+        for i, step in enumerate(plan):
+            if isinstance(step, (SearchOp, ListNamespacesOp)):
+                key: Any = step
+                try:
+                    hash(step)
+                except TypeError:  # a filter makes it unhashable: run it on its own
+                    key = object()
+                if key not in done:
+                    done[key] = await (self._search(step) if isinstance(step, SearchOp)
+                                       else self._list_namespaces(step))
+                results[i] = done[key]
+        writes = [step.write for step in plan if isinstance(step, _Put)]
+        if writes:
+            await self.items.write(self.tenant, writes)
         return results
 
-    def sweep_ttl(self) -> int:
-        """Delete the expired items (blocking; needs a `SyncMemory`). Optional: expired items
-        are never returned anyway. Returns how many were deleted."""
-        return self.loop.run_as_sync(self._sweep())
-
-    async def asweep_ttl(self) -> int:
-        """Delete the expired items of every namespace this store reaches (its tenant's, when
-        bound). Returns how many were deleted."""
-        return await self.loop.run_as_async(self._sweep())
-
-    async def _sweep(self) -> int:
-        expired = {EXPIRES_KEY: {"$lte": time.time()}}
-        deleted, page = 0, 0
-        while True:
-            scopes = await self.memory.list_scopes(list(self.tenant or ()), limit=MAX_LIST,
-                                                   offset=page)
-            for scope in scopes:
-                while found := await self.memory.recent(scope, filters=expired, limit=MAX_LIST):
-                    deleted += await self.memory.delete(
-                        scope, uids=[s.episode.uid for s in found])
-            if len(scopes) < MAX_LIST:
-                return deleted
-            page += MAX_LIST
-
-    # -- one op -----------------------------------------------------------------------------
-
-    def _scope(self, namespace: Any) -> Scope:
-        scope = namespace_scope(namespace)
-        if self.tenant is not None and tuple(namespace[:len(self.tenant)]) != self.tenant:
-            raise ScopeForbiddenError(
-                f"this store is bound to {self.tenant!r}; namespace {namespace!r:.80} is not in it")
-        return scope
-
-    def _check(self, op: Op) -> None:
-        """Validate ``op`` before anything of its batch runs."""
-        if isinstance(op, (GetOp, PutOp)):
-            _check_key(op.key)
-            self._scope(op.namespace)
-        elif isinstance(op, SearchOp):
-            self._scope(op.namespace_prefix)
-            _check_page(op.limit, op.offset)
-            if op.query and op.offset + op.limit > MAX_K:
-                raise InvalidInputError(f"offset + limit must be at most {MAX_K}")
-            _value_filter(op.filter)
-        elif isinstance(op, ListNamespacesOp):
-            _check_page(op.limit, op.offset)
-            if op.max_depth is not None and (
-                    isinstance(op.max_depth, bool) or not isinstance(op.max_depth, int)
-                    or op.max_depth < 1):
-                raise InvalidInputError("max_depth must be a positive integer or None")
-        else:
-            raise InvalidInputError(f"unknown store operation {type(op).__name__}")
-
-    def _episode(self, op: PutOp) -> Episode | None:
-        """The episode a put stores (None: a delete), or `InvalidInputError`."""
-        if op.value is None:
-            return None
-        _check_value(op.value)
-        ttl = _check_ttl(None if op.ttl is NOT_PROVIDED else op.ttl)
-        metadata: dict[str, Any] = {VALUE_KEY: op.value}
-        if ttl is not None:
-            metadata.update({EXPIRES_KEY: time.time() + ttl * 60, TTL_KEY: ttl})
-        if op.index is False:
-            metadata[UNINDEXED_KEY] = True
-        if op.index not in (None, False) and (not isinstance(op.index, (list, tuple)) or not all(
-                isinstance(f, str) and f for f in op.index)):
-            raise InvalidInputError("index is False or a list of field paths")
-        fields = self.fields if op.index in (None, False) else list(op.index)
-        texts = [t for f in fields for t in get_text_at_path(op.value, tokenize_path(f))
-                 if isinstance(t, str) and t.strip()]
-        content = "\n".join(texts) if texts else json_text(op.value)
-        try:
-            return Episode(uid=op.key, content=content[:MAX_CONTENT_CHARS], producer=PRODUCER,
-                           session_id=SESSION, produced_at=datetime.now(timezone.utc),
-                           metadata=metadata)
-        except (ValidationError, ValueError, TypeError) as exc:
-            raise InvalidInputError(f"invalid store value for key {op.key!r:.60}: {exc}") from exc
-
-    async def _run(self, op: Op) -> Result:
-        if isinstance(op, GetOp):
-            found = [s for s in await self.memory.get(namespace_scope(op.namespace), [op.key])
-                     if not self._expired(s, time.time())]
-            if found and op.refresh_ttl:
-                await self._refresh(found)
-            return self._item(found[0], Item) if found else None
-        if isinstance(op, SearchOp):
-            return await self._search(op)
-        return await self._list_namespaces(op)
-
-    @staticmethod
-    def _expired(stored: StoredEpisode, now: float) -> bool:
-        expires = stored.episode.metadata.get(EXPIRES_KEY)
-        return isinstance(expires, (int, float)) and expires <= now
-
-    async def _refresh(self, found: list[StoredEpisode]) -> None:
-        """Restart the ttl of the items that have one (LangGraph's ``refresh_ttl``)."""
-        now = time.time()
-        patches = {s.episode.uid: {EXPIRES_KEY: now + s.episode.metadata[TTL_KEY] * 60}
-                   for s in found if isinstance(s.episode.metadata.get(TTL_KEY), (int, float))}
-        if patches:
-            await self.memory.merge_metadata(found[0].scope, patches)
+    # -- reads ------------------------------------------------------------------------------
 
     async def _search(self, op: SearchOp) -> list[SearchItem]:
-        """Scored items (indexed, by the agent's final rerank) first, then unindexed ones
-        unscored, as LangGraph's stores; expired items are filtered out in SQL."""
-        scope = namespace_scope(op.namespace_prefix)
-        limit, offset = op.limit, op.offset
-        live = _unexpired(time.time())
-        filters = _value_filter(op.filter)
-        if not op.query:
-            found = await self.memory.recent(scope, filters=_all_of(filters, live),
-                                             limit=min(limit, MAX_LIST), offset=offset)
-            items = [self._item(s, SearchItem) for s in found]
+        prefix, query = tuple(op.namespace_prefix), _check_query(op.query)
+        common = dict(live_only=self.omit_expired, refresh=op.refresh_ttl)
+        if query is None:
+            found = await self.items.listing(self.tenant, prefix, op.filter, limit=op.limit,
+                                             offset=op.offset, **common)
+        elif self._index.embeddings is not None:
+            vector = await self._index.embeddings.aembed_query(query)
+            found = await self.items.vector_search(
+                self.tenant, prefix, op.filter, vector, distance=self._index.distance,
+                limit=op.limit, offset=op.offset, **common)
         else:
-            indexed = {UNINDEXED_KEY: {"$exists": False}}
-            result = await self.agent.aretrieve(
-                op.query, scope=scope, k=offset + limit, strategy=self.strategy,
-                filters=_all_of(filters, live, indexed))
-            ranked = result.results[offset:]
-            stored = {s.episode.uid: s
-                      for s in await self.memory.get(scope, [r.uid for r in ranked])}
-            items = [self._item(stored[r.uid], SearchItem, score=r.rerank_score)
-                     for r in ranked if r.uid in stored]
-            found = [stored[r.uid] for r in ranked if r.uid in stored]
-            if len(result.results) < offset + limit:  # the scored ones are exhausted
-                unscored = await self.memory.recent(
-                    scope, filters=_all_of(filters, live, {UNINDEXED_KEY: True}),
-                    limit=min(limit - len(items), MAX_LIST),
-                    offset=max(0, offset - len(result.results)))
-                items += [self._item(s, SearchItem) for s in unscored]
-                found += unscored
-        if found and op.refresh_ttl:
-            await self._refresh(found)
-        return items
+            found = await self._agent_search(op, prefix, query)
+        return [_as(SearchItem, item) for item in found]
+
+    async def _agent_search(self, op: SearchOp, prefix: tuple[str, ...], query: str
+                            ) -> list[StoredItem]:
+        """memroute's own search: the agent over the items' episodes in the tenant's scope,
+        scored by its final rerank; then the items without an episode, unscored."""
+        k = op.offset + op.limit
+        filters = _all_of(namespace_filter(prefix),
+                          _episode_filter(op.filter) if op.filter else None,
+                          live_filter(time.time()) if self.omit_expired else None)
+        result = await self.agent.aretrieve(query, scope=self.tenant, k=k,
+                                            strategy=self.strategy, filters=filters)
+        stored = await self.items.by_episode(self.tenant, [r.uid for r in result.results],
+                                             live_only=self.omit_expired, refresh=False)
+        scored = [_scored(stored[r.uid], r.rerank_score) for r in result.results
+                  if r.uid in stored]
+        page = scored[op.offset:k]
+        if op.refresh_ttl and page:
+            await self.items.refresh(self.tenant, [(i.namespace, i.key) for i in page],
+                                     live_only=self.omit_expired)
+        if len(result.results) < k and len(page) < op.limit:
+            # every scored item is ranked: the unscored ones follow, last updated first
+            page += await self.items.listing(
+                self.tenant, prefix, op.filter, limit=op.limit - len(page),
+                offset=max(0, op.offset - len(scored)), live_only=self.omit_expired,
+                refresh=op.refresh_ttl, without_episode=True)
+        return page
 
     async def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        limit, offset = op.limit, op.offset
-        conditions = list(op.match_conditions or ())
-        asked: list[str] = []
-        for condition in conditions:
-            if condition.match_type == "prefix":
-                for label in condition.path:
-                    if label == "*" or len(asked) >= 4:
-                        break
-                    asked.append(label)
-                break
-        prefix = asked
-        if self.tenant is not None:  # the tenant's prefix, and what was asked within it
-            shared = min(len(asked), len(self.tenant))
-            if list(self.tenant[:shared]) != asked[:shared]:
-                return []
-            prefix = asked if len(asked) > len(self.tenant) else list(self.tenant)
-            conditions.append(MatchCondition(match_type="prefix", path=self.tenant))
-        namespaces: set[tuple[str, ...]] = set()
-        page = 0
-        while True:  # scopes in order, filtered here by the remaining conditions
-            scopes = await self.memory.list_scopes(prefix, limit=MAX_LIST, offset=page)
-            for scope in scopes:
-                namespace = scope_namespace(scope)
-                if (scope.user_id is None and scope.agent_id is not None) or not all(
-                        _matches(c, namespace) for c in conditions):
-                    continue  # a scope with an agent but no user has no namespace
-                namespaces.add(namespace if op.max_depth is None else namespace[:op.max_depth])
-            if len(scopes) < MAX_LIST:
-                break
-            page += MAX_LIST
-        return sorted(namespaces)[offset:offset + limit]
+        conditions = [(c.match_type, _match_path(c.path)) for c in op.match_conditions or ()]
+        return await self.items.namespaces(self.tenant, conditions, max_depth=op.max_depth,
+                                           limit=op.limit, offset=op.offset,
+                                           live_only=self.omit_expired)
 
-    @staticmethod
-    def _item(stored: StoredEpisode, cls: type[Item], **extra: Any) -> Any:
-        episode = stored.episode
-        value = episode.metadata.get(VALUE_KEY)
-        if not isinstance(value, dict):  # an episode written by another face
-            value = {"content": episode.content, **episode.metadata}
-        return cls(namespace=scope_namespace(stored.scope), key=episode.uid, value=value,
-                   created_at=stored.created_at,
-                   updated_at=max(stored.created_at, episode.produced_at), **extra)
+    # -- ttl --------------------------------------------------------------------------------
+
+    def sweep_ttl(self) -> int:
+        """Delete this tenant's expired items now (blocking); how many."""
+        if isinstance(self.loop, LoopHandle):
+            return self.loop.run_as_sync(self.items.sweep(self.tenant))
+        if self._home is None or _running_loop() is self._home:
+            raise InvalidInputError(_NEEDS_SYNC_MEMORY)
+        return asyncio.run_coroutine_threadsafe(self.items.sweep(self.tenant), self._home).result()
+
+    async def asweep_ttl(self) -> int:
+        """Delete this tenant's expired items now; how many."""
+        return await self.loop.run_as_async(self.items.sweep(self.tenant))
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> Any:
+        """Delete this tenant's expired items every ``sweep_interval_minutes`` (default the
+        ttl config's, else 5), as LangGraph's stores: over a `SyncMemory` it returns a
+        ``concurrent.futures.Future``; over a `Memory` it is awaited (``await
+        store.start_ttl_sweeper()``) and gives the ``asyncio.Task``. Without a ttl config it
+        does nothing."""
+        interval = _check_minutes(sweep_interval_minutes, "sweep_interval_minutes") or float(
+            (self.ttl_config or {}).get("sweep_interval_minutes") or DEFAULT_SWEEP_MINUTES)
+        if isinstance(self.loop, LoopHandle):
+            if self.ttl_config is None:
+                idle: concurrent.futures.Future[None] = concurrent.futures.Future()
+                idle.set_result(None)
+                return idle
+            if self._sweeper is None or self._sweeper.done():
+                self._sweeper = asyncio.run_coroutine_threadsafe(self._sweep_every(interval),
+                                                                 self.loop.loop)
+            return self._sweeper
+
+        async def start() -> asyncio.Task[None]:
+            if self._sweeper is None or self._sweeper.done():
+                self._home = self._home or asyncio.get_running_loop()
+                self._sweeper = asyncio.ensure_future(
+                    self._sweep_every(interval) if self.ttl_config is not None else _nothing())
+            return self._sweeper  # type: ignore[return-value]
+        return start()
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> Any:
+        """Stop the sweeper: True once it stopped (or was not running), False if it did not
+        within ``timeout`` seconds. Awaited over a `Memory`, as `start_ttl_sweeper`."""
+        sweeper, self._sweeper = self._sweeper, None
+        if isinstance(self.loop, LoopHandle):
+            if sweeper is None or sweeper.done():
+                return True
+            sweeper.cancel()
+            try:
+                sweeper.result(timeout)
+            except (concurrent.futures.CancelledError, asyncio.CancelledError):
+                return True
+            except concurrent.futures.TimeoutError:
+                return False
+            return True
+
+        async def stop() -> bool:
+            if sweeper is None or sweeper.done():
+                return True
+            sweeper.cancel()
+            done, _ = await asyncio.wait([sweeper], timeout=timeout)  # type: ignore[list-item]
+            return bool(done)
+        return stop()
+
+    async def _sweep_every(self, minutes: float) -> None:
+        while True:
+            await asyncio.sleep(minutes * 60)
+            try:
+                swept = await self.items.sweep(self.tenant)
+            except Exception as exc:  # the next round tries again
+                log.warning("store.ttl_sweep_failed", error=str(exc))
+            else:
+                if swept:
+                    log.info("store.ttl_swept", items=swept, tenant=self.tenant.key)
+
+
+for _name in ("get", "search", "put", "delete", "list_namespaces"):
+    for _method in (_name, f"a{_name}"):
+        setattr(MemrouteStore, _method, _typed_namespace_errors(getattr(BaseStore, _method)))
+
+
+async def _nothing() -> None:
+    return None
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _scored(item: StoredItem, score: float) -> StoredItem:
+    return StoredItem(item.namespace, item.key, item.value, item.created_at, item.updated_at,
+                      float(score))
+
+
+def _as(cls: type[Item], item: StoredItem) -> Any:
+    extra = {"score": item.score} if cls is SearchItem else {}
+    return cls(namespace=item.namespace, key=item.key, value=item.value,
+               created_at=item.created_at, updated_at=item.updated_at, **extra)
+
+
+__all__ = ["DEFAULT_TENANT", "MemrouteStore", "item_uid", "tenant_scope"]

@@ -1,27 +1,46 @@
 """`MemrouteStore` holds to LangGraph's documented Store semantics: every shared case runs
-against LangGraph's own `InMemoryStore` (the reference) and `MemrouteStore`."""
+against LangGraph's own `InMemoryStore` (the reference) and `MemrouteStore`; then memroute's
+own guarantees (tenancy, the index config, ttl, typed errors). LangGraph's own store suites
+run against it in tests/langgraph_store_suite."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 from datetime import datetime
 
+import numpy as np
 import pytest
+from langchain_core.embeddings import Embeddings
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.config import get_store
 from langgraph.prebuilt import create_react_agent
-from langgraph.store.base import GetOp, Item, ListNamespacesOp, PutOp, SearchItem, SearchOp
+from langgraph.store.base import (
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    PutOp,
+    SearchItem,
+    SearchOp,
+)
+from langgraph.store.base import InvalidNamespaceError as LangGraphInvalidNamespaceError
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.postgres import AsyncPostgresStore
 from psycopg import AsyncConnection
 from langmem import create_manage_memory_tool, create_search_memory_tool
 
-from memroute.errors import InvalidInputError, ScopeForbiddenError
-from memroute.langgraph_store import MemrouteStore
+from memroute.errors import (
+    FilterError,
+    InvalidInputError,
+    InvalidNamespaceError,
+    ModelUnavailableError,
+)
+from memroute.langgraph_store import DEFAULT_TENANT, MemrouteStore
 from memroute.memory import Memory, Scope, SyncMemory
 
 INDEX_FIELDS = ["text"]
@@ -146,21 +165,53 @@ async def test_batch_reads_see_the_state_before_its_writes(store, ns) -> None:
 
 # -- memroute's own guarantees ---------------------------------------------------------------
 
+def fresh_tenant() -> Scope:
+    return Scope(org_id=f"tenant-{uuid.uuid4().hex[:8]}", project_id="store")
+
+
 @pytest.fixture
 def mstore(memory: Memory) -> MemrouteStore:
-    return MemrouteStore(memory, index={"fields": INDEX_FIELDS}, strategy="direct")
+    return MemrouteStore(memory, index={"fields": INDEX_FIELDS}, strategy="direct",
+                         tenant=fresh_tenant())
 
 
 async def test_update_re_embeds_and_replaces_sentences(mstore, memory, ns) -> None:
     await mstore.aput(ns, "pet", {"text": "My cat Miso sleeps all day. She is grey."})
-    scope = Scope(org_id=ns[0], project_id=ns[1], user_id=ns[2])
-    assert (await memory.count(scope))["sentences"] == 2
+    tenant = mstore.tenant  # an item's text is one episode of its tenant's scope
+    assert (await memory.count(tenant))["sentences"] == 2
     created = (await mstore.aget(ns, "pet")).created_at
     await mstore.aput(ns, "pet", {"text": "My parrot Kiwi repeats every word."})
-    assert (await memory.count(scope)) == {"episodes": 1, "sentences": 1}
+    assert (await memory.count(tenant)) == {"episodes": 1, "sentences": 1}
     hit = (await mstore.asearch(ns, query="Which bird talks?", limit=1))[0]
     assert hit.key == "pet" and "Kiwi" in hit.value["text"]
     assert (await mstore.aget(ns, "pet")).created_at == created
+
+
+async def test_a_new_value_with_the_same_text_keeps_its_vectors(mstore, memory, ns,
+                                                                monkeypatch) -> None:
+    """Only the metadata changes (the value a filter reads): nothing is embedded again."""
+    await mstore.aput(ns, "pet", {"text": "My cat Miso sleeps all day.", "age": 3})
+    tenant = mstore.tenant
+
+    async def vectors() -> list:
+        async with memory._pool.connection() as conn:
+            cur = await conn.execute(
+                f"SELECT embedding::text FROM {memory.schema}.sentences WHERE scope_key = %s",
+                [tenant.key])
+            return await cur.fetchall()
+
+    before = await vectors()
+
+    async def no_embedding(texts):
+        raise AssertionError(f"embedded again: {texts}")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(memory.embedder, "embed_documents", no_embedding)
+        await mstore.aput(ns, "pet", {"text": "My cat Miso sleeps all day.", "age": 4})
+    assert await vectors() == before
+    hits = await mstore.asearch(ns, query="Which cat sleeps?", filter={"age": 4})
+    assert [(h.key, h.value["age"]) for h in hits] == [("pet", 4)]
+    assert await mstore.asearch(ns, query="Which cat sleeps?", filter={"age": 3}) == []
 
 
 async def test_search_without_query_is_newest_first(mstore, ns) -> None:
@@ -176,22 +227,61 @@ async def test_whole_value_is_indexed_by_default(memory, ns) -> None:
     assert (await store.asearch(ns, query="Aurora Air window seat", limit=1))[0].key == "pref"
 
 
-async def test_episodes_of_other_faces_are_items(mstore, memory, ns) -> None:
-    scope = Scope(org_id=ns[0], project_id=ns[1], user_id=ns[2])
-    await memory.add(scope, [{"uid": "m1", "content": "Priya works at Tidewave Labs.",
-                              "metadata": {"topic": "work"}}])
-    item = await mstore.aget(ns, "m1")
-    assert item.value == {"content": "Priya works at Tidewave Labs.", "topic": "work"}
+async def test_items_are_episodes_of_the_tenant_scope(mstore, memory, ns) -> None:
+    """memroute's own search reads an item as an episode of the tenant's scope; an episode
+    another face wrote there is no item."""
+    await mstore.aput(ns, "work", {"text": "Priya works at Tidewave Labs.", "topic": "work"})
+    await memory.add(mstore.tenant, [{"uid": "m1", "content": "Priya's cat is called Miso."}])
+    hits = await memory.search_scored(mstore.tenant, "Where does Priya work?", k=1)
+    assert hits[0].nucleus.content == "Priya works at Tidewave Labs."
+    assert [i.key for i in await mstore.asearch((), limit=10)] == ["work"]
+    assert [i.key for i in await mstore.asearch((), query="Priya's cat", limit=10)] == ["work"]
+    assert await mstore.alist_namespaces() == [ns]
 
 
-@pytest.mark.parametrize("namespace", [("only-org",), ("a", "b", "c", "d", "e"), ("a", "b/c"),
-                                       ("a", ""), ("a", "x" * 200), ("a", 3), ["a", "b"]])
+async def test_namespaces_of_any_depth_and_prefix_search(mstore) -> None:
+    """LangGraph's namespaces: any depth >= 1; a search reaches every namespace under its
+    prefix, on whole labels (("user",) is no prefix of ("users",))."""
+    spaces = [("users",), ("users", "maya"), ("users", "maya", "notes", "2024", "trips"),
+              ("users_x",), ("user",)]
+    for depth, space in enumerate(spaces):
+        await mstore.aput(space, f"k{depth}", {"text": f"Note {depth} about the trip."})
+    assert {i.namespace for i in await mstore.asearch(("users",), limit=10)} == set(spaces[:3])
+    scored = await mstore.asearch(("users", "maya"), query="the trip", limit=10)
+    assert {i.namespace for i in scored} == set(spaces[1:3])
+    assert all(isinstance(i.score, float) for i in scored)
+    assert await mstore.alist_namespaces(prefix=("users",), max_depth=2) == \
+        [("users",), ("users", "maya")]
+    assert await mstore.alist_namespaces(suffix=("trips",)) == [spaces[2]]
+    assert (await mstore.aget(spaces[2], "k2")).value == {"text": "Note 2 about the trip."}
+
+
+@pytest.mark.parametrize("namespace", [("a.b",), ("a", ""), ("a", 3), ("a", "b\x00"),
+                                       ("a", "\ud800"), ("x" * 1025,), (), "abc"])
 async def test_bad_namespaces_are_typed_errors_and_store_nothing(mstore, memory,
                                                                  namespace) -> None:
-    with pytest.raises(InvalidInputError) as raised:
-        await mstore.abatch([PutOp(namespace, "k", {"text": "x"})])
-    assert isinstance(raised.value, InvalidInputError)
-    assert not [n for n in await mstore.alist_namespaces(prefix=("a",)) if n[1:2] == ("b",)]
+    with pytest.raises(InvalidNamespaceError) as raised:
+        await mstore.abatch([PutOp(("ok",), "k", {"text": "x"}),
+                             PutOp(namespace, "k", {"text": "x"})])
+    assert isinstance(raised.value, InvalidInputError)  # memroute's kind of error ...
+    assert isinstance(raised.value, LangGraphInvalidNamespaceError)  # ... and LangGraph's
+    assert await mstore.alist_namespaces() == []
+    assert (await memory.count(mstore.tenant))["episodes"] == 0
+
+
+@pytest.mark.parametrize("call", ["get", "put", "delete", "search", "prefix", "suffix"])
+async def test_public_methods_raise_memroute_namespace_errors(mstore, call) -> None:
+    """`BaseStore`'s own checks of the labels raise memroute's error too (the CLI's and the
+    service's mappings know it)."""
+    bad = ("a.b",)
+    calls = {"get": lambda: mstore.aget(bad, "k"), "put": lambda: mstore.aput(bad, "k", {}),
+             "delete": lambda: mstore.adelete(bad, "k"), "search": lambda: mstore.asearch(bad),
+             "prefix": lambda: mstore.alist_namespaces(prefix=bad),
+             "suffix": lambda: mstore.alist_namespaces(suffix=bad)}
+    with pytest.raises(InvalidNamespaceError):
+        await calls[call]()
+    with pytest.raises(InvalidNamespaceError, match="langgraph"):  # LangGraph's reserved root
+        await mstore.aput(("langgraph", "x"), "k", {"text": "x"})
 
 
 @pytest.mark.parametrize("key,value", [("", {"text": "x"}), ("a\x00b", {"text": "x"}),
@@ -200,19 +290,31 @@ async def test_bad_namespaces_are_typed_errors_and_store_nothing(mstore, memory,
 async def test_bad_keys_and_values_are_typed_errors(mstore, memory, ns, key, value) -> None:
     with pytest.raises(InvalidInputError):
         await mstore.abatch([PutOp(ns, key, value)])
-    scope = Scope(org_id=ns[0], project_id=ns[1], user_id=ns[2])
-    assert (await memory.count(scope))["episodes"] == 0
+    assert (await memory.count(mstore.tenant))["episodes"] == 0
 
 
-async def test_a_bad_op_in_a_batch_writes_nothing(mstore, memory, ns) -> None:
+@pytest.mark.parametrize("bad", [
+    PutOp(("x.y",), "bad", {"text": "a label with a period"}),
+    GetOp(("x", ""), "k"),
+    SearchOp(("x", 1)),
+    ListNamespacesOp((MatchCondition("suffix", ("foo", "")),)),
+    ListNamespacesOp((MatchCondition("prefix", ("foo", 1)),)),
+    ListNamespacesOp((MatchCondition("infix", ("foo",)),)),
+    SearchOp(("x",), filter={"n": {"$regex": "."}}),
+    SearchOp(("x",), query="q", limit=600, offset=500),
+    PutOp(("x",), "k", {"text": "x"}, index=["text", 3]),
+])
+async def test_a_bad_op_in_a_batch_writes_nothing(mstore, memory, ns, bad) -> None:
+    """Every op is validated, match conditions too, before anything of the batch runs."""
     with pytest.raises(InvalidInputError):
-        await mstore.abatch([PutOp(ns, "good", {"text": "fine"}),
-                             PutOp(("x",), "bad", {"text": "no scope"})])
+        await mstore.abatch([PutOp(ns, "good", {"text": "fine"}), bad])
     assert await mstore.aget(ns, "good") is None
+    assert (await memory.count(mstore.tenant))["episodes"] == 0
 
 
 def test_sync_api_over_sync_memory(sync_memory: SyncMemory) -> None:
     store = MemrouteStore(sync_memory, index={"fields": INDEX_FIELDS}, strategy="direct")
+    assert store.tenant == DEFAULT_TENANT  # built as LangGraph's stores are: no tenant named
     ns = (f"org-{uuid.uuid4().hex[:8]}", "sync")
     store.put(ns, "biscuit", PETS["biscuit"])
     store.put(ns, "flight", PETS["flight"])
@@ -221,6 +323,136 @@ def test_sync_api_over_sync_memory(sync_memory: SyncMemory) -> None:
     assert store.list_namespaces(prefix=(ns[0],)) == [ns]
     store.delete(ns, "biscuit")
     assert store.get(ns, "biscuit") is None
+
+
+async def test_sync_calls_over_a_memory_run_from_other_threads(memory, ns) -> None:
+    """As LangGraph's AsyncPostgresStore: a blocking call on the memory's own event loop is
+    refused (it would stall the loop); from another thread it runs there."""
+    mstore = MemrouteStore(memory, tenant=fresh_tenant())  # built on the memory's loop
+    with pytest.raises(asyncio.InvalidStateError):
+        mstore.put(ns, "k", {"text": "blocked"})
+    await asyncio.to_thread(mstore.put, ns, "k", {"text": "from a thread"})
+    assert (await asyncio.to_thread(mstore.get, ns, "k")).value == {"text": "from a thread"}
+
+
+async def test_concurrent_calls_run_as_one_batch(mstore, ns, monkeypatch) -> None:
+    batches = []
+    execute = mstore._execute
+
+    async def counted(plan):
+        batches.append(len(plan))
+        return await execute(plan)
+
+    monkeypatch.setattr(mstore, "_execute", counted)
+    await asyncio.gather(*(mstore.aput(ns, f"k{i}", {"text": f"note {i}"}) for i in range(8)))
+    got = await asyncio.gather(*(mstore.aget(ns, f"k{i}") for i in range(8)),
+                               mstore.aget(("a.b",), "k"), return_exceptions=True)
+    assert batches == [8, 8]  # the bad namespace failed its own call only, before queueing
+    assert [g.value["text"] for g in got[:8]] == [f"note {i}" for i in range(8)]
+    assert isinstance(got[8], InvalidNamespaceError)
+
+
+# -- the index config as LangGraph defines it ------------------------------------------------
+
+class Letters(Embeddings):
+    """A small deterministic embedder (letter counts of a-h), as a caller's own model."""
+
+    dims = 8
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [[float(t.lower().count(c)) + 0.01 for c in "abcdefgh"] for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+@pytest.mark.parametrize("embed", ["embeddings", "function", "async function"])
+async def test_a_callers_embedder_gives_langgraphs_scores(memory, embed) -> None:
+    """One vector per (item, field path); a score is the cosine of the query and the item's
+    best field vector, exactly (every vector is scored)."""
+    letters = Letters()
+
+    async def aembed(texts: list[str]) -> list[list[float]]:
+        return letters.embed_documents(texts)
+
+    given = {"embeddings": letters, "function": letters.embed_documents,
+             "async function": aembed}[embed]
+    store = MemrouteStore(memory, tenant=fresh_tenant(),
+                          index={"dims": 8, "embed": given, "fields": ["title", "tags[*]"]})
+    docs = {"a": {"title": "bead cafe", "tags": ["dab", "hag"]},
+            "b": {"title": "ggg", "tags": ["fff"], "body": "abcabc"},
+            "c": {"title": "hhh ddd"}}
+    for key, value in docs.items():
+        await store.aput(("docs",), key, value)
+    await store.aput(("docs", "raw"), "d", {"title": "bad cab"}, index=False)
+    await store.aput(("docs",), "e", {"body": "no field to index"})
+    found = await store.asearch(("docs",), query="a bad cab", limit=10)
+    query = letters.embed_query("a bad cab")
+    expected = {key: max(cosine(query, v) for v in letters.embed_documents(
+        [value["title"], *value.get("tags", [])])) for key, value in docs.items()}
+    assert [i.key for i in found[:3]] == sorted(expected, key=expected.get, reverse=True)
+    for item in found[:3]:
+        assert item.score == pytest.approx(expected[item.key], abs=1e-6)
+    assert {(i.key, i.score) for i in found[3:]} == {("d", None), ("e", None)}
+    async with memory._pool.connection() as conn:
+        cur = await conn.execute(
+            f"SELECT key, field_name FROM {memory.schema}.store_vectors WHERE scope_key = %s "
+            "ORDER BY key, field_name", [store.tenant.key])
+        assert await cur.fetchall() == [("a", "tags[*].0"), ("a", "tags[*].1"), ("a", "title"),
+                                        ("b", "tags[*]"), ("b", "title"), ("c", "title")]
+    assert (await memory.count(store.tenant))["episodes"] == 0  # memroute's index is unused
+    # a put's own fields
+    await store.aput(("docs",), "b", docs["b"], index=["body"])
+    top = (await store.asearch(("docs",), query="abcabc", limit=1))[0]
+    assert (top.key, top.score) == ("b", pytest.approx(1.0))
+
+
+@pytest.mark.parametrize("distance", ["inner_product", "l2"])
+async def test_distance_types_as_postgres_store(memory, distance) -> None:
+    letters = Letters()
+    store = MemrouteStore(memory, tenant=fresh_tenant(),
+                          index={"dims": 8, "embed": letters, "distance_type": distance})
+    await store.aput(("d",), "x", {"t": "cafe"})
+    (item,) = await store.asearch(("d",), query="bead")
+    doc, query = (np.array(letters.embed_query(t)) for t in ('{"t": "cafe"}', "bead"))
+    expected = float(doc @ query) if distance == "inner_product" else -float(
+        np.linalg.norm(doc - query))
+    assert item.score == pytest.approx(expected, abs=1e-5)
+
+
+async def test_an_embedder_that_breaks_its_dims_writes_nothing(memory) -> None:
+    store = MemrouteStore(memory, tenant=fresh_tenant(),
+                          index={"dims": 9, "embed": Letters()})  # it returns 8
+    with pytest.raises(ModelUnavailableError, match="9"):
+        await store.aput(("d",), "x", {"t": "cafe"})
+    assert await store.asearch(("d",)) == []
+
+
+@pytest.mark.parametrize("index", [
+    {"dims": 8, "embed": "no-provider-here"},
+    {"dims": 8, "embed": 42},
+    {"embed": Letters()},
+    {"dims": 0, "embed": Letters()},
+    {"dims": 8, "embed": Letters(), "distance_type": "hamming"},
+    {"dims": 8, "embed": Letters(), "fields": "text", "fieldz": ["x"]},
+    {"dims": 123, "fields": ["text"]},
+    {"fields": [""]},
+])
+def test_bad_index_configs_are_typed_errors(memory, index) -> None:
+    with pytest.raises(InvalidInputError):
+        MemrouteStore(memory, index=index)
+
+
+def test_a_provider_string_builds_langchains_embeddings(memory, monkeypatch) -> None:
+    """``embed="provider:model"`` goes through LangGraph's own `ensure_embeddings`."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    store = MemrouteStore(memory, index={"dims": 1536, "embed": "openai:text-embedding-3-small"})
+    assert type(store.embeddings).__name__ == "OpenAIEmbeddings"
+    assert store.index_config["embed"] == "openai:text-embedding-3-small"
 
 
 # -- as a LangGraph agent's store ------------------------------------------------------------
@@ -355,34 +587,89 @@ async def test_reads_refresh_the_ttl(memory: Memory, ns) -> None:
     assert await store.aget(ns, "forever") is not None
 
 
+
 async def test_expired_items_stay_stored_until_swept(memory: Memory, ns) -> None:
-    store = MemrouteStore(memory, index={"fields": INDEX_FIELDS})
+    store = MemrouteStore(memory, index={"fields": INDEX_FIELDS}, tenant=fresh_tenant())
     await store.aput(ns, "gone", {"text": "Biscuit naps after lunch."}, ttl=1 / 60)
     await store.aput(ns, "forever", {"text": "Biscuit is a beagle."})
     await asyncio.sleep(1.2)
     assert await store.aget(ns, "gone") is None
-    scope = Scope(org_id=ns[0], project_id=ns[1], user_id=ns[2])
-    assert (await memory.count(scope))["episodes"] == 2  # expired, never returned, still stored
-    bound = MemrouteStore(memory, tenant=ns[0])
-    assert await bound.asweep_ttl() == 1  # the optional sweep deletes it
-    assert (await memory.count(scope))["episodes"] == 1
+    assert await store.alist_namespaces() == [ns]
+    assert (await memory.count(store.tenant))["episodes"] == 2  # expired, unread, stored
+    assert await store.asweep_ttl() == 1  # a sweep deletes it
+    assert (await memory.count(store.tenant))["episodes"] == 1
+
+
+async def test_a_namespace_whose_items_expired_is_not_listed(memory: Memory) -> None:
+    store = MemrouteStore(memory, index={"fields": INDEX_FIELDS}, tenant=fresh_tenant())
+    await store.aput(("short",), "k", {"text": "gone soon"}, ttl=1 / 60)
+    await store.aput(("long",), "k", {"text": "stays"})
+    assert await store.alist_namespaces() == [("long",), ("short",)]
+    await asyncio.sleep(1.2)
+    assert await store.alist_namespaces() == [("long",)]
+    assert await store.asearch(("short",), query="gone soon") == []
+
+
+async def test_omit_expired_false_reads_expired_items_until_swept(memory: Memory) -> None:
+    """TTLConfig's ``omit_expired=False`` (LangGraph's default; memroute's is True)."""
+    store = MemrouteStore(memory, index={"fields": INDEX_FIELDS}, tenant=fresh_tenant(),
+                          ttl={"omit_expired": False, "refresh_on_read": False})
+    await store.aput(("n",), "k", {"text": "an expired note"}, ttl=1 / 60)
+    await asyncio.sleep(1.2)
+    assert (await store.aget(("n",), "k")).value == {"text": "an expired note"}
+    assert [i.key for i in await store.asearch(("n",), query="expired note")] == ["k"]
+    assert await store.alist_namespaces() == [("n",)]
+    assert await store.asweep_ttl() == 1
+    assert await store.aget(("n",), "k") is None
+
+
+async def test_the_ttl_sweeper_deletes_expired_items(memory: Memory) -> None:
+    """``start_ttl_sweeper`` sweeps the tenant every ``sweep_interval_minutes`` until
+    ``stop_ttl_sweeper`` (over a `Memory` both are awaited, as AsyncPostgresStore's)."""
+    store = MemrouteStore(memory, index={"fields": INDEX_FIELDS}, tenant=fresh_tenant(),
+                          ttl={"sweep_interval_minutes": 0.5 / 60})
+    other = MemrouteStore(memory, index={"fields": INDEX_FIELDS}, tenant=fresh_tenant())
+    await store.aput(("n",), "k", {"text": "gone soon"}, ttl=0.5 / 60)
+    await other.aput(("n",), "k", {"text": "another tenant's"}, ttl=0.5 / 60)
+    task = await store.start_ttl_sweeper()
+    assert isinstance(task, asyncio.Task) and not task.done()
+    await asyncio.sleep(1.6)
+    assert (await memory.count(store.tenant))["episodes"] == 0
+    assert (await memory.count(other.tenant))["episodes"] == 1  # never another tenant's
+    assert await store.stop_ttl_sweeper() is True and task.done()
+    assert await store.stop_ttl_sweeper() is True  # not running
+
+
+def test_the_ttl_sweeper_over_a_sync_memory(sync_memory: SyncMemory) -> None:
+    store = MemrouteStore(sync_memory, tenant=fresh_tenant(),
+                          ttl={"sweep_interval_minutes": 0.5 / 60})
+    store.put(("n",), "k", {"text": "gone soon"}, ttl=0.5 / 60)
+    future = store.start_ttl_sweeper()
+    assert future is store.start_ttl_sweeper()  # one sweeper per store
+    time.sleep(1.6)
+    assert sync_memory.count(store.tenant)["episodes"] == 0
+    assert store.stop_ttl_sweeper(timeout=5) is True and future.done()
+    idle = MemrouteStore(sync_memory, tenant=fresh_tenant()).start_ttl_sweeper()
+    assert idle.done()  # no ttl config: nothing to sweep, as LangGraph's stores
 
 
 async def test_default_ttl_and_bad_ttls(memory: Memory, ns) -> None:
-    store = MemrouteStore(memory, ttl={"default_ttl": 1 / 60, "refresh_on_read": False})
+    store = MemrouteStore(memory, ttl={"default_ttl": 1 / 60, "refresh_on_read": False},
+                          tenant=fresh_tenant())
     await store.aput(ns, "k", {"text": "gone soon"})
     await asyncio.sleep(1.5)
     assert await store.aget(ns, "k") is None
     for ttl in (-1, 0, float("nan"), float("inf"), "5"):
         with pytest.raises(InvalidInputError):
             await store.aput(ns, "bad", {"text": "x"}, ttl=ttl)
-    assert (await memory.count(Scope(org_id=ns[0], project_id=ns[1], user_id=ns[2])))[
-        "episodes"] == 1  # the expired one, never returned
-    with pytest.raises(InvalidInputError):
-        MemrouteStore(memory, ttl={"default_ttl": -3})
+    assert (await memory.count(store.tenant))["episodes"] == 1  # the expired one, never read
+    for config in ({"default_ttl": -3}, {"sweep_interval_minutes": 0}, {"omit_expired": "yes"},
+                   {"default_tll": 5}, ["default_ttl"]):
+        with pytest.raises(InvalidInputError):
+            MemrouteStore(memory, ttl=config)
 
 
-# -- typed errors, all-or-nothing batches, bounds, a store bound to one tenant -----------------
+# -- typed errors, all-or-nothing batches, bounds ------------------------------------------
 
 def nested(depth: int) -> dict:
     value: dict = {"text": "deep"}
@@ -397,11 +684,10 @@ def nested(depth: int) -> dict:
 async def test_every_bad_value_is_an_invalid_input_error(mstore, memory, ns, value) -> None:
     with pytest.raises(InvalidInputError):
         await mstore.abatch([PutOp(ns, "ok", {"text": "fine"}), PutOp(ns, "bad", value)])
-    assert (await memory.count(Scope(org_id=ns[0], project_id=ns[1], user_id=ns[2])))[
-        "episodes"] == 0
+    assert (await memory.count(mstore.tenant))["episodes"] == 0
 
 
-async def test_a_batch_is_all_or_nothing_across_scopes(mstore, memory, ns) -> None:
+async def test_a_batch_is_all_or_nothing_across_namespaces(mstore, ns) -> None:
     other = (*ns[:2], "someone")
     with pytest.raises(InvalidInputError):
         await mstore.abatch([PutOp(other, "a", {"text": "first"}),
@@ -421,19 +707,43 @@ async def test_list_namespaces_rejects_bad_bounds(mstore, ns, options) -> None:
         await mstore.alist_namespaces(prefix=ns[:1], **options)
 
 
-async def test_a_store_bound_to_a_tenant_sees_only_its_namespaces(memory: Memory) -> None:
-    mine, theirs = f"org-{uuid.uuid4().hex[:8]}", f"org-{uuid.uuid4().hex[:8]}"
-    shared = MemrouteStore(memory, index={"fields": INDEX_FIELDS})
-    await shared.aput((mine, "p", "u1"), "k", {"text": "mine"})
-    await shared.aput((theirs, "p", "u1"), "k", {"text": "theirs"})
-    bound = MemrouteStore(memory, index={"fields": INDEX_FIELDS}, tenant=mine)
-    assert await bound.alist_namespaces() == [(mine, "p", "u1")]
-    assert await bound.alist_namespaces(prefix=(theirs,)) == []
-    assert await bound.alist_namespaces(prefix=(mine, "p"), max_depth=2) == [(mine, "p")]
-    for call in (bound.aget((theirs, "p", "u1"), "k"),
-                 bound.asearch((theirs, "p", "u1"), query="theirs"),
-                 bound.aput((theirs, "p", "u1"), "x", {"text": "planted"})):
-        with pytest.raises(ScopeForbiddenError):
-            await call
-    assert (await bound.aget((mine, "p", "u1"), "k")).value == {"text": "mine"}
-    assert await shared.aget((theirs, "p", "u1"), "x") is None
+async def test_filters_in_memroute_dialect_and_langgraphs(mstore, ns) -> None:
+    await fill(mstore, ns)
+    assert {i.key for i in await mstore.asearch(ns, filter={"n": {"$in": [1, 3]}})} == \
+        {"biscuit", "sister"}
+    assert {i.key for i in await mstore.asearch(
+        ns, query="who?", filter={"$or": [{"kind": "pet"}, {"n": {"$gte": 3}}]})} == \
+        {"biscuit", "sister"}
+    with pytest.raises(FilterError):
+        await mstore.asearch(ns, filter={"n": {"$near": 2}})
+
+
+# -- tenants ----------------------------------------------------------------------------------
+
+async def test_stores_of_two_tenants_share_nothing(memory: Memory) -> None:
+    """The same namespace and key in two tenants are two items; erasing a tenant's scope
+    (`Memory.delete(all=True)`) takes its items along and nothing else."""
+    mine, theirs = (MemrouteStore(memory, index={"fields": INDEX_FIELDS}, tenant=fresh_tenant())
+                    for _ in range(2))
+    await mine.aput(("notes", "u1"), "k", {"text": "mine"})
+    await theirs.aput(("notes", "u1"), "k", {"text": "theirs"})
+    await theirs.aput(("notes", "u2"), "x", {"text": "theirs only"})
+    assert (await mine.aget(("notes", "u1"), "k")).value == {"text": "mine"}
+    assert await mine.aget(("notes", "u2"), "x") is None
+    assert await mine.alist_namespaces() == [("notes", "u1")]
+    assert [i.value["text"] for i in await mine.asearch((), query="theirs only")] == ["mine"]
+    await mine.adelete(("notes", "u1"), "k")
+    assert (await theirs.aget(("notes", "u1"), "k")).value == {"text": "theirs"}
+    await memory.delete(theirs.tenant, all=True)
+    assert await theirs.alist_namespaces() == []
+    assert await theirs.asearch(()) == []
+
+
+def test_a_tenant_is_a_scope(memory: Memory) -> None:
+    assert MemrouteStore(memory, tenant="acme").tenant == Scope(org_id="acme")
+    assert MemrouteStore(memory, tenant=("acme", "crm", "maya")).tenant == \
+        Scope(org_id="acme", project_id="crm", user_id="maya")
+    assert MemrouteStore(memory, tenant={"org_id": "acme"}).tenant == Scope(org_id="acme")
+    for bad in ("", "a/b", ("a", "b", "c", "d", "e"), 3, {"org": "x"}):
+        with pytest.raises(InvalidInputError):
+            MemrouteStore(memory, tenant=bad)

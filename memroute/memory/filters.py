@@ -34,8 +34,10 @@ _SCALAR = (str, int, float, bool, type(None))
 
 
 class _Compiler:
-    def __init__(self, alias: str) -> None:
+    def __init__(self, alias: str, document: str, columns: bool) -> None:
         self.alias = alias
+        self.document = document
+        self.columns = columns
         self.params: list[Any] = []
         self.clauses = 0
 
@@ -74,9 +76,9 @@ class _Compiler:
             raise FilterError(f"filter has more than {MAX_CLAUSES} conditions")
         if op not in _OPERATORS:
             raise FilterError(f"unknown operator {op!r:.40} on {name!r}; use one of {sorted(_OPERATORS)}")
-        if name in _TEXT_COLUMNS:
+        if self.columns and name in _TEXT_COLUMNS:
             return self.text_column(name, op, value)
-        if name == "produced_at":
+        if self.columns and name == "produced_at":
             return self.time_column(op, value)
         return self.metadata(name, op, value)
 
@@ -106,7 +108,7 @@ class _Compiler:
         path = name.split(".")
 
         def target() -> str:  # binds the path each time it appears in the SQL
-            return f"({self.alias}.metadata #> {self.bind(path)}::text[])"
+            return f"({self.alias}.{self.document} #> {self.bind(path)}::text[])"
 
         if op == "$exists":
             if not isinstance(value, bool):
@@ -163,9 +165,12 @@ def parse_time(value: Any) -> datetime:
     raise FilterError(f"produced_at takes a datetime or ISO-8601 string, got {type(value).__name__}")
 
 
-def compile_filter(filters: dict[str, Any] | None, alias: str) -> tuple[str, list[Any]]:
-    """SQL (``TRUE`` when there is no filter) and its parameters, for the table ``alias``."""
+def compile_filter(filters: dict[str, Any] | None, alias: str, *, document: str = "metadata",
+                   columns: bool = True) -> tuple[str, list[Any]]:
+    """SQL (``TRUE`` when there is no filter) and its parameters, for the table ``alias``:
+    fields are keys of its jsonb column ``document``, and (``columns``) the names of the
+    episode columns are those columns."""
     if filters is None or (isinstance(filters, dict) and not filters):
         return "TRUE", []
-    compiler = _Compiler(alias)
+    compiler = _Compiler(alias, document, columns)
     return compiler.compile(filters, 1), compiler.params

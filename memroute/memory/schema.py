@@ -8,6 +8,7 @@ from memroute._log import get_logger
 from psycopg import AsyncConnection
 
 from memroute.errors import EmbedderMismatchError, InvalidInputError
+from memroute.memory.items import DEFAULT_TENANT
 
 log = get_logger(__name__)
 
@@ -119,7 +120,90 @@ def _migrations(schema: str, dim: int) -> list[str]:
         f"""
         ALTER TABLE {s}.sentences SET (toast_tuple_target = 8160);
         """,
+        _store_items_migration(s),
     ]
+
+
+def _store_items_migration(s: str) -> str:
+    """6: LangGraph's store face keeps its items in tables of their own (memroute.memory.items),
+    under a tenant, with namespaces of any depth. The items MemrouteStore wrote before (episodes
+    in the scope their namespace named, the value in their metadata) move to the tenant of a
+    store built without one, under the same namespaces and keys: their episodes and sentence
+    vectors move with them (nothing is embedded again)."""
+    t = DEFAULT_TENANT
+    return f"""
+        CREATE TABLE {s}.store_items (
+            scope_key   text        NOT NULL,
+            org_id      text        NOT NULL,
+            project_id  text        NOT NULL,
+            user_id     text,
+            agent_id    text,
+            prefix      text        NOT NULL,
+            key         text        NOT NULL,
+            value       jsonb       NOT NULL,
+            created_at  timestamptz NOT NULL DEFAULT now(),
+            updated_at  timestamptz NOT NULL DEFAULT now(),
+            expires_at  timestamptz,
+            ttl_minutes double precision,
+            episode_uid text,
+            PRIMARY KEY (scope_key, prefix, key)
+        );
+        CREATE INDEX store_items_prefix ON {s}.store_items (scope_key, prefix text_pattern_ops);
+        CREATE INDEX store_items_updated ON {s}.store_items (scope_key, updated_at);
+        CREATE INDEX store_items_episode ON {s}.store_items (scope_key, episode_uid)
+            WHERE episode_uid IS NOT NULL;
+        CREATE INDEX store_items_expires ON {s}.store_items (scope_key, expires_at)
+            WHERE expires_at IS NOT NULL;
+        CREATE TABLE {s}.store_vectors (
+            scope_key   text   NOT NULL,
+            prefix      text   NOT NULL,
+            key         text   NOT NULL,
+            field_name  text   NOT NULL,
+            embedding   vector NOT NULL,
+            PRIMARY KEY (scope_key, prefix, key, field_name),
+            FOREIGN KEY (scope_key, prefix, key)
+                REFERENCES {s}.store_items (scope_key, prefix, key) ON DELETE CASCADE
+        );
+        CREATE TEMP TABLE _memroute_moved ON COMMIT DROP AS
+            SELECT DISTINCT ON (prefix, uid)
+                   scope_key AS old_key, uid AS old_uid, prefix, uid AS key,
+                   (SELECT jsonb_object_agg('l' || (n - 1), label)
+                    FROM unnest(string_to_array(prefix, '.')) WITH ORDINALITY AS l(label, n)
+                   ) AS labels,
+                   'item:' || left(encode(sha256(convert_to(
+                       length(prefix) || ':' || prefix || uid, 'UTF8')), 'hex'), 40) AS new_uid,
+                   metadata ? 'store_unindexed' AS unindexed, produced_at, content, metadata,
+                   created_at
+            FROM (SELECT *, concat_ws('.', org_id, project_id, user_id, agent_id) AS prefix
+                  FROM {s}.episodes
+                  WHERE producer = 'langgraph-store' AND session_id = 'store'
+                    AND metadata ? 'store_value') old
+            ORDER BY prefix, uid, produced_at DESC;
+        INSERT INTO {s}.store_items (scope_key, org_id, project_id, prefix, key, value,
+                                     created_at, updated_at, expires_at, ttl_minutes,
+                                     episode_uid)
+            SELECT '{t.key}', '{t.org_id}', '{t.project_id}', prefix, key,
+                   metadata -> 'store_value', created_at, greatest(created_at, produced_at),
+                   to_timestamp((metadata ->> 'store_expires_at')::float8),
+                   (metadata ->> 'store_ttl_minutes')::float8,
+                   CASE WHEN unindexed THEN NULL ELSE new_uid END
+            FROM _memroute_moved;
+        INSERT INTO {s}.episodes (scope_key, org_id, project_id, uid, session_id, producer,
+                                  produced_at, content, metadata, created_at)
+            SELECT '{t.key}', '{t.org_id}', '{t.project_id}', new_uid, 'store',
+                   'langgraph-store', produced_at, content,
+                   metadata - 'store_ttl_minutes' || jsonb_build_object('store_ns', labels),
+                   created_at
+            FROM _memroute_moved WHERE NOT unindexed;
+        UPDATE {s}.sentences x
+            SET scope_key = '{t.key}', episode_uid = m.new_uid,
+                metadata = x.metadata - 'store_ttl_minutes'
+                           || jsonb_build_object('store_ns', m.labels)
+            FROM _memroute_moved m
+            WHERE x.scope_key = m.old_key AND x.episode_uid = m.old_uid AND NOT m.unindexed;
+        DELETE FROM {s}.episodes e USING _memroute_moved m
+            WHERE e.scope_key = m.old_key AND e.uid = m.old_uid;
+        """
 
 
 async def migrate(conn: AsyncConnection, schema: str, embedder_name: str, dim: int) -> int:

@@ -25,6 +25,7 @@ from memroute.errors import InvalidInputError
 
 from memroute.memory import connect, entity_sql, lookup, sql
 from memroute.memory.embedders import Embedder
+from memroute.memory.items import StoreItems
 from memroute.memory.limits import (
     MAX_CONTEXT,
     MAX_EXTRA_QUERIES,
@@ -398,6 +399,11 @@ class Memory:
         self._forget_speakers(scope.key)
         return uids
 
+    @property
+    def items(self) -> StoreItems:
+        """The key-value items of LangGraph's store face (`memroute.memory.items`)."""
+        return StoreItems(self)
+
     # -- lookups by key ---------------------------------------------------------------------
 
     async def get(self, scope: Scope | dict, uids: list[str]) -> list[StoredEpisode]:
@@ -453,7 +459,8 @@ class Memory:
 
         Erasing a whole scope is never implied: with neither ``session_id`` nor ``uids``,
         ``all=True`` is required. Sentences, embeddings and lexical entries go with their
-        episodes. Returns the count, an int whose ``by_scope`` maps each scope path
+        episodes; an erased scope's store items (of a `MemrouteStore` bound to it) go too.
+        Returns the count, an int whose ``by_scope`` maps each scope path
         (``org/project[/user[/agent]]``) to the episodes deleted there.
         """
         scope = coerce_scope(scope)
@@ -492,6 +499,9 @@ class Memory:
 
         async def run() -> list[tuple[Scope, int]]:
             async with self._pool.connection() as conn:
+                if all:  # a scope erased takes the store items of its tenant along
+                    await conn.execute(
+                        f"DELETE FROM {self.schema}.store_items WHERE {where}", params)
                 cur = await conn.execute(
                     f"WITH gone AS (DELETE FROM {self.schema}.episodes WHERE {where} "
                     "RETURNING org_id, project_id, user_id, agent_id) "

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
+from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
@@ -183,51 +184,59 @@ class EpisodeWriter:
                   skipped=prepared.skipped)
 
     async def _write(self, prepared: PreparedAdd) -> None:
-        s, scope = self.schema, prepared.scope
         async with self.pool.connection() as conn, conn.transaction():
+            await self.write_in(conn, prepared)
+
+    async def write_in(self, conn: AsyncConnection, prepared: PreparedAdd) -> None:
+        """Write a prepared add on ``conn``, inside the transaction its caller holds (the
+        store items of `memory.items` and their episodes commit together)."""
+        if not prepared.new:
+            return
+        s, scope = self.schema, prepared.scope
+        await conn.execute("DROP TABLE IF EXISTS pg_temp._memroute_new")
+        await conn.execute(
+            "CREATE TEMP TABLE _memroute_new (ord int, uid text, session_id text, producer text, "
+            "produced_at timestamptz, content text, metadata jsonb) ON COMMIT DROP"
+        )
+        async with conn.cursor().copy(
+            "COPY _memroute_new (ord, uid, session_id, producer, produced_at, content, metadata) "
+            "FROM STDIN"
+        ) as copy:
+            for i, e in enumerate(prepared.new):
+                await copy.write_row([i, e.uid, e.session_id, e.producer, e.produced_at,
+                                      e.content, json.dumps(e.metadata)])
+        cur = await conn.execute(
+            f"""
+            INSERT INTO {s}.episodes (scope_key, org_id, project_id, user_id, agent_id, uid,
+                                      session_id, producer, produced_at, content, metadata)
+            SELECT %s, %s, %s, %s, %s, uid, session_id, producer, produced_at, content, metadata
+            FROM _memroute_new ORDER BY ord
+            ON CONFLICT (scope_key, uid) DO {self._on_conflict(prepared)}
+            RETURNING uid
+            """,
+            [scope.key, scope.org_id, scope.project_id, scope.user_id, scope.agent_id],
+        )
+        inserted = {row[0] for row in await cur.fetchall()}
+        if prepared.replace:  # the replaced episodes' old sentences go in this transaction
             await conn.execute(
-                "CREATE TEMP TABLE _memroute_new (ord int, uid text, session_id text, producer text, "
-                "produced_at timestamptz, content text, metadata jsonb) ON COMMIT DROP"
-            )
-            async with conn.cursor().copy(
-                "COPY _memroute_new (ord, uid, session_id, producer, produced_at, content, metadata) "
-                "FROM STDIN"
-            ) as copy:
-                for i, e in enumerate(prepared.new):
-                    await copy.write_row([i, e.uid, e.session_id, e.producer, e.produced_at,
-                                          e.content, json.dumps(e.metadata)])
-            cur = await conn.execute(
-                f"""
-                INSERT INTO {s}.episodes (scope_key, org_id, project_id, user_id, agent_id, uid,
-                                          session_id, producer, produced_at, content, metadata)
-                SELECT %s, %s, %s, %s, %s, uid, session_id, producer, produced_at, content, metadata
-                FROM _memroute_new ORDER BY ord
-                ON CONFLICT (scope_key, uid) DO {self._on_conflict(prepared)}
-                RETURNING uid
-                """,
-                [scope.key, scope.org_id, scope.project_id, scope.user_id, scope.agent_id],
-            )
-            inserted = {row[0] for row in await cur.fetchall()}
-            if prepared.replace:  # the replaced episodes' old sentences go in this transaction
-                await conn.execute(
-                    f"DELETE FROM {s}.sentences WHERE scope_key = %s "
-                    "AND episode_uid = ANY(%s::text[])", [scope.key, list(inserted)])
-            # binary: a vector as text took ~0.2 ms of this process's CPU per sentence to
-            # format (8 KB of decimals) and the server more to parse
-            async with conn.cursor().copy(
-                f"COPY {s}.sentences (scope_key, episode_uid, idx, text, embedding, session_id, "
-                "producer, produced_at, metadata, entity_keys, entities) FROM STDIN (FORMAT BINARY)"
-            ) as copy:
-                copy.set_types(SENTENCE_COPY_TYPES)
-                entities = prepared.entities or [None] * len(prepared.sentences)
-                metadata = {e.uid: _json(json.dumps(e.metadata)) for e in prepared.new}
-                for (e, idx, text), vector, found in zip(prepared.sentences, prepared.vectors,
-                                                         entities, strict=True):
-                    if e.uid in inserted:  # a concurrent add of the same uid wrote its own
-                        keys, details = (None, None) if found is None else entity_columns(found)
-                        await copy.write_row([scope.key, e.uid, idx, text, vector, e.session_id,
-                                              e.producer, e.produced_at, metadata[e.uid], keys,
-                                              None if details is None else _json(details)])
+                f"DELETE FROM {s}.sentences WHERE scope_key = %s "
+                "AND episode_uid = ANY(%s::text[])", [scope.key, list(inserted)])
+        # binary: a vector as text took ~0.2 ms of this process's CPU per sentence to
+        # format (8 KB of decimals) and the server more to parse
+        async with conn.cursor().copy(
+            f"COPY {s}.sentences (scope_key, episode_uid, idx, text, embedding, session_id, "
+            "producer, produced_at, metadata, entity_keys, entities) FROM STDIN (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(SENTENCE_COPY_TYPES)
+            entities = prepared.entities or [None] * len(prepared.sentences)
+            metadata = {e.uid: _json(json.dumps(e.metadata)) for e in prepared.new}
+            for (e, idx, text), vector, found in zip(prepared.sentences, prepared.vectors,
+                                                     entities, strict=True):
+                if e.uid in inserted:  # a concurrent add of the same uid wrote its own
+                    keys, details = (None, None) if found is None else entity_columns(found)
+                    await copy.write_row([scope.key, e.uid, idx, text, vector, e.session_id,
+                                          e.producer, e.produced_at, metadata[e.uid], keys,
+                                          None if details is None else _json(details)])
 
     @staticmethod
     def _on_conflict(prepared: PreparedAdd) -> str:
