@@ -21,6 +21,7 @@ from psycopg.errors import QueryCanceled
 from psycopg_pool import AsyncConnectionPool
 
 from memroute._log import get_logger
+from memroute._loop import PoolLoop
 from memroute.errors import InvalidInputError
 
 from memroute.memory import connect, entity_sql, lookup, sql
@@ -176,6 +177,8 @@ class Memory:
     def __init__(self, pool: AsyncConnectionPool, *, schema: str, embedder: Embedder,
                  reranker: Reranker | None, settings: MemrouteSettings, url: str) -> None:
         self._pool = pool
+        # the loop the pool is bound to: every call of every face runs there
+        self.pool_loop = PoolLoop(asyncio.get_running_loop())
         self.schema = schema
         self.embedder = embedder
         self.reranker = reranker
