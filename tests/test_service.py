@@ -20,7 +20,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from benchmarks.served import ROOT, ServedProcess, service_env
 from memroute.memory import Memory
-from memroute.memory.limits import MAX_K, MAX_QUERY_CHARS
+from memroute.memory.limits import MAX_ID_CHARS, MAX_K, MAX_LIST, MAX_QUERY_CHARS
 from memroute.service.keys import KeyStore
 from memroute.service.models import MAX_EPISODES_PER_REQUEST, MAX_REQUEST_BYTES
 
@@ -258,41 +258,75 @@ def mcp_http(url: str, token: str | None) -> Client:
                                          http_client=create_mcp_http_client(headers=headers)))
 
 
+KIND = re.compile(r"^\[(InvalidInputError|ScopeForbiddenError)\] memory_\w+ failed: ")
+
+
 async def exercise_mcp(client: Client, other_project: str = "elsewhere") -> None:
-    """List the tools and call each, with good and bad arguments."""
+    """List the tools and call each, with good and bad arguments: every result's text is
+    the JSON of its structured content, every error's text starts with its kind."""
     tools = {t.name: t for t in (await client.list_tools()).tools}
     assert set(tools) == {"memory_search", "memory_retrieve", "memory_add", "memory_delete"}
     for tool in tools.values():
         assert len(tool.description) > 60
-        assert tool.input_schema["type"] == "object"
+        schema = tool.input_schema
+        assert schema["type"] == "object" and schema["additionalProperties"] is False
     assert tools["memory_search"].input_schema["required"] == ["query"]
     assert "description" in tools["memory_search"].input_schema["properties"]["page"]
+    # the bounds the server enforces, as declared in memroute.memory.limits and Budget
+    retrieve = tools["memory_retrieve"].input_schema
+    assert (retrieve["properties"]["k"]["minimum"], retrieve["properties"]["k"]["maximum"]) \
+        == (1, MAX_K)
+    assert retrieve["properties"]["query"]["maxLength"] == MAX_QUERY_CHARS
+    budget = retrieve["$defs"]["Budget"]
+    assert budget["additionalProperties"] is False
+    assert all(field["anyOf"][0]["minimum"] == 0 for field in budget["properties"].values())
+    episode = tools["memory_add"].input_schema["$defs"]["StrictEpisode"]
+    assert episode["additionalProperties"] is False
+    uids = tools["memory_delete"].input_schema["properties"]["uids"]["anyOf"][0]
+    assert uids["maxItems"] == MAX_LIST and uids["items"]["maxLength"] == MAX_ID_CHARS
 
-    added = await client.call_tool("memory_add", {"episodes": [
-        {"content": c, "uid": f"m{i}", "session_id": "mcp"} for i, c in enumerate(FACTS)]})
-    assert not added.is_error and added.structured_content == {"uids": ["m0", "m1", "m2", "m3"]}
-    page = await client.call_tool("memory_search", {"query": "Bob's cat"})
-    text = page.content[0].text
-    assert not page.is_error and text.startswith("Showing") and "Miso" in text.split("\n2.")[0]
-    past = await client.call_tool("memory_search", {"query": "Bob's cat", "page": 9})
-    assert "past the end" in past.content[0].text
-    got = await client.call_tool("memory_retrieve", {
-        "query": "What does Alice do and what does Bob do?", "k": 4})
-    data = got.structured_content
-    assert not got.is_error and data["route"] == "split" and len(data["queries"]) == 2
-    assert data["stop_reason"] and {"m1", "m2"} <= {r["uid"] for r in data["results"]}
-    deleted = await client.call_tool("memory_delete", {"session_id": "mcp"})
-    assert deleted.structured_content == {"deleted": 4, "by_scope": None}
-
-    for name, arguments in [("memory_search", {}), ("memory_search", {"query": ""}),
-                            ("memory_search", {"query": "x", "page": -1}),
-                            ("memory_retrieve", {"query": "x", "k": MAX_K + 1}),
-                            ("memory_retrieve", {"query": "x", "strategy": "guess"}),
-                            ("memory_add", {"episodes": [{"content": ""}]}),
-                            ("memory_delete", {}),
-                            ("memory_search", {"query": "x", "project_id": other_project})]:
+    async def ok(name: str, arguments: dict) -> dict:
         result = await client.call_tool(name, arguments)
-        assert result.is_error, (name, arguments)
+        assert not result.is_error, (name, result.content)
+        assert json.loads(result.content[0].text) == result.structured_content
+        return result.structured_content
+
+    added = await ok("memory_add", {"episodes": [
+        {"content": c, "uid": f"m{i}", "session_id": "mcp"} for i, c in enumerate(FACTS)]})
+    assert added == {"uids": ["m0", "m1", "m2", "m3"]}
+    page = await ok("memory_search", {"query": "Bob's cat"})
+    assert page["text"].startswith("Showing") and "Miso" in page["text"].split("\n2.")[0]
+    assert page["results"][0]["uid"] == "m2"
+    past = await ok("memory_search", {"query": "Bob's cat", "page": 9})
+    assert "past the end" in past["text"] and past["results"] == []
+    data = await ok("memory_retrieve", {"query": "What does Alice do and what does Bob do?",
+                                        "k": 4})
+    assert data["route"] == "split" and len(data["queries"]) == 2
+    assert data["stop_reason"] and {"m1", "m2"} <= {r["uid"] for r in data["results"]}
+    assert await ok("memory_delete", {"session_id": "mcp"}) == {"deleted": 4, "by_scope": None}
+
+    for name, arguments, names in [
+            ("memory_search", {}, "query"), ("memory_search", {"query": ""}, "query"),
+            ("memory_search", {"query": "x", "page": -1}, "page"),
+            ("memory_search", {"query": "x", "colour": "red"}, "colour"),
+            ("memory_retrieve", {"query": "x", "k": MAX_K + 1}, "k"),
+            ("memory_retrieve", {"query": "x", "strategy": "guess"}, "strategy"),
+            ("memory_retrieve", {"query": "x", "budget": {"max_llm_calls": -1}},
+             "budget.max_llm_calls"),
+            ("memory_retrieve", {"query": "x", "budget": {"max_dollars": 1}}, "max_dollars"),
+            ("memory_add", {"episodes": [{"content": ""}]}, "episodes.0.content"),
+            ("memory_add", {"episodes": [{"content": "a typo", "sesion_id": "s"}]},
+             "episodes.0.sesion_id"),
+            ("memory_delete", {}, "uids, a session_id, or all=true"),
+            ("memory_delete", {"uids": [""]}, "uids.0"),
+            ("memory_search", {"query": "x", "project_id": "bad scope!"}, "project_id"),
+            ("memory_search", {"query": "x", "project_id": other_project}, "does not reach")]:
+        result = await client.call_tool(name, arguments)
+        text = result.content[0].text
+        assert result.is_error and KIND.match(text), (name, arguments, text)
+        assert names in text and "pydantic" not in text and "http" not in text, text
+    nothing = await ok("memory_search", {"query": "a typo"})
+    assert nothing["results"] == []  # the refused episode was not stored
 
 
 async def test_mcp_over_streamable_http(tenant_factory, served) -> None:
@@ -300,7 +334,8 @@ async def test_mcp_over_streamable_http(tenant_factory, served) -> None:
     async with mcp_http(served.url, t.token) as client:
         await exercise_mcp(client)
         denied = await client.call_tool("memory_search", {"query": "x", "project_id": "q"})
-        assert "does not reach" in denied.content[0].text
+        assert denied.content[0].text.startswith("[ScopeForbiddenError] memory_search failed: "
+                                                 "this API key does not reach")
     for token in (None, t.token + "x"):
         response = httpx.post(f"{served.url}/mcp", json={}, headers={
             "Authorization": f"Bearer {token}"} if token else {})

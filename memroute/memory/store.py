@@ -29,6 +29,7 @@ from memroute.memory.embedders import Embedder
 from memroute.memory.limits import (
     MAX_CONTEXT,
     MAX_EXTRA_QUERIES,
+    MAX_ID_CHARS,
     MAX_K,
     MAX_LIST,
     MAX_OFFSET,
@@ -143,9 +144,10 @@ def _check_query(query: Any, what: str = "query") -> str:
 
 def _check_uids(uids: Any) -> list[str]:
     if not isinstance(uids, (list, tuple)) or not all(
-            isinstance(u, str) and u and "\x00" not in u and len(u) <= 256 for u in uids):
-        raise InvalidInputError("uids must be a list of non-empty strings (at most 256 "
-                                "characters, no NUL)")
+            isinstance(u, str) and u and "\x00" not in u and len(u) <= MAX_ID_CHARS
+            for u in uids):
+        raise InvalidInputError(f"uids must be a list of non-empty strings (at most "
+                                f"{MAX_ID_CHARS} characters, no NUL)")
     if len(uids) > MAX_LIST:
         raise InvalidInputError(f"at most {MAX_LIST} uids per call")
     return list(uids)
