@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
 import subprocess
 import sys
 import uuid
@@ -196,6 +197,99 @@ async def test_limits_answer_413_and_422_before_anything_runs(tenant_factory) ->
     assert (await t.client.get("/v1/scopes/stats", params=t.scope)).json()["episodes"] == 0
 
 
+async def test_every_body_is_strict(tenant_factory) -> None:
+    """Unknown fields and loose types anywhere in a body are refused, typed, before anything
+    is stored: a typo in an episode never files it under a default."""
+    t = await tenant_factory()
+    episode = {"content": "Carol's birthday is on 3 May.", "session_id": "s"}
+    cases = [
+        ("/v1/episodes", {"episodes": [{**episode, "sesion_id": "s"}]}, "episodes.0.sesion_id"),
+        ("/v1/episodes", {"episodes": [{**episode, "produced_at": 1700000000}]},
+         "episodes.0.produced_at"),
+        ("/v1/episodes", {"episodes": [{**episode, "content": 5}]}, "episodes.0.content"),
+        ("/v1/search", {"query": "Carol", "k": "5"}, "k"),
+        ("/v1/search", {"query": "Carol", "k": True}, "k"),
+        ("/v1/search", {"query": "Carol", "k": 2.0}, "k"),
+        ("/v1/retrieve", {"query": "Carol", "budget": {"max_llm_calls": "2"}},
+         "budget.max_llm_calls"),
+        ("/v1/retrieve", {"query": "Carol", "budget": {"max_llm_calls": True}},
+         "budget.max_llm_calls"),
+        ("/v1/retrieve", {"query": "Carol", "budget": {"max_dollars": 1}}, "max_dollars"),
+        ("/v1/retrieve", {"query": "Carol", "strategy": "Auto"}, "strategy"),
+        ("/v1/retrieve/stream", {"query": "Carol", "k": "5"}, "k"),
+    ]
+    for path, body, where in cases:
+        response = await t.client.post(path, json={"scope": t.scope, **body})
+        assert response.status_code == 422, (path, body, response.text)
+        error = response.json()
+        assert error["kind"] == "InvalidInputError" and where in error["error"], (body, error)
+        assert "pydantic" not in error["error"]
+    assert (await t.client.get("/v1/scopes/stats", params=t.scope)).json()["episodes"] == 0
+    good = await t.client.post("/v1/episodes", json={"scope": t.scope, "episodes": [
+        {**episode, "produced_at": "2024-05-01T09:30:00+02:00", "metadata": {"n": 1}}]})
+    assert good.status_code == 200, good.text
+
+
+async def test_retrieve_reports_the_hops_as_the_stream_and_the_library_do(
+        tenant_factory, memory: Memory) -> None:
+    from memroute import RetrievalAgent
+
+    t = await tenant_factory()
+    await t.client.post("/v1/episodes", json={"scope": t.scope, "episodes": [
+        {"content": c} for c in FACTS]})
+    body = {"scope": t.scope, "query": "Where does the woman who works as a nurse live?",
+            "k": 4, "strategy": "chain"}
+    got = (await t.client.post("/v1/retrieve", json=body)).json()
+    assert got["route"] == "chain" and got["hops"], got
+    async with t.client.stream("POST", "/v1/retrieve/stream", json=body) as response:
+        events = sse_events((await response.aread()).decode())
+    streamed = [data for name, data in events if name == "hop"]
+    final = events[-1][1]
+    assert final["hops"] == got["hops"]
+    assert [(h["hop"], h["query"], h["decision"]) for h in got["hops"]] == \
+        [(h["hop"], h["query"], h["decision"]) for h in streamed]
+    library = await RetrievalAgent(memory).aretrieve(body["query"], scope=t.scope, k=4,
+                                                     strategy="chain")
+    assert json.loads(json.dumps(library.hops)) == got["hops"]
+
+
+def raw_get(url: str, target: bytes) -> tuple[int, dict]:
+    """GET ``target`` on a raw socket (httpx refuses URLs past 64 KiB): status and JSON body."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert b"content-type: application/json" in head.lower(), head
+    return int(head.split()[1]), json.loads(body)
+
+
+async def test_oversized_urls_and_headers_get_the_typed_json_error(tenant_factory,
+                                                                  served) -> None:
+    t = await tenant_factory()
+    status, error = await asyncio.to_thread(raw_get, served.url,
+                                            b"/v1/scopes/stats?pad=" + b"x" * 600_000)
+    assert (status, error["kind"]) == (414, "URITooLong") and set(error) == {"error", "kind"}
+    long_url = await t.client.get("/v1/scopes/stats", params={**t.scope, "pad": "x" * 60_000})
+    assert long_url.status_code == 414 and long_url.json()["kind"] == "URITooLong"
+    big_header = await t.client.get("/v1/scopes/stats", params=t.scope,
+                                    headers={"X-Pad": "y" * 200_000})
+    assert big_header.status_code == 431 and big_header.json() == {
+        "error": "request headers over 16384 bytes", "kind": "HeadersTooLarge"}
+    status, error = await asyncio.to_thread(raw_get, served.url, b"/v1/health?x=a b")
+    assert (status, error["kind"]) == (400, "BadRequest")  # a space in the request line
+    assert (await t.client.get("/v1/scopes/stats", params=t.scope)).status_code == 200
+
+
+def test_serve_prints_one_line_when_ready(served) -> None:
+    url = served.url
+    ready = [line for line in served.log.read_text().splitlines() if "ready" in line]
+    assert ready and ready[-1] == (f"memroute serve: ready on {url} (REST {url}/v1, "
+                                   f"docs {url}/docs, MCP {url}/mcp)")
+
+
 async def test_concurrent_requests_across_four_keys_during_ingestion(tenant_factory) -> None:
     tenants = [await tenant_factory() for _ in range(4)]
     marker = {t.org: f"marker{n}" for n, t in enumerate(tenants)}
@@ -367,6 +461,51 @@ async def test_mcp_over_stdio_as_the_docs_configure_it(tenant_factory, memory: M
                                    env=env, cwd=str(ROOT))
     async with Client(params, read_timeout_seconds=120) as client:
         await exercise_mcp(client)
+
+
+UNREADABLE = [  # (line, the id a reply can name, JSON-RPC code)
+    (b"this is not JSON", None, -32700),
+    (b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "memory_search",'
+     b' "arguments": {"query": "\\ud800"}}}', 7, -32700),  # a lone surrogate escape
+    (b"[" * 100_000 + b"]" * 100_000, None, -32700),  # nested 100k levels deep
+    (b'{"jsonrpc": "2.0", "id": "a", "method": 5}', "a", -32600),  # JSON, not JSON-RPC
+    (b"[]", None, -32600),
+]
+
+
+async def test_mcp_answers_every_unreadable_message(tenant_factory, served, memory: Memory,
+                                                    pg_url: str, pg_home: Path) -> None:
+    """Over stdio each unreadable line gets its JSON-RPC error (the client does not wait for
+    its own timeout), as the same bodies do over HTTP; the session goes on."""
+    t = await tenant_factory()
+    env = service_env(pg_url, memory.schema, pg_home, MEMROUTE_API_KEY=t.token)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "memroute.cli", "mcp", cwd=str(ROOT), env=env, limit=2**20,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL)
+    try:
+        for line, request_id, code in UNREADABLE:
+            process.stdin.write(line + b"\n")
+            await process.stdin.drain()
+            reply = json.loads(await asyncio.wait_for(process.stdout.readline(), 60))
+            assert reply["jsonrpc"] == "2.0" and reply["id"] == request_id, reply
+            assert reply["error"]["code"] == code, reply
+        process.stdin.write(json.dumps({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"}}}).encode() + b"\n")
+        await process.stdin.drain()
+        reply = json.loads(await asyncio.wait_for(process.stdout.readline(), 60))
+        assert reply["id"] == 1 and reply["result"]["serverInfo"]["name"] == "memroute"
+    finally:
+        process.stdin.close()
+        await asyncio.wait_for(process.wait(), 60)
+    headers = {"Authorization": f"Bearer {t.token}", "Content-Type": "application/json",
+               "Accept": "application/json, text/event-stream"}
+    for line, _, code in UNREADABLE:
+        if code == -32700:  # the same bodies over HTTP (the SDK's transport answers them)
+            over_http = await t.client.post("/mcp", content=line, headers=headers)
+            assert over_http.json()["error"]["code"] == code, (line[:40], over_http.text)
 
 
 def test_mcp_stdio_refuses_a_wrong_key(memory: Memory, pg_url: str, pg_home: Path) -> None:

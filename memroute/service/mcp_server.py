@@ -283,20 +283,20 @@ class AnsweringReads:
 
 def unreadable_line_reply(exc: Exception) -> mcp_types.JSONRPCError:
     """The JSON-RPC error for a line the transport could not read (``exc``, the transport's
-    parse failure), with the line's request id when plain JSON can still read one."""
+    parse failure), with the line's request id when one can still be read from it."""
     errors = exc.errors(include_url=False) if isinstance(exc, ValidationError) else []
-    first = errors[0] if errors else {"type": "json_invalid", "msg": str(exc), "input": None}
-    if first["type"] == "json_invalid":
-        code, message = mcp_types.PARSE_ERROR, f"Parse error: {first['msg']}"
-    else:
+    if not errors or errors[0]["type"] == "json_invalid":
+        code = mcp_types.PARSE_ERROR
+        message = f"Parse error: {errors[0]['msg'] if errors else exc}"
+        try:  # Python's parser still reads some lines the transport's refuses
+            message_object = json.loads(errors[0]["input"]) if errors else None
+        except (TypeError, ValueError, RecursionError):
+            message_object = None
+    else:  # JSON, but not a JSON-RPC message: the object is the input of some error
         code, message = mcp_types.INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message"
-    raw = first.get("input")
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except (ValueError, RecursionError):
-            raw = None
-    request_id = raw.get("id") if isinstance(raw, dict) else None
+        message_object = next((e["input"] for e in errors if isinstance(e.get("input"), dict)),
+                              None)
+    request_id = message_object.get("id") if isinstance(message_object, dict) else None
     if isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
         request_id = None
     return mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id,

@@ -11,7 +11,8 @@ reads is timed out by the app: `memroute.service.app.BodyLimit`.)
 
 A request h11 cannot parse never reaches the app: uvicorn answers it with a plain-text 400.
 `HeaderDeadlineH11` answers with the service's JSON error body instead: 414 for a request
-line over h11's limit (a long URL), 431 for headers over it, 400 for anything else malformed.
+line over `H11_HEAD_LIMIT` (a long URL), 431 for headers over it, 400 for anything else
+malformed.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 HEADER_TIMEOUT_S = 10.0
 H11_HEAD_LIMIT = 16 * 1024  # uvicorn's default h11_max_incomplete_event_size
 REFUSED_LINGER_S = 2.0
+HEAD_SLICE = 1024  # bytes of a request's head h11 is given at a time
 
 
 class HeaderDeadlineH11(H11Protocol):
@@ -69,7 +71,15 @@ class HeaderDeadlineH11(H11Protocol):
             return  # the rest of a refused request: read and dropped until the close
         if self._between_requests():
             self._arm()  # the first bytes of the next request: its headers' clock runs
-        super().data_received(data)
+        # h11 refuses a head over its limit only while the head is incomplete: one that
+        # arrives in a single read passes whatever its size. Fed in slices, every head
+        # over the limit (by more than a slice) is refused, however it arrives.
+        while (len(data) > HEAD_SLICE and self.conn.their_state is h11.IDLE
+               and self._refused is None and not self.transport.is_closing()):
+            super().data_received(data[:HEAD_SLICE])
+            data = data[HEAD_SLICE:]
+        if self._refused is None:
+            super().data_received(data)
         if not self._between_requests():
             self._disarm()
 
