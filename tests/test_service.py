@@ -344,6 +344,25 @@ async def test_the_curl_examples_in_docs_run(served, keys) -> None:
     assert '"deleted":1' in outputs[3]  # stats, then deleting t2, then session s1
 
 
+async def test_the_mcp_client_in_docs_runs(served, keys, tmp_path: Path) -> None:
+    """docs/serving.md's ```python served blocks (not run by tests/test_example_docs.py: they
+    need a server), as files, with the installed SDK."""
+    (snippet,) = re.findall(r"```python served\n(.*?)```", (DOCS / "serving.md").read_text(),
+                            re.S)
+    (tmp_path / "mcp_client.py").write_text(snippet)
+    token, _ = await keys.create(f"docs-{uuid.uuid4().hex[:6]}", project_ids=["support"])
+    done = await asyncio.to_thread(
+        subprocess.run, [sys.executable, str(tmp_path / "mcp_client.py")], capture_output=True,
+        text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "MEMROUTE_URL": served.url,
+                                     "MEMROUTE_API_KEY": token, "PYTHONWARNINGS": "default"})
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    tools, first, refused = done.stdout.splitlines()
+    assert tools == "['memory_add', 'memory_delete', 'memory_retrieve', 'memory_search']"
+    assert first == "Showing 1 of 1 results (page 1/1):"
+    assert refused.startswith("True [InvalidInputError] memory_retrieve failed: invalid "
+                              "arguments: k: Input should be greater than or equal to 1")
+
+
 # -- MCP -----------------------------------------------------------------------------------
 
 def mcp_http(url: str, token: str | None) -> Client:
