@@ -202,8 +202,8 @@ class RetrievalAgent:
         return RetrievalResult.from_output(output)
 
     def retrieve(self, query: str, **kwargs: Any) -> RetrievalResult:
-        """Sync facade of `aretrieve`, for a memory opened with `SyncMemory.open` (it runs on
-        that memory's background loop)."""
+        """Sync facade of `aretrieve`: it runs on the loop the memory's pool lives on
+        (`memroute._loop`)."""
         return self.loop.run_as_sync(self.aretrieve(query, **kwargs))
 
     async def astream(self, query: str, *, scope: Scope | dict, k: int = 10,
@@ -234,6 +234,6 @@ class RetrievalAgent:
                                                         final.queries, final.results, result)
 
     def stream(self, query: str, **kwargs: Any) -> Iterator[Event]:
-        """Sync facade of `astream`, for a memory opened with `SyncMemory.open`: the events
-        as they come, from that memory's background loop."""
+        """Sync facade of `astream`: the events as they come, from the loop the memory's
+        pool lives on."""
         return self.loop.iterate_as_sync(self.astream(query, **kwargs))

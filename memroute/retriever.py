@@ -1,7 +1,8 @@
 """`MemrouteRetriever`: the retrieval agent as a LangChain retriever.
 
-Natively async: ``ainvoke`` runs the agent's graph on the caller's loop (with a `Memory`);
-``invoke`` runs it on memroute's background loop (with a `SyncMemory`). ``k``, ``filters``,
+Natively async, and sync too, whatever memory it wraps: the agent's graph runs on the loop
+the memory's pool lives on (a `Memory`'s opening loop, a `SyncMemory`'s background loop), for
+``invoke`` and ``ainvoke`` alike (`memroute._loop`). ``k``, ``filters``,
 ``strategy``, ``budget`` and ``scope`` are fields, per-call keyword arguments
 (``retriever.invoke(q, k=5)``), and configurable fields (`with_config_fields`). The graph
 runs as a child run of the retriever, so traces show routing, LLM calls and searches nested.
@@ -49,7 +50,9 @@ def render_turn(episode: Episode) -> str:
 class MemrouteRetriever(BaseRetriever):
     """Retrieve episodes from a memroute memory through the retrieval agent.
 
-    ``memory``: a `Memory` (async use) or a `SyncMemory` (sync use; async also works).
+    ``memory``: a `Memory` or a `SyncMemory`; ``invoke`` and ``ainvoke`` work with either
+    (``invoke`` from inside the loop a `Memory` was opened on is an `InvalidInputError`:
+    it would block the loop its work needs).
     ``agent``: a `RetrievalAgent` to use (e.g. with an LLM planner); by default one is built
     on ``memory`` with ``llm`` (``None``: the offline planner unless ``MEMROUTE_LLM_MODEL``).
     ``include_context``: page content is the matched episode with its neighbouring turns

@@ -110,7 +110,7 @@ class MemorySearch:
                                   in enumerate(zip(shown, windows), start + 1)]
 
     def page(self, query: str, page: int = 0) -> tuple[str, list[dict[str, Any]]]:
-        """Blocking `apage`, for sync agents (needs a `SyncMemory`)."""
+        """Blocking `apage`, for sync agents (on the memory's loop, `memroute._loop`)."""
         return self._loop.run_as_sync(self.apage(query, page))
 
     def as_tool(self, name: str = "memory_search", description: str | None = None

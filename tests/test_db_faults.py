@@ -133,7 +133,9 @@ def kill_postmaster(home) -> None:
 
 async def test_a_dead_embedded_server_is_restarted_once_then_fails_fast(tmp_path, embedder):
     """Issue #16 item 7: an owned server killed under an open Memory is restarted (the call
-    succeeds); killed again at once, the next call fails within seconds, typed."""
+    succeeds); killed again at once, the next call fails within seconds, typed; the first
+    call after the cooldown restarts it again."""
+    from memroute.memory.pool import RESTART_COOLDOWN_S
     from memroute.settings import MemrouteSettings
 
     home = tmp_path / "owned"
@@ -158,6 +160,11 @@ async def test_a_dead_embedded_server_is_restarted_once_then_fails_fast(tmp_path
         failed_in = time.perf_counter() - started
         assert failed_in < 6, failed_in
         print(f"\nrestart path {restarted_in:.1f}s, fail path {failed_in:.1f}s")
+
+        # once the window has passed (docs/serving.md), the next call restarts it again
+        memory._pool.guard._restarted_at -= RESTART_COOLDOWN_S
+        assert (await memory.count(scope))["episodes"] == 5
+        assert memory._pool.guard.restarts == 2
     finally:
         await memory.close()
         stop_embedded_server(home)

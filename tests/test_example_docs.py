@@ -107,3 +107,14 @@ def test_cli_snippets_run(env) -> None:
         assert result.exit_code == 0, f"{command}\n{result.output}"
         ran += 1
     assert ran == 9
+
+
+def test_readme_lists_each_setting_once() -> None:
+    """The settings table of the README: one row per variable, each a real setting."""
+    from memroute.settings import MemrouteSettings
+
+    rows = [line.split("|")[1] for line in (ROOT / "README.md").read_text().splitlines()
+            if line.startswith("| `MEMROUTE_")]
+    names = [name for row in rows for name in re.findall(r"MEMROUTE_([A-Z0-9_]+)", row)]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+    assert {n.lower() for n in names} <= set(MemrouteSettings.model_fields)

@@ -1,4 +1,6 @@
-"""One loop handle: a `SyncMemory` and everything built on it run on the memory's loop."""
+"""One sync bridge: whatever calls it (blocking or async, from any thread or loop), a memory's
+work runs on the loop its pool lives on: memroute's background loop for a `SyncMemory`, the
+opening loop for a `Memory`."""
 
 from __future__ import annotations
 
@@ -8,8 +10,8 @@ import uuid
 
 import pytest
 
-from memroute import RetrievalAgent
-from memroute._loop import CallerLoop, LoopHandle
+from memroute import MemrouteRetriever, RetrievalAgent, sample_data
+from memroute._loop import LoopHandle, PoolLoop
 from memroute.errors import InvalidInputError
 from memroute.graph.events import Final
 from memroute.memory import Memory, Scope, SyncMemory
@@ -76,11 +78,6 @@ def test_agent_on_a_sync_memory_streams_synchronously(sync_memory: SyncMemory,
     stream.close()  # leaving early closes the graph's stream on the memory's loop
 
 
-def test_sync_stream_with_an_async_memory_says_what_to_do(memory: Memory) -> None:
-    with pytest.raises(InvalidInputError, match="needs a SyncMemory"):
-        RetrievalAgent(memory).stream(QUESTION, scope={"org_id": "o"})
-
-
 def test_sync_memory_methods_match_the_async_ones(sync_memory: SyncMemory,
                                                   sync_scope: Scope) -> None:
     hits = sync_memory.search_scored(sync_scope, QUESTION, k=4)
@@ -120,11 +117,101 @@ async def _block_on(handle: LoopHandle) -> None:
     handle.run_as_sync(asyncio.sleep(0))
 
 
-async def test_caller_loop_awaits_in_place_and_refuses_to_block() -> None:
-    async def where() -> asyncio.AbstractEventLoop:
-        return asyncio.get_running_loop()
+# -- a Memory opened with await: its pool's loop --------------------------------------------
 
-    loop = CallerLoop()
-    assert await loop.run_as_async(where()) is asyncio.get_running_loop()
-    with pytest.raises(InvalidInputError, match="needs a SyncMemory"):
-        loop.run_as_sync(where())
+@pytest.fixture
+def memory_loops(memory: Memory, monkeypatch) -> list[asyncio.AbstractEventLoop]:
+    """The loop each search of the async ``memory`` ran on."""
+    loops: list[asyncio.AbstractEventLoop] = []
+    search = memory.search_scored
+
+    async def probe(*args, **kwargs):
+        loops.append(asyncio.get_running_loop())
+        return await search(*args, **kwargs)
+
+    monkeypatch.setattr(memory, "search_scored", probe)
+    return loops
+
+
+@pytest.fixture(scope="module")
+async def memory_scope(memory: Memory) -> Scope:
+    scope = Scope(org_id=f"loop-{uuid.uuid4().hex[:6]}")
+    await memory.add(scope, sample_data.episodes())
+    return scope
+
+
+@pytest.mark.timeout(120)
+def test_blocking_calls_with_no_running_loop_drive_the_memorys_loop(
+        memory: Memory, memory_scope: Scope, memory_loops) -> None:
+    """A script (or a sync test) between the loop's runs: each blocking call runs the idle
+    loop until its work is done, concurrent ones (a LangChain ``batch``) included."""
+    agent = RetrievalAgent(memory)
+    assert len(agent.retrieve(QUESTION, scope=memory_scope, k=2, strategy="direct").results) == 2
+    events = list(agent.stream(QUESTION, scope=memory_scope, k=2, strategy="direct"))
+    assert isinstance(events[-1], Final) and events[-1].results == 2
+    retriever = MemrouteRetriever(memory=memory, scope=memory_scope, k=2, strategy="direct")
+    batches = retriever.batch([QUESTION, "Who is my dentist?", "sister Priya", "laptop"])
+    assert [len(docs) for docs in batches] == [2, 2, 2, 2]
+    # an async caller on another loop (asyncio.run in a script) hops to the memory's loop
+    assert len(asyncio.run(retriever.ainvoke(QUESTION))) == 2
+    assert len(memory_loops) == 7 and set(memory_loops) == {memory.pool_loop.loop}
+    assert not memory.pool_loop.loop.is_running()
+
+
+@pytest.mark.timeout(120)
+async def test_a_blocking_call_from_a_worker_thread_runs_on_the_running_loop(
+        memory: Memory, memory_scope: Scope, memory_loops) -> None:
+    """A sync tool that an async agent runs in a worker thread (LangChain's default for a
+    tool without a coroutine): the work runs on the memory's loop, which keeps serving."""
+    retriever = MemrouteRetriever(memory=memory, scope=memory_scope, k=2, strategy="direct")
+    threaded, awaited = await asyncio.gather(asyncio.to_thread(retriever.invoke, QUESTION),
+                                             retriever.ainvoke(QUESTION))
+    assert [d.id for d in threaded] == [d.id for d in awaited]
+    assert memory_loops == [asyncio.get_running_loop()] * 2
+
+
+@pytest.mark.timeout(60)
+async def test_a_blocking_call_inside_the_memorys_loop_is_a_typed_error(
+        memory: Memory, memory_scope: Scope) -> None:
+    """Blocking the loop the work needs would wait forever: an error at once instead."""
+    retriever = MemrouteRetriever(memory=memory, scope=memory_scope, k=2, strategy="direct")
+    for blocking in (lambda: retriever.invoke(QUESTION),
+                     lambda: RetrievalAgent(memory).stream(QUESTION, scope=memory_scope)):
+        with pytest.raises(InvalidInputError, match="would wait for that loop forever"):
+            blocking()
+
+
+async def _where() -> asyncio.AbstractEventLoop:
+    return asyncio.get_running_loop()
+
+
+@pytest.mark.timeout(60)
+def test_pool_loop_drives_an_idle_loop_and_its_guests() -> None:
+    """Work handed to an idle loop while a blocking call drives it (from a thread the driven
+    coroutine waits for) finishes before the driver lets go: no deadlock, nothing stranded."""
+    loop = asyncio.new_event_loop()
+    home = PoolLoop(loop)
+
+    async def waits_for_a_thread() -> list[asyncio.AbstractEventLoop]:
+        nested = await asyncio.to_thread(home.run_as_sync, _where())
+        return [asyncio.get_running_loop(), nested]
+
+    try:
+        assert home.run_as_sync(_where()) is loop
+        assert home.run_as_sync(waits_for_a_thread()) == [loop, loop]
+
+        async def elsewhere() -> asyncio.AbstractEventLoop:  # another loop, this thread
+            return await home.run_as_async(_where())
+
+        assert asyncio.run(elsewhere()) is loop
+        assert [i for i in home.iterate_as_sync(_numbers())] == [0, 1, 2]
+        assert not loop.is_running()
+    finally:
+        loop.close()
+    with pytest.raises(InvalidInputError, match="is closed"):
+        home.run_as_sync(_where())
+
+
+async def _numbers():
+    for i in range(3):
+        yield i

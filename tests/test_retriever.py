@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import uuid
 from datetime import datetime, timezone
 from typing import Any
 from uuid import UUID
@@ -11,8 +12,9 @@ import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.messages import ToolMessage
-from langchain_core.tools import create_retriever_tool
-from langchain_tests.integration_tests import RetrieversIntegrationTests
+from langchain_core.tools import BaseTool, create_retriever_tool
+from langchain_tests.integration_tests import RetrieversIntegrationTests, ToolsIntegrationTests
+from langchain_tests.unit_tests import ToolsUnitTests
 
 from memroute import MemrouteRetriever, RetrievalAgent, sample_data
 from memroute.memory import Memory, Scope, SyncMemory
@@ -27,12 +29,27 @@ async def filled(memory: Memory, scope: Scope) -> Scope:
     return scope
 
 
-class TestStandardSuite(RetrieversIntegrationTests):
-    """langchain-tests' retriever suite (sync and async) against the embedded store."""
+@pytest.fixture(scope="module")
+async def memory_scope(memory: Memory) -> Scope:
+    """A scope of the async ``memory`` holding the sample conversation (read-only)."""
+    scope = Scope(org_id=f"std-{uuid.uuid4().hex[:6]}", project_id="sample")
+    await memory.add(scope, sample_data.episodes())
+    return scope
 
-    @pytest.fixture(autouse=True)
-    def _store(self, sync_memory: SyncMemory, sync_scope: Scope) -> None:
-        self._params = {"memory": sync_memory, "scope": sync_scope}
+
+class TestStandardSuite(RetrieversIntegrationTests):
+    """langchain-tests' retriever suite (invoke and ainvoke) against the embedded store, on a
+    `SyncMemory` and on an async `Memory` (whose pool lives on the test session's loop)."""
+
+    @pytest.fixture(autouse=True, params=["SyncMemory", "Memory"])
+    def _store(self, request: pytest.FixtureRequest) -> None:
+        if request.param == "SyncMemory":
+            memory, scope = (request.getfixturevalue(name) for name in ("sync_memory",
+                                                                         "sync_scope"))
+        else:
+            memory, scope = (request.getfixturevalue(name) for name in ("memory",
+                                                                         "memory_scope"))
+        self._params = {"memory": memory, "scope": scope}
 
     @property
     def retriever_constructor(self) -> type[MemrouteRetriever]:
@@ -46,6 +63,36 @@ class TestStandardSuite(RetrieversIntegrationTests):
     def retriever_query_example(self) -> str:
         return QUESTION
 
+
+
+class RetrieverTool:
+    """`create_retriever_tool` over the retriever, on a `SyncMemory` and on a `Memory`."""
+
+    @pytest.fixture(autouse=True, params=["SyncMemory", "Memory"])
+    def _tool(self, request: pytest.FixtureRequest) -> None:
+        names = ("sync_memory", "sync_scope") if request.param == "SyncMemory" else (
+            "memory", "memory_scope")
+        memory, scope = (request.getfixturevalue(name) for name in names)
+        retriever = MemrouteRetriever(memory=memory, scope=scope, k=3, strategy="direct")
+        self._made = create_retriever_tool(retriever, "search_memory",
+                                           "Search the user's memory.",
+                                           response_format="content_and_artifact")
+
+    @property
+    def tool_constructor(self) -> BaseTool:
+        return self._made
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return {"query": QUESTION}
+
+
+class TestRetrieverToolUnit(RetrieverTool, ToolsUnitTests):
+    """langchain-tests' tool unit suite on the retriever tool."""
+
+
+class TestRetrieverToolIntegration(RetrieverTool, ToolsIntegrationTests):
+    """langchain-tests' tool integration suite on the retriever tool."""
 
 async def test_documents_carry_ids_and_metadata(memory: Memory, filled: Scope) -> None:
     retriever = MemrouteRetriever(memory=memory, scope=filled, k=4, strategy="direct")
@@ -242,12 +289,6 @@ def test_bad_construction_is_a_clear_error(memory: Memory) -> None:
         MemrouteRetriever(memory="postgres://", scope={"org_id": "x"})
     with pytest.raises(ValueError, match="scope ids"):
         MemrouteRetriever(memory=memory, scope={"org_id": "bad scope!"})
-
-
-def test_sync_invoke_with_an_async_memory_says_what_to_do(memory: Memory) -> None:
-    retriever = MemrouteRetriever(memory=memory, scope={"org_id": "x"})
-    with pytest.raises(InvalidInputError, match="needs a SyncMemory"):
-        retriever.invoke(QUESTION)
 
 
 async def test_search_kwargs_as_in_langchain(memory: Memory, filled: Scope) -> None:

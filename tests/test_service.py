@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
 import subprocess
 import sys
 import uuid
@@ -20,7 +21,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from benchmarks.served import ROOT, ServedProcess, service_env
 from memroute.memory import Memory
-from memroute.memory.limits import MAX_K, MAX_QUERY_CHARS
+from memroute.memory.limits import MAX_ID_CHARS, MAX_K, MAX_LIST, MAX_QUERY_CHARS
 from memroute.service.keys import KeyStore
 from memroute.service.models import MAX_EPISODES_PER_REQUEST, MAX_REQUEST_BYTES
 
@@ -196,6 +197,99 @@ async def test_limits_answer_413_and_422_before_anything_runs(tenant_factory) ->
     assert (await t.client.get("/v1/scopes/stats", params=t.scope)).json()["episodes"] == 0
 
 
+async def test_every_body_is_strict(tenant_factory) -> None:
+    """Unknown fields and loose types anywhere in a body are refused, typed, before anything
+    is stored: a typo in an episode never files it under a default."""
+    t = await tenant_factory()
+    episode = {"content": "Carol's birthday is on 3 May.", "session_id": "s"}
+    cases = [
+        ("/v1/episodes", {"episodes": [{**episode, "sesion_id": "s"}]}, "episodes.0.sesion_id"),
+        ("/v1/episodes", {"episodes": [{**episode, "produced_at": 1700000000}]},
+         "episodes.0.produced_at"),
+        ("/v1/episodes", {"episodes": [{**episode, "content": 5}]}, "episodes.0.content"),
+        ("/v1/search", {"query": "Carol", "k": "5"}, "k"),
+        ("/v1/search", {"query": "Carol", "k": True}, "k"),
+        ("/v1/search", {"query": "Carol", "k": 2.0}, "k"),
+        ("/v1/retrieve", {"query": "Carol", "budget": {"max_llm_calls": "2"}},
+         "budget.max_llm_calls"),
+        ("/v1/retrieve", {"query": "Carol", "budget": {"max_llm_calls": True}},
+         "budget.max_llm_calls"),
+        ("/v1/retrieve", {"query": "Carol", "budget": {"max_dollars": 1}}, "max_dollars"),
+        ("/v1/retrieve", {"query": "Carol", "strategy": "Auto"}, "strategy"),
+        ("/v1/retrieve/stream", {"query": "Carol", "k": "5"}, "k"),
+    ]
+    for path, body, where in cases:
+        response = await t.client.post(path, json={"scope": t.scope, **body})
+        assert response.status_code == 422, (path, body, response.text)
+        error = response.json()
+        assert error["kind"] == "InvalidInputError" and where in error["error"], (body, error)
+        assert "pydantic" not in error["error"]
+    assert (await t.client.get("/v1/scopes/stats", params=t.scope)).json()["episodes"] == 0
+    good = await t.client.post("/v1/episodes", json={"scope": t.scope, "episodes": [
+        {**episode, "produced_at": "2024-05-01T09:30:00+02:00", "metadata": {"n": 1}}]})
+    assert good.status_code == 200, good.text
+
+
+async def test_retrieve_reports_the_hops_as_the_stream_and_the_library_do(
+        tenant_factory, memory: Memory) -> None:
+    from memroute import RetrievalAgent
+
+    t = await tenant_factory()
+    await t.client.post("/v1/episodes", json={"scope": t.scope, "episodes": [
+        {"content": c} for c in FACTS]})
+    body = {"scope": t.scope, "query": "Where does the woman who works as a nurse live?",
+            "k": 4, "strategy": "chain"}
+    got = (await t.client.post("/v1/retrieve", json=body)).json()
+    assert got["route"] == "chain" and got["hops"], got
+    async with t.client.stream("POST", "/v1/retrieve/stream", json=body) as response:
+        events = sse_events((await response.aread()).decode())
+    streamed = [data for name, data in events if name == "hop"]
+    final = events[-1][1]
+    assert final["hops"] == got["hops"]
+    assert [(h["hop"], h["query"], h["decision"]) for h in got["hops"]] == \
+        [(h["hop"], h["query"], h["decision"]) for h in streamed]
+    library = await RetrievalAgent(memory).aretrieve(body["query"], scope=t.scope, k=4,
+                                                     strategy="chain")
+    assert json.loads(json.dumps(library.hops)) == got["hops"]
+
+
+def raw_get(url: str, target: bytes) -> tuple[int, dict]:
+    """GET ``target`` on a raw socket (httpx refuses URLs past 64 KiB): status and JSON body."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert b"content-type: application/json" in head.lower(), head
+    return int(head.split()[1]), json.loads(body)
+
+
+async def test_oversized_urls_and_headers_get_the_typed_json_error(tenant_factory,
+                                                                  served) -> None:
+    t = await tenant_factory()
+    status, error = await asyncio.to_thread(raw_get, served.url,
+                                            b"/v1/scopes/stats?pad=" + b"x" * 600_000)
+    assert (status, error["kind"]) == (414, "URITooLong") and set(error) == {"error", "kind"}
+    long_url = await t.client.get("/v1/scopes/stats", params={**t.scope, "pad": "x" * 60_000})
+    assert long_url.status_code == 414 and long_url.json()["kind"] == "URITooLong"
+    big_header = await t.client.get("/v1/scopes/stats", params=t.scope,
+                                    headers={"X-Pad": "y" * 200_000})
+    assert big_header.status_code == 431 and big_header.json() == {
+        "error": "request headers over 16384 bytes", "kind": "HeadersTooLarge"}
+    status, error = await asyncio.to_thread(raw_get, served.url, b"/v1/health?x=a b")
+    assert (status, error["kind"]) == (400, "BadRequest")  # a space in the request line
+    assert (await t.client.get("/v1/scopes/stats", params=t.scope)).status_code == 200
+
+
+def test_serve_prints_one_line_when_ready(served) -> None:
+    url = served.url
+    ready = [line for line in served.log.read_text().splitlines() if "ready" in line]
+    assert ready and ready[-1] == (f"memroute serve: ready on {url} (REST {url}/v1, "
+                                   f"docs {url}/docs, MCP {url}/mcp)")
+
+
 async def test_concurrent_requests_across_four_keys_during_ingestion(tenant_factory) -> None:
     tenants = [await tenant_factory() for _ in range(4)]
     marker = {t.org: f"marker{n}" for n, t in enumerate(tenants)}
@@ -250,6 +344,25 @@ async def test_the_curl_examples_in_docs_run(served, keys) -> None:
     assert '"deleted":1' in outputs[3]  # stats, then deleting t2, then session s1
 
 
+async def test_the_mcp_client_in_docs_runs(served, keys, tmp_path: Path) -> None:
+    """docs/serving.md's ```python served blocks (not run by tests/test_example_docs.py: they
+    need a server), as files, with the installed SDK."""
+    (snippet,) = re.findall(r"```python served\n(.*?)```", (DOCS / "serving.md").read_text(),
+                            re.S)
+    (tmp_path / "mcp_client.py").write_text(snippet)
+    token, _ = await keys.create(f"docs-{uuid.uuid4().hex[:6]}", project_ids=["support"])
+    done = await asyncio.to_thread(
+        subprocess.run, [sys.executable, str(tmp_path / "mcp_client.py")], capture_output=True,
+        text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "MEMROUTE_URL": served.url,
+                                     "MEMROUTE_API_KEY": token, "PYTHONWARNINGS": "default"})
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    tools, first, refused = done.stdout.splitlines()
+    assert tools == "['memory_add', 'memory_delete', 'memory_retrieve', 'memory_search']"
+    assert first == "Showing 1 of 1 results (page 1/1):"
+    assert refused.startswith("True [InvalidInputError] memory_retrieve failed: invalid "
+                              "arguments: k: Input should be greater than or equal to 1")
+
+
 # -- MCP -----------------------------------------------------------------------------------
 
 def mcp_http(url: str, token: str | None) -> Client:
@@ -258,41 +371,75 @@ def mcp_http(url: str, token: str | None) -> Client:
                                          http_client=create_mcp_http_client(headers=headers)))
 
 
+KIND = re.compile(r"^\[(InvalidInputError|ScopeForbiddenError)\] memory_\w+ failed: ")
+
+
 async def exercise_mcp(client: Client, other_project: str = "elsewhere") -> None:
-    """List the tools and call each, with good and bad arguments."""
+    """List the tools and call each, with good and bad arguments: every result's text is
+    the JSON of its structured content, every error's text starts with its kind."""
     tools = {t.name: t for t in (await client.list_tools()).tools}
     assert set(tools) == {"memory_search", "memory_retrieve", "memory_add", "memory_delete"}
     for tool in tools.values():
         assert len(tool.description) > 60
-        assert tool.input_schema["type"] == "object"
+        schema = tool.input_schema
+        assert schema["type"] == "object" and schema["additionalProperties"] is False
     assert tools["memory_search"].input_schema["required"] == ["query"]
     assert "description" in tools["memory_search"].input_schema["properties"]["page"]
+    # the bounds the server enforces, as declared in memroute.memory.limits and Budget
+    retrieve = tools["memory_retrieve"].input_schema
+    assert (retrieve["properties"]["k"]["minimum"], retrieve["properties"]["k"]["maximum"]) \
+        == (1, MAX_K)
+    assert retrieve["properties"]["query"]["maxLength"] == MAX_QUERY_CHARS
+    budget = retrieve["$defs"]["Budget"]
+    assert budget["additionalProperties"] is False
+    assert all(field["anyOf"][0]["minimum"] == 0 for field in budget["properties"].values())
+    episode = tools["memory_add"].input_schema["$defs"]["StrictEpisode"]
+    assert episode["additionalProperties"] is False
+    uids = tools["memory_delete"].input_schema["properties"]["uids"]["anyOf"][0]
+    assert uids["maxItems"] == MAX_LIST and uids["items"]["maxLength"] == MAX_ID_CHARS
 
-    added = await client.call_tool("memory_add", {"episodes": [
-        {"content": c, "uid": f"m{i}", "session_id": "mcp"} for i, c in enumerate(FACTS)]})
-    assert not added.is_error and added.structured_content == {"uids": ["m0", "m1", "m2", "m3"]}
-    page = await client.call_tool("memory_search", {"query": "Bob's cat"})
-    text = page.content[0].text
-    assert not page.is_error and text.startswith("Showing") and "Miso" in text.split("\n2.")[0]
-    past = await client.call_tool("memory_search", {"query": "Bob's cat", "page": 9})
-    assert "past the end" in past.content[0].text
-    got = await client.call_tool("memory_retrieve", {
-        "query": "What does Alice do and what does Bob do?", "k": 4})
-    data = got.structured_content
-    assert not got.is_error and data["route"] == "split" and len(data["queries"]) == 2
-    assert data["stop_reason"] and {"m1", "m2"} <= {r["uid"] for r in data["results"]}
-    deleted = await client.call_tool("memory_delete", {"session_id": "mcp"})
-    assert deleted.structured_content == {"deleted": 4, "by_scope": None}
-
-    for name, arguments in [("memory_search", {}), ("memory_search", {"query": ""}),
-                            ("memory_search", {"query": "x", "page": -1}),
-                            ("memory_retrieve", {"query": "x", "k": MAX_K + 1}),
-                            ("memory_retrieve", {"query": "x", "strategy": "guess"}),
-                            ("memory_add", {"episodes": [{"content": ""}]}),
-                            ("memory_delete", {}),
-                            ("memory_search", {"query": "x", "project_id": other_project})]:
+    async def ok(name: str, arguments: dict) -> dict:
         result = await client.call_tool(name, arguments)
-        assert result.is_error, (name, arguments)
+        assert not result.is_error, (name, result.content)
+        assert json.loads(result.content[0].text) == result.structured_content
+        return result.structured_content
+
+    added = await ok("memory_add", {"episodes": [
+        {"content": c, "uid": f"m{i}", "session_id": "mcp"} for i, c in enumerate(FACTS)]})
+    assert added == {"uids": ["m0", "m1", "m2", "m3"]}
+    page = await ok("memory_search", {"query": "Bob's cat"})
+    assert page["text"].startswith("Showing") and "Miso" in page["text"].split("\n2.")[0]
+    assert page["results"][0]["uid"] == "m2"
+    past = await ok("memory_search", {"query": "Bob's cat", "page": 9})
+    assert "past the end" in past["text"] and past["results"] == []
+    data = await ok("memory_retrieve", {"query": "What does Alice do and what does Bob do?",
+                                        "k": 4})
+    assert data["route"] == "split" and len(data["queries"]) == 2
+    assert data["stop_reason"] and {"m1", "m2"} <= {r["uid"] for r in data["results"]}
+    assert await ok("memory_delete", {"session_id": "mcp"}) == {"deleted": 4, "by_scope": None}
+
+    for name, arguments, names in [
+            ("memory_search", {}, "query"), ("memory_search", {"query": ""}, "query"),
+            ("memory_search", {"query": "x", "page": -1}, "page"),
+            ("memory_search", {"query": "x", "colour": "red"}, "colour"),
+            ("memory_retrieve", {"query": "x", "k": MAX_K + 1}, "k"),
+            ("memory_retrieve", {"query": "x", "strategy": "guess"}, "strategy"),
+            ("memory_retrieve", {"query": "x", "budget": {"max_llm_calls": -1}},
+             "budget.max_llm_calls"),
+            ("memory_retrieve", {"query": "x", "budget": {"max_dollars": 1}}, "max_dollars"),
+            ("memory_add", {"episodes": [{"content": ""}]}, "episodes.0.content"),
+            ("memory_add", {"episodes": [{"content": "a typo", "sesion_id": "s"}]},
+             "episodes.0.sesion_id"),
+            ("memory_delete", {}, "uids, a session_id, or all=true"),
+            ("memory_delete", {"uids": [""]}, "uids.0"),
+            ("memory_search", {"query": "x", "project_id": "bad scope!"}, "project_id"),
+            ("memory_search", {"query": "x", "project_id": other_project}, "does not reach")]:
+        result = await client.call_tool(name, arguments)
+        text = result.content[0].text
+        assert result.is_error and KIND.match(text), (name, arguments, text)
+        assert names in text and "pydantic" not in text and "http" not in text, text
+    nothing = await ok("memory_search", {"query": "a typo"})
+    assert nothing["results"] == []  # the refused episode was not stored
 
 
 async def test_mcp_over_streamable_http(tenant_factory, served) -> None:
@@ -300,7 +447,8 @@ async def test_mcp_over_streamable_http(tenant_factory, served) -> None:
     async with mcp_http(served.url, t.token) as client:
         await exercise_mcp(client)
         denied = await client.call_tool("memory_search", {"query": "x", "project_id": "q"})
-        assert "does not reach" in denied.content[0].text
+        assert denied.content[0].text.startswith("[ScopeForbiddenError] memory_search failed: "
+                                                 "this API key does not reach")
     for token in (None, t.token + "x"):
         response = httpx.post(f"{served.url}/mcp", json={}, headers={
             "Authorization": f"Bearer {token}"} if token else {})
@@ -332,6 +480,51 @@ async def test_mcp_over_stdio_as_the_docs_configure_it(tenant_factory, memory: M
                                    env=env, cwd=str(ROOT))
     async with Client(params, read_timeout_seconds=120) as client:
         await exercise_mcp(client)
+
+
+UNREADABLE = [  # (line, the id a reply can name, JSON-RPC code)
+    (b"this is not JSON", None, -32700),
+    (b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "memory_search",'
+     b' "arguments": {"query": "\\ud800"}}}', 7, -32700),  # a lone surrogate escape
+    (b"[" * 100_000 + b"]" * 100_000, None, -32700),  # nested 100k levels deep
+    (b'{"jsonrpc": "2.0", "id": "a", "method": 5}', "a", -32600),  # JSON, not JSON-RPC
+    (b"[]", None, -32600),
+]
+
+
+async def test_mcp_answers_every_unreadable_message(tenant_factory, served, memory: Memory,
+                                                    pg_url: str, pg_home: Path) -> None:
+    """Over stdio each unreadable line gets its JSON-RPC error (the client does not wait for
+    its own timeout), as the same bodies do over HTTP; the session goes on."""
+    t = await tenant_factory()
+    env = service_env(pg_url, memory.schema, pg_home, MEMROUTE_API_KEY=t.token)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "memroute.cli", "mcp", cwd=str(ROOT), env=env, limit=2**20,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL)
+    try:
+        for line, request_id, code in UNREADABLE:
+            process.stdin.write(line + b"\n")
+            await process.stdin.drain()
+            reply = json.loads(await asyncio.wait_for(process.stdout.readline(), 60))
+            assert reply["jsonrpc"] == "2.0" and reply["id"] == request_id, reply
+            assert reply["error"]["code"] == code, reply
+        process.stdin.write(json.dumps({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"}}}).encode() + b"\n")
+        await process.stdin.drain()
+        reply = json.loads(await asyncio.wait_for(process.stdout.readline(), 60))
+        assert reply["id"] == 1 and reply["result"]["serverInfo"]["name"] == "memroute"
+    finally:
+        process.stdin.close()
+        await asyncio.wait_for(process.wait(), 60)
+    headers = {"Authorization": f"Bearer {t.token}", "Content-Type": "application/json",
+               "Accept": "application/json, text/event-stream"}
+    for line, _, code in UNREADABLE:
+        if code == -32700:  # the same bodies over HTTP (the SDK's transport answers them)
+            over_http = await t.client.post("/mcp", content=line, headers=headers)
+            assert over_http.json()["error"]["code"] == code, (line[:40], over_http.text)
 
 
 def test_mcp_stdio_refuses_a_wrong_key(memory: Memory, pg_url: str, pg_home: Path) -> None:

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import math
 import re
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import BaseTool
+from langchain_tests.integration_tests import ToolsIntegrationTests
+from langchain_tests.unit_tests import ToolsUnitTests
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
@@ -52,6 +56,41 @@ async def filled(memory: Memory, scope: Scope) -> Scope:
     await memory.add(scope, sample_data.episodes())
     return scope
 
+
+
+@pytest.fixture(scope="module")
+async def memory_scope(memory: Memory) -> Scope:
+    """A scope of the async ``memory`` holding the sample conversation (read-only)."""
+    scope = Scope(org_id=f"std-{uuid.uuid4().hex[:6]}", project_id="sample")
+    await memory.add(scope, sample_data.episodes())
+    return scope
+
+
+class MemorySearchTool:
+    """`memory_search_tool`, on a `SyncMemory` and on a `Memory`."""
+
+    @pytest.fixture(autouse=True, params=["SyncMemory", "Memory"])
+    def _tool(self, request: pytest.FixtureRequest) -> None:
+        names = ("sync_memory", "sync_scope") if request.param == "SyncMemory" else (
+            "memory", "memory_scope")
+        memory, scope = (request.getfixturevalue(name) for name in names)
+        self._made = memory_search_tool(memory, scope, page_size=3)
+
+    @property
+    def tool_constructor(self) -> BaseTool:
+        return self._made
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return {"query": QUERY, "page": 1}
+
+
+class TestMemorySearchToolUnit(MemorySearchTool, ToolsUnitTests):
+    """langchain-tests' tool unit suite on memory_search."""
+
+
+class TestMemorySearchToolIntegration(MemorySearchTool, ToolsIntegrationTests):
+    """langchain-tests' tool integration suite on memory_search."""
 
 def script(*messages: AIMessage) -> Iterator[AIMessage]:
     return iter(messages)
@@ -192,11 +231,3 @@ async def test_agent_mode_builds_an_offline_agent(memory: Memory, filled: Scope)
         "Who looks after Biscuit?", scope=filled, k=100, strategy="direct")
     assert "· route direct, 1 query:" in text.splitlines()[0]
     assert f"of {len(expected.results)} results" in text
-
-
-def test_sync_call_with_an_async_memory_says_what_to_do(memory: Memory) -> None:
-    from memroute.errors import InvalidInputError
-
-    tool = memory_search_tool(memory, {"org_id": "x"})
-    with pytest.raises(InvalidInputError, match="needs a SyncMemory"):
-        tool.invoke({"query": "anything"})

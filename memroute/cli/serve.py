@@ -62,17 +62,22 @@ def serve(
             "--allow-remote to bind another address (behind a TLS proxy)")
     import uvicorn
 
-    from memroute.service.protocol import HeaderDeadlineH11
+    from memroute.service.protocol import H11_HEAD_LIMIT, AnnouncedServer, HeaderDeadlineH11
 
     application = create_app(host=host, allowed_hosts=allowed_host or [], mcp=mcp,
                              max_body_bytes=max_body_bytes or MAX_REQUEST_BYTES,
                              key_cache_seconds=key_cache_seconds,
                              body_timeout_s=body_timeout_seconds)
-    # h11 with a deadline on request headers (`HeaderDeadlineH11`); idle keep-alive
-    # connections close after uvicorn's 5 s
-    uvicorn.run(application, host=host, port=port, log_level="debug" if debug else "warning",
-                proxy_headers=False,
-                http=HeaderDeadlineH11.with_timeout(header_timeout_seconds))
+    # h11 with a deadline on request headers and JSON errors for what it refuses
+    # (`HeaderDeadlineH11`); idle keep-alive connections close after uvicorn's 5 s
+    config = uvicorn.Config(application, host=host, port=port, proxy_headers=False,
+                            log_level="debug" if debug else "warning",
+                            http=HeaderDeadlineH11.with_timeout(header_timeout_seconds),
+                            h11_max_incomplete_event_size=H11_HEAD_LIMIT)
+    server = AnnouncedServer(config, mcp=mcp)
+    server.run()
+    if not server.started:
+        raise typer.Exit(1)  # uvicorn logged why (the port is taken, the store failed ...)
 
 
 @app.command("mcp")
@@ -95,13 +100,13 @@ def mcp_stdio(
 async def _mcp_stdio(token: str) -> None:
     from memroute.service.context import close_service, open_service
     from memroute.service.auth import authenticate
-    from memroute.service.mcp_server import build_mcp_server
+    from memroute.service.mcp_server import build_mcp_server, serve_stdio
     from memroute.settings import get_settings
 
     service = await open_service(get_settings())
     try:
         await authenticate(service.keys, token)  # a wrong key fails now, not at the first call
-        await build_mcp_server(lambda: service, lambda ctx: token).run_stdio_async()
+        await serve_stdio(build_mcp_server(lambda: service, lambda ctx: token))
     finally:
         await close_service(service)
 

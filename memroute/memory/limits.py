@@ -9,6 +9,7 @@ ENTITY_CANDIDATES_PER_KEY = 1000  # sentences naming one of a query's entities t
 MAX_EPISODES_PER_CALL = 5000  # episodes of one add or upsert (one transaction)
 MAX_CHARS_PER_CALL = 10_000_000  # content characters of one add or upsert, all episodes
 MAX_K = 1000  # results of one search
+MAX_ID_CHARS = 256  # of an episode's uid, producer or session id
 MAX_CONTEXT = 50  # neighbours on either side of a hit
 MAX_EXTRA_QUERIES = 16  # queries of one multi-query rerank besides the first
 MAX_LIST = 1000  # episodes, uids or scopes of one lookup (get, recent, list_scopes)

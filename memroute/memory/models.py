@@ -12,13 +12,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from memroute.errors import InvalidInputError
+from memroute.memory.limits import MAX_ID_CHARS
 
 MAX_CONTENT_CHARS = 1_000_000
 # produced_at must lie in years 1..9999 once converted to UTC: the range both PostgreSQL's
 # timestamptz and Python's datetime can hold, whatever the offset it was written with.
 MIN_PRODUCED_AT = datetime.min.replace(tzinfo=timezone.utc)
 MAX_PRODUCED_AT = datetime.max.replace(tzinfo=timezone.utc)
-_SCOPE_PART = re.compile(r"^[\w.:@\-]{1,128}$")
+SCOPE_PART_PATTERN = r"^[\w.:@\-]{1,128}$"  # each id of a scope
+_SCOPE_PART = re.compile(SCOPE_PART_PATTERN)
 
 
 def text_problem(value: str) -> str | None:
@@ -91,11 +93,11 @@ class Episode(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
-    producer: str = Field(default="user", min_length=1, max_length=256)
-    session_id: str = Field(default="default", min_length=1, max_length=256)
+    producer: str = Field(default="user", min_length=1, max_length=MAX_ID_CHARS)
+    session_id: str = Field(default="default", min_length=1, max_length=MAX_ID_CHARS)
     produced_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
     metadata: dict[str, Any] = Field(default_factory=dict)
-    uid: str | None = Field(default=None, min_length=1, max_length=256)
+    uid: str | None = Field(default=None, min_length=1, max_length=MAX_ID_CHARS)
 
     @field_validator("content", "producer", "session_id", "uid")
     @classmethod

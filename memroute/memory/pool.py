@@ -94,7 +94,8 @@ class ServerGuard:
             if recent:
                 raise StoreUnavailableError(
                     f"the embedded server under {self.home} died again within "
-                    f"{RESTART_COOLDOWN_S:g}s of a restart; see its log in pgdata/log")
+                    f"{RESTART_COOLDOWN_S:g}s of a restart; see its log in pgdata/log (the "
+                    "first call after that restarts it, as does `memroute db start`)")
             await asyncio.sleep(RESTART_BACKOFF_S)
             if await self.answers():
                 return

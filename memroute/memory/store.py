@@ -21,6 +21,7 @@ from psycopg.errors import QueryCanceled
 from psycopg_pool import AsyncConnectionPool
 
 from memroute._log import get_logger
+from memroute._loop import PoolLoop
 from memroute.errors import InvalidInputError
 
 from memroute.memory import connect, entity_sql, lookup, sql
@@ -29,6 +30,7 @@ from memroute.memory.items import StoreItems
 from memroute.memory.limits import (
     MAX_CONTEXT,
     MAX_EXTRA_QUERIES,
+    MAX_ID_CHARS,
     MAX_K,
     MAX_LIST,
     MAX_OFFSET,
@@ -143,9 +145,10 @@ def _check_query(query: Any, what: str = "query") -> str:
 
 def _check_uids(uids: Any) -> list[str]:
     if not isinstance(uids, (list, tuple)) or not all(
-            isinstance(u, str) and u and "\x00" not in u and len(u) <= 256 for u in uids):
-        raise InvalidInputError("uids must be a list of non-empty strings (at most 256 "
-                                "characters, no NUL)")
+            isinstance(u, str) and u and "\x00" not in u and len(u) <= MAX_ID_CHARS
+            for u in uids):
+        raise InvalidInputError(f"uids must be a list of non-empty strings (at most "
+                                f"{MAX_ID_CHARS} characters, no NUL)")
     if len(uids) > MAX_LIST:
         raise InvalidInputError(f"at most {MAX_LIST} uids per call")
     return list(uids)
@@ -177,6 +180,8 @@ class Memory:
     def __init__(self, pool: AsyncConnectionPool, *, schema: str, embedder: Embedder,
                  reranker: Reranker | None, settings: MemrouteSettings, url: str) -> None:
         self._pool = pool
+        # the loop the pool is bound to: every call of every face runs there
+        self.pool_loop = PoolLoop(asyncio.get_running_loop())
         self.schema = schema
         self.embedder = embedder
         self.reranker = reranker

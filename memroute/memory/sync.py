@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from memroute._loop import CallerLoop, LoopHandle
+from memroute._loop import LoopHandle, PoolLoop
 from memroute.errors import InvalidInputError
 from memroute.memory.models import Episode, Scope, ScoredResult, StoredEpisode
 from memroute.memory.store import Memory, SearchResults
@@ -102,10 +102,10 @@ class SyncMemory:
         self.close()
 
 
-def memory_and_loop(memory: Memory | SyncMemory) -> tuple[Memory, LoopHandle | CallerLoop]:
+def memory_and_loop(memory: Memory | SyncMemory) -> tuple[Memory, LoopHandle | PoolLoop]:
     """The async `Memory` behind ``memory`` and the loop its pool lives on."""
     if isinstance(memory, SyncMemory):
         return memory.memory, memory.loop
     if isinstance(memory, Memory):
-        return memory, CallerLoop()
+        return memory, memory.pool_loop
     raise InvalidInputError(f"memory must be a Memory or SyncMemory, not {type(memory).__name__}")

@@ -28,7 +28,7 @@ from memroute.errors import (
 from memroute.service.auth import authenticate, bearer_token
 from memroute.service.context import Service, close_service, open_service
 from memroute.service.mcp_server import build_mcp_server, http_token
-from memroute.service.models import MAX_REQUEST_BYTES
+from memroute.service.models import MAX_REQUEST_BYTES, invalid_fields
 from memroute.service.routes import router
 from memroute.settings import MemrouteSettings, get_settings
 
@@ -183,9 +183,8 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        parts = [f"{'.'.join(str(p) for p in err['loc'] if p != 'body')}: {err['msg']}"
-                 for err in exc.errors()[:5]]
-        return error_response(422, "invalid request: " + "; ".join(parts), "InvalidInputError")
+        return error_response(422, f"invalid request: {invalid_fields(list(exc.errors()))}",
+                              "InvalidInputError")
 
     @app.exception_handler(OperationalError)
     async def _store_unavailable(request: Request, exc: OperationalError) -> JSONResponse:

@@ -9,25 +9,32 @@ before it reads or writes.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import json
+from collections.abc import Callable
 from typing import Annotated, Any
 
-from langchain_core.tools import ToolException
+from mcp import types as mcp_types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, Field
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memroute import __version__
+from memroute._log import get_logger
 from memroute.errors import InvalidInputError, MemrouteError
-from memroute.memory.limits import MAX_K, MAX_QUERY_CHARS
-from memroute.memory.models import Episode, Scope
+from memroute.memory.limits import MAX_ID_CHARS, MAX_K, MAX_LIST, MAX_QUERY_CHARS
+from memroute.memory.models import SCOPE_PART_PATTERN, Scope
 from memroute.service.auth import authenticate, authorize, bearer_token
-from memroute.service.models import MAX_EPISODES_PER_REQUEST
 from memroute.service.context import Service
+from memroute.service.models import MAX_EPISODES_PER_REQUEST, StrictEpisode, invalid_fields
 from memroute.strategies.base import Strategy
 from memroute.strategies.budget import Budget
 from memroute.tools import DESCRIPTION as SEARCH_DESCRIPTION
 from memroute.tools import MemorySearch, MemorySearchInput, artifact, format_result
+
+log = get_logger(__name__)
 
 INSTRUCTIONS = (
     "Long-term episodic memory (conversation turns, notes). Use memory_search to look facts "
@@ -39,12 +46,23 @@ Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS,
                              description=_SEARCH_ARGS["query"].description)]
 PAGE_SIZE = 10
 Page = Annotated[int, Field(ge=0, description=_SEARCH_ARGS["page"].description)]
-ProjectId = Annotated[str | None, Field(
+ScopePart = Annotated[str, Field(pattern=SCOPE_PART_PATTERN)]
+ProjectId = Annotated[ScopePart | None, Field(
     description="Project inside your org (default: your key's only project, else 'default').")]
-UserId = Annotated[str | None, Field(
+UserId = Annotated[ScopePart | None, Field(
     description="User whose memory this is (default: your key's only user, else none).")]
-AgentId = Annotated[str | None, Field(description="Agent whose memory this is (default: none).")]
+AgentId = Annotated[ScopePart | None, Field(
+    description="Agent whose memory this is (default: none).")]
+Uid = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
 TokenSource = Callable[[Context], str | None]
+
+
+class SearchPage(BaseModel):
+    """One page of memory_search: the numbered lines to read, and the same results as data."""
+
+    text: str = Field(description="'Showing 10 of 42 results (page 1/5):' and the numbered "
+                                  "results, best first, or why there are none.")
+    results: list[dict[str, Any]]
 
 
 class Retrieved(BaseModel):
@@ -68,10 +86,50 @@ class Deleted(BaseModel):
         default=None, description="With all: episodes deleted per scope path.")
 
 
-def tool_error(exc: MemrouteError, tool: str | None = None) -> ToolError:
+def error_result(exc: MemrouteError, tool: str) -> mcp_types.CallToolResult:
     """A tool error a client can tell apart by kind, as the REST body's ``kind``:
     ``"[StoreUnavailableError] memory_search failed: ..."``."""
-    return ToolError(f"[{type(exc).__name__}] {f'{tool} failed: ' if tool else ''}{exc}")
+    text = f"[{type(exc).__name__}] {tool} failed: {' '.join(str(exc).split())}"
+    return mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=text)],
+                                    is_error=True)
+
+
+class MemrouteTool(Tool):
+    """An MCP tool whose arguments are strict (an unknown one is refused, and the input
+    schema says so with ``additionalProperties: false``) and whose every failure is a tool
+    result whose text starts with the memroute error kind: ``[InvalidInputError] ...`` for
+    arguments the schema refuses, the raised `MemrouteError`'s kind, ``[InternalError]``
+    for a crash (logged here; its text never reaches the client)."""
+
+    @classmethod
+    def strict(cls, fn: Callable[..., Any], description: str) -> MemrouteTool:
+        tool = cls.from_function(fn, description=description)
+        loose = tool.fn_metadata.arg_model
+        strict = type(loose.__name__, (loose,), {
+            "__module__": __name__,
+            "model_config": ConfigDict(extra="forbid", arbitrary_types_allowed=True)})
+        tool.fn_metadata.arg_model = strict
+        tool.parameters = strict.model_json_schema(by_alias=True)
+        return tool
+
+    async def run(self, arguments: dict[str, Any], context: Any,
+                  convert_result: bool = False) -> Any:
+        try:
+            self.fn_metadata.validate_arguments(arguments)
+        except ValidationError as exc:
+            return error_result(InvalidInputError(f"invalid arguments: {invalid_fields(exc)}"),
+                                self.name)
+        try:
+            return await super().run(arguments, context, convert_result=convert_result)
+        except ToolError as exc:
+            cause = exc.__cause__
+            while cause is not None and not isinstance(cause, MemrouteError):
+                cause = cause.__cause__
+            if cause is not None:
+                return error_result(cause, self.name)
+            log.error("mcp.tool_crashed", tool=self.name, exc_info=exc.__cause__ or exc)
+            return mcp_types.CallToolResult(is_error=True, content=[mcp_types.TextContent(
+                type="text", text=f"[InternalError] {self.name} failed (see the server log)")])
 
 
 def http_token(ctx: Context) -> str | None:
@@ -83,46 +141,26 @@ def build_mcp_server(get_service: Callable[[], Service], token_for: TokenSource,
                      *, lifespan: Callable[..., Any] | None = None) -> MCPServer:
     """The MCP server; ``token_for`` gives the API key of a call (the HTTP header, or the
     key a stdio server was started with)."""
-    server = MCPServer("memroute", version=__version__, instructions=INSTRUCTIONS,
-                       lifespan=lifespan, log_level="WARNING")
 
     async def scoped(ctx: Context, project_id: str | None, user_id: str | None,
                      agent_id: str | None) -> Scope:
+        grant = await authenticate(get_service().keys, token_for(ctx))
         try:
-            grant = await authenticate(get_service().keys, token_for(ctx))
-            return authorize(grant, grant.default_scope(project_id, user_id, agent_id))
-        except MemrouteError as exc:
-            raise tool_error(exc) from exc
+            scope = grant.default_scope(project_id, user_id, agent_id)
         except ValueError as exc:
-            raise tool_error(InvalidInputError(str(exc))) from exc
+            raise InvalidInputError(str(exc)) from exc
+        return authorize(grant, scope)
 
-    async def call(coro: Awaitable[Any], tool: str) -> Any:
-        try:
-            return await coro
-        except MemrouteError as exc:
-            raise tool_error(exc, tool) from exc
-
-    @server.tool(description=SEARCH_DESCRIPTION.format(page_size=PAGE_SIZE))
     async def memory_search(ctx: Context, query: Query, page: Page = 0,
                             project_id: ProjectId = None, user_id: UserId = None,
-                            agent_id: AgentId = None) -> str:
+                            agent_id: AgentId = None) -> SearchPage:
         scope = await scoped(ctx, project_id, user_id, agent_id)
         # a fresh search per call (each page reads the store again): a kept result list
         # would serve an episode deleted since, by this process or another
         search = MemorySearch(get_service().memory, scope, page_size=PAGE_SIZE)
-        try:
-            text, _ = await search.apage(query, page)
-        except ToolException as exc:  # the agent tool's, around the memory's error
-            cause = exc.__cause__
-            raise (tool_error(cause, "memory_search") if isinstance(cause, MemrouteError)
-                   else ToolError(str(exc))) from exc
-        return text
+        text, results = await search.apage(query, page)  # a failure: the memory's error
+        return SearchPage(text=text, results=results)
 
-    @server.tool(description=(
-        "Answer-oriented retrieval: memroute's agent decides whether the question needs one "
-        "search, several parts searched separately (split) or a chain of searches where each "
-        "hop uses what the last found (chain), then reranks all evidence. Returns the top k "
-        "results plus the route taken, the queries it ran and why it stopped."))
     async def memory_retrieve(ctx: Context, query: Query,
                               k: Annotated[int, Field(ge=1, le=MAX_K,
                                                       description="Results to return.")] = 10,
@@ -133,36 +171,26 @@ def build_mcp_server(get_service: Callable[[], Service], token_for: TokenSource,
                               project_id: ProjectId = None, user_id: UserId = None,
                               agent_id: AgentId = None) -> Retrieved:
         scope = await scoped(ctx, project_id, user_id, agent_id)
-        found = await call(get_service().agent.aretrieve(query, scope=scope, k=k,
-                                                         strategy=strategy, budget=budget),
-                           "memory_retrieve")
+        found = await get_service().agent.aretrieve(query, scope=scope, k=k, strategy=strategy,
+                                                    budget=budget)
         return Retrieved(route=found.route, route_reason=found.route_reason,
                          queries=found.queries, stop_reason=found.stop_reason,
                          results=[artifact(i, r) for i, r in enumerate(found.results, 1)],
                          text="\n".join(format_result(i, r)
                                         for i, r in enumerate(found.results, 1)))
 
-    @server.tool(description=(
-        "Remember episodes (conversation turns or notes). Each needs 'content'; 'producer' "
-        "(who said it), 'session_id', 'produced_at' (ISO 8601) and 'uid' are optional. "
-        "Adding a uid that is already stored changes nothing. Returns the uids."))
     async def memory_add(ctx: Context,
-                         episodes: Annotated[list[Episode], Field(
+                         episodes: Annotated[list[StrictEpisode], Field(
                              min_length=1, max_length=MAX_EPISODES_PER_REQUEST)],
                          project_id: ProjectId = None, user_id: UserId = None,
                          agent_id: AgentId = None) -> Added:
         scope = await scoped(ctx, project_id, user_id, agent_id)
-        uids = await call(get_service().memory.add(scope, episodes), "memory_add")
-        return Added(uids=uids)
+        return Added(uids=await get_service().memory.add(scope, episodes))
 
-    @server.tool(description=(
-        "Forget episodes: give their uids, or a session_id to forget a whole session, or "
-        "all=true to forget the whole scope (with sub_scopes=true, its agents' scopes too). "
-        "Returns how many episodes were deleted."))
     async def memory_delete(ctx: Context,
-                            uids: Annotated[list[str] | None, Field(
-                                description="The uids to delete.")] = None,
-                            session_id: Annotated[str | None, Field(
+                            uids: Annotated[list[Uid] | None, Field(
+                                max_length=MAX_LIST, description="The uids to delete.")] = None,
+                            session_id: Annotated[Uid | None, Field(
                                 description="Delete every episode of this session.")] = None,
                             all: Annotated[bool, Field(  # noqa: A002
                                 description="Delete the whole scope (must be explicit).")] = False,
@@ -171,11 +199,105 @@ def build_mcp_server(get_service: Callable[[], Service], token_for: TokenSource,
                             project_id: ProjectId = None, user_id: UserId = None,
                             agent_id: AgentId = None) -> Deleted:
         if not uids and not session_id and not all:
-            raise ToolError("give uids, a session_id, or all=true to forget the whole scope")
+            raise InvalidInputError("give uids, a session_id, or all=true to forget the "
+                                    "whole scope")
         scope = await scoped(ctx, project_id, user_id, agent_id)
-        deleted = await call(get_service().memory.delete(
-            scope, session_id=session_id, uids=uids, all=all, sub_scopes=sub_scopes),
-            "memory_delete")
+        deleted = await get_service().memory.delete(
+            scope, session_id=session_id, uids=uids, all=all, sub_scopes=sub_scopes)
         return Deleted(deleted=deleted, by_scope=deleted.by_scope if all else None)
 
-    return server
+    tools = [
+        MemrouteTool.strict(memory_search, SEARCH_DESCRIPTION.format(page_size=PAGE_SIZE)),
+        MemrouteTool.strict(memory_retrieve, (
+            "Answer-oriented retrieval: memroute's agent decides whether the question needs "
+            "one search, several parts searched separately (split) or a chain of searches "
+            "where each hop uses what the last found (chain), then reranks all evidence. "
+            "Returns the top k results plus the route taken, the queries it ran and why it "
+            "stopped.")),
+        MemrouteTool.strict(memory_add, (
+            "Remember episodes (conversation turns or notes). Each needs 'content'; "
+            "'producer' (who said it), 'session_id', 'produced_at' (ISO 8601) and 'uid' are "
+            "optional. Adding a uid that is already stored changes nothing. Returns the "
+            "uids.")),
+        MemrouteTool.strict(memory_delete, (
+            "Forget episodes: give their uids, or a session_id to forget a whole session, or "
+            "all=true to forget the whole scope (with sub_scopes=true, its agents' scopes "
+            "too). Returns how many episodes were deleted.")),
+    ]
+    return MCPServer("memroute", version=__version__, instructions=INSTRUCTIONS,
+                     lifespan=lifespan, log_level="WARNING", tools=tools)
+
+
+async def serve_stdio(server: MCPServer) -> None:
+    """Serve ``server`` on stdin/stdout as `MCPServer.run_stdio_async` does, but answer every
+    line the transport cannot read, as the HTTP transport answers such a body: -32700 for a
+    line that is not JSON it can parse (a lone surrogate escape, nesting past its limit),
+    -32600 for JSON that is not a JSON-RPC message. (The SDK's stdio transport hands such a
+    line on as an exception that its dispatcher only logs, so the client waits for its own
+    timeout; MCPServer offers no hook for it, hence this small wrapper of its read stream.)"""
+    lowlevel = server._lowlevel_server  # what run_stdio_async runs
+    async with stdio_server() as (read_stream, write_stream):
+        await lowlevel.run(AnsweringReads(read_stream, write_stream), write_stream,
+                           lowlevel.create_initialization_options())
+
+
+class AnsweringReads:
+    """A transport's read stream that answers each unreadable line on ``write_stream`` with
+    a JSON-RPC error and passes the messages on."""
+
+    def __init__(self, inner: Any, write_stream: Any) -> None:
+        self._inner, self._write = inner, write_stream
+
+    @property
+    def last_context(self) -> Any:  # the sender context the SDK's dispatcher restores
+        return getattr(self._inner, "last_context", None)
+
+    async def _answered(self, item: SessionMessage | Exception) -> bool:
+        if isinstance(item, Exception):
+            await self._write.send(SessionMessage(unreadable_line_reply(item)))
+            return True
+        return False
+
+    async def receive(self) -> SessionMessage:
+        while await self._answered(item := await self._inner.receive()):
+            pass
+        return item
+
+    def __aiter__(self) -> AnsweringReads:
+        return self
+
+    async def __anext__(self) -> SessionMessage:
+        while await self._answered(item := await self._inner.__anext__()):
+            pass
+        return item
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> AnsweringReads:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def unreadable_line_reply(exc: Exception) -> mcp_types.JSONRPCError:
+    """The JSON-RPC error for a line the transport could not read (``exc``, the transport's
+    parse failure), with the line's request id when one can still be read from it."""
+    errors = exc.errors(include_url=False) if isinstance(exc, ValidationError) else []
+    if not errors or errors[0]["type"] == "json_invalid":
+        code = mcp_types.PARSE_ERROR
+        message = f"Parse error: {errors[0]['msg'] if errors else exc}"
+        try:  # Python's parser still reads some lines the transport's refuses
+            message_object = json.loads(errors[0]["input"]) if errors else None
+        except (TypeError, ValueError, RecursionError):
+            message_object = None
+    else:  # JSON, but not a JSON-RPC message: the object is the input of some error
+        code, message = mcp_types.INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message"
+        message_object = next((e["input"] for e in errors if isinstance(e.get("input"), dict)),
+                              None)
+    request_id = message_object.get("id") if isinstance(message_object, dict) else None
+    if isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
+        request_id = None
+    return mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id,
+                                  error=mcp_types.ErrorData(code=code, message=message))

@@ -3,11 +3,14 @@ requests, and results rendered without their stored vectors."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import ErrorDetails
 
 from memroute.agent import RetrievalResult
+from memroute.graph.state import HopRecord
 from memroute.memory.limits import MAX_K, MAX_QUERY_CHARS
 from memroute.memory.models import Episode, Scope, ScoredResult
 from memroute.strategies.base import Strategy
@@ -17,20 +20,46 @@ MAX_EPISODES_PER_REQUEST = 1000  # episodes of one add request
 MAX_REQUEST_BYTES = 8 * 1024 * 1024  # body of one request (413 beyond it)
 
 
+def invalid_fields(errors: list[ErrorDetails] | ValidationError, limit: int = 5) -> str:
+    """What was wrong, field by field (``k: Input should be ...; episodes.0.sesion_id:
+    Extra inputs are not permitted``), without the input values or pydantic's links."""
+    if isinstance(errors, ValidationError):
+        errors = errors.errors(include_url=False, include_input=False)
+    parts = [f"{'.'.join(str(p) for p in err['loc'] if p != 'body') or 'body'}: {err['msg']}"
+             for err in errors[:limit]]
+    more = len(errors) - limit
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+class StrictEpisode(Episode):
+    """An episode as a request gives it: an unknown field (a typo like ``sesion_id``) is
+    refused, not dropped, and ``produced_at`` is an ISO 8601 string (not a number)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @field_validator("produced_at", mode="before")
+    @classmethod
+    def _iso_text(cls, value: Any) -> Any:
+        if not isinstance(value, (str, datetime)):
+            raise ValueError("produced_at is an ISO 8601 date-time string, e.g. "
+                             "2024-03-18T12:16:00Z")
+        return value
+
+
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
 class AddEpisodes(_Request):
     scope: Scope
-    episodes: list[Episode] = Field(min_length=1, max_length=MAX_EPISODES_PER_REQUEST,
+    episodes: list[StrictEpisode] = Field(min_length=1, max_length=MAX_EPISODES_PER_REQUEST,
                                     description="Stored atomically; idempotent by uid.")
 
 
 class Search(_Request):
     scope: Scope
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
-    k: int = Field(default=10, ge=1, le=MAX_K)
+    k: int = Field(default=10, ge=1, le=MAX_K, strict=True)
     filters: dict[str, Any] | None = Field(
         default=None, description="memroute's filter dialect, e.g. {\"producer\": \"user\"}.")
 
@@ -88,6 +117,8 @@ class RetrieveResponse(BaseModel):
     queries: list[str]
     sub_queries: list[str]
     stop_reason: str
+    hops: list[HopRecord] = Field(description="Each chain hop: its query and the judge's "
+                                              "verdict (empty for direct and split).")
     planner: str
     notes: list[str]
     costs: dict[str, Any] = Field(description="Per node and total: llm_calls, tokens, wall_ms.")
@@ -97,7 +128,8 @@ class RetrieveResponse(BaseModel):
         return cls(results=[Hit.of(r) for r in result.results], route=result.route,
                    route_reason=result.route_reason, queries=result.queries,
                    sub_queries=result.sub_queries, stop_reason=result.stop_reason,
-                   planner=result.planner, notes=result.notes, costs=result.costs.as_dict())
+                   hops=result.hops, planner=result.planner, notes=result.notes,
+                   costs=result.costs.as_dict())
 
 
 class Status(BaseModel):

@@ -1,4 +1,5 @@
-"""uvicorn's HTTP/1.1 protocol (h11) with a deadline on a request's headers.
+"""How ``memroute serve`` runs uvicorn: its HTTP/1.1 protocol (h11) with a deadline on a
+request's headers and JSON errors, and a server that says when it is ready.
 
 uvicorn times out an idle keep-alive connection, but not one that is slow to send a
 request's headers: a client trickling them holds its connection (and its file descriptor)
@@ -7,16 +8,28 @@ headers have not all arrived `HEADER_TIMEOUT_S` after the connection opened or i
 response ended; the rest of a body answered before it was read (a 401 sent from the
 headers) counts as such, so it cannot hold the connection either. (A slow body the app
 reads is timed out by the app: `memroute.service.app.BodyLimit`.)
+
+A request h11 cannot parse never reaches the app: uvicorn answers it with a plain-text 400.
+`HeaderDeadlineH11` answers with the service's JSON error body instead: 414 for a request
+line over `H11_HEAD_LIMIT` (a long URL), 431 for headers over it, 400 for anything else
+malformed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+from http import HTTPStatus
 from typing import Any
 
+import h11
+import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 HEADER_TIMEOUT_S = 10.0
+H11_HEAD_LIMIT = 16 * 1024  # uvicorn's default h11_max_incomplete_event_size
+REFUSED_LINGER_S = 2.0
+HEAD_SLICE = 1024  # bytes of a request's head h11 is given at a time
 
 
 class HeaderDeadlineH11(H11Protocol):
@@ -32,6 +45,7 @@ class HeaderDeadlineH11(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._header_timer: asyncio.TimerHandle | None = None
+        self._refused: asyncio.TimerHandle | None = None  # closes a refused connection
         self._arm()
 
     def _between_requests(self) -> bool:
@@ -53,9 +67,19 @@ class HeaderDeadlineH11(H11Protocol):
             self.transport.close()  # no request began since: its headers are too late
 
     def data_received(self, data: bytes) -> None:
+        if self._refused is not None:
+            return  # the rest of a refused request: read and dropped until the close
         if self._between_requests():
             self._arm()  # the first bytes of the next request: its headers' clock runs
-        super().data_received(data)
+        # h11 refuses a head over its limit only while the head is incomplete: one that
+        # arrives in a single read passes whatever its size. Fed in slices, every head
+        # over the limit (by more than a slice) is refused, however it arrives.
+        while (len(data) > HEAD_SLICE and self.conn.their_state is h11.IDLE
+               and self._refused is None and not self.transport.is_closing()):
+            super().data_received(data[:HEAD_SLICE])
+            data = data[HEAD_SLICE:]
+        if self._refused is None:
+            super().data_received(data)
         if not self._between_requests():
             self._disarm()
 
@@ -65,4 +89,50 @@ class HeaderDeadlineH11(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if self._refused is not None:
+            self._refused.cancel()
         super().connection_lost(exc)
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to a request h11 refused, as the service's JSON error."""
+        status, kind, error = self._refusal()
+        body = json.dumps({"error": error, "kind": kind}).encode()
+        headers = [(b"content-type", b"application/json"), (b"connection", b"close"),
+                   (b"content-length", str(len(body)).encode())]
+        head = h11.Response(status_code=status, reason=HTTPStatus(status).phrase,
+                            headers=headers)
+        for event in (head, h11.Data(data=body), h11.EndOfMessage()):
+            self.transport.write(self.conn.send(event))
+        # Closing now, with the rest of the request unread, would reset the connection and
+        # could destroy the answer before the client reads it: stop sending, drop what
+        # still comes, and close when the client does or after REFUSED_LINGER_S.
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self._refused = self.loop.call_later(REFUSED_LINGER_S, self.transport.close)
+
+    def _refusal(self) -> tuple[int, str, str]:
+        """Why h11 refused the request: a head over its limit, or a malformed one."""
+        limit = self.config.h11_max_incomplete_event_size or H11_HEAD_LIMIT
+        head, _ = self.conn.trailing_data
+        if len(head) > limit:
+            if b"\r\n" not in head[:limit]:
+                return 414, "URITooLong", f"request line over {limit} bytes: the URL is too long"
+            return 431, "HeadersTooLarge", f"request headers over {limit} bytes"
+        return 400, "BadRequest", "malformed HTTP request"
+
+
+class AnnouncedServer(uvicorn.Server):
+    """uvicorn's server, printing one line once it listens: where, the docs, MCP."""
+
+    def __init__(self, config: uvicorn.Config, *, mcp: bool) -> None:
+        super().__init__(config)
+        self.mcp = mcp
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            host, port = self.servers[0].sockets[0].getsockname()[:2]
+            url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+            mcp = f", MCP {url}/mcp" if self.mcp else ""
+            print(f"memroute serve: ready on {url} (REST {url}/v1, docs {url}/docs{mcp})",
+                  flush=True)

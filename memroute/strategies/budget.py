@@ -16,7 +16,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field, with_config
 
 from memroute.errors import InvalidInputError
 from memroute.strategies.base import CostProfile, Usage
@@ -41,14 +43,21 @@ def _finite(value: int | float) -> bool:
         return False
 
 
+# The bounds of a budget's fields, as the JSON schemas of the REST and MCP faces state them
+# (`Budget.__post_init__` enforces the same for every caller).
+Count = Annotated[int | None, Field(ge=0, strict=True)]
+Seconds = Annotated[float | None, Field(ge=0, allow_inf_nan=False, strict=True)]
+
+
+@with_config(extra="forbid")
 @dataclass(frozen=True)
 class Budget:
     """What one request may spend. ``None`` means unlimited."""
 
-    max_llm_calls: int | None = None
-    max_input_tokens: int | None = None
-    max_output_tokens: int | None = None
-    max_latency_s: float | None = None
+    max_llm_calls: Count = None
+    max_input_tokens: Count = None
+    max_output_tokens: Count = None
+    max_latency_s: Seconds = None
 
     def __post_init__(self) -> None:
         for f in fields(self):
