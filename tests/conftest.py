@@ -16,12 +16,22 @@ from pathlib import Path
 
 import pytest
 from fake_openai import FakeOpenAI
+from statement_routes import SESSION_LOG
 
 from memroute import sample_data
 from memroute.memory import Memory, Scope, SyncMemory
 from memroute.memory.embedders.minilm_onnx import MiniLMOnnxEmbedder
 from memroute.memory.server import ensure_embedded_server, stop_embedded_server
 from memroute.settings import MemrouteSettings
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    SESSION_LOG.install()  # what memroute sends while the tests run (tests/test_scaling.py)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``last`` run after all the others."""
+    items.sort(key=lambda item: item.get_closest_marker("last") is not None)
 
 
 @pytest.fixture(scope="session")

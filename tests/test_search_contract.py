@@ -89,18 +89,19 @@ async def test_a_short_sentence_probe_is_widened_until_k_episodes(memory: Memory
 
 async def test_a_selective_filter_that_stops_the_index_scan_early_still_gives_k(
         settings, embedder, monkeypatch) -> None:
-    """600 turns, a filter matching 6 of them and a scan bound of 100 index tuples
-    (pgvector's ``hnsw.max_scan_tuples``, lowered as a big store would reach its default):
-    the index scan stops before 5 rows pass, which is no proof of an exhausted scope. The
-    exact scan of the filtered sentences settles it. Explicit sorts are off for this store's
-    connections, so that the planner probes 600 rows through the HNSW index as it would a
-    big store's."""
-    from memroute.memory import sql
+    """600 turns in a scope with its own vector index (the bound lowered to 100 sentences), a
+    filter matching 6 of them and a scan bound of 100 index tuples (pgvector's
+    ``hnsw.max_scan_tuples``, lowered as a big scope would reach its default): the index scan
+    stops before 5 rows pass, which is no proof of an exhausted scope. The exact scan of the
+    filtered sentences settles it. Explicit sorts are off for this store's connections, so
+    that the planner probes 600 rows through the HNSW index as it would a big scope's."""
+    from memroute.memory import scope_index, sql
 
     sep = "&" if "?" in settings.database_url else "?"
     memory = await Memory.open(settings.database_url + f"{sep}options=-c%20enable_sort%3Doff",
-                               settings=settings, embedder=embedder,
-                               schema=f"scan_{uuid.uuid4().hex[:10]}")
+                               settings=settings.model_copy(
+                                   update={"scope_index_min_sentences": 100}),
+                               embedder=embedder, schema=f"scan_{uuid.uuid4().hex[:10]}")
     try:
         scope = new_scope()
         topics = ["parrot Kiwi sings", "sister in Trondheim", "dentist on Monday",
@@ -112,6 +113,7 @@ async def test_a_selective_filter_that_stops_the_index_scan_early_still_gives_k(
         for at in range(0, 600, 200):
             await memory.add(scope, episodes[at:at + 200])
         query = "parrot Kiwi sings"
+        assert await memory.index_scopes() == 1
         async with memory._pool.connection() as conn:
             await conn.execute(f"ANALYZE {memory.schema}.sentences")
             cur = await conn.execute(
@@ -119,7 +121,7 @@ async def test_a_selective_filter_that_stops_the_index_scan_early_still_gives_k(
                 "WHERE s.scope_key = %s ORDER BY s.embedding <=> %s LIMIT 60",
                 [scope.key, (await memory.embed_queries([query]))[0]])
             plan = " ".join(r[0] for r in await cur.fetchall())
-        assert "using sentences_embedding " in plan  # else no scan bound to reach
+        assert f"using {scope_index.index_name(scope.key)} " in plan  # a scan bound to reach
 
         monkeypatch.setattr(sql, "MAX_SCAN_TUPLES", 100)
         exact_scans = []

@@ -28,6 +28,11 @@ RESERVED_WORDS = frozenset("""
     variadic verbose when where window with
 """.split())
 _SYSTEM_SCHEMA = re.compile(r"^(pg_.*|information_schema)$")
+# Past one machine (docs/scaling.md): every table of a store but the reference tables is a
+# data table, distributed by this column, which every primary key, unique index and foreign
+# key of a data table holds; the reference tables are small and the same on every node.
+DISTRIBUTION_COLUMN = "scope_key"
+REFERENCE_TABLES = ("schema_version", "store_info", "api_keys")
 
 
 def check_identifier(name: str) -> str:
@@ -121,6 +126,27 @@ def _migrations(schema: str, dim: int) -> list[str]:
         ALTER TABLE {s}.sentences SET (toast_tuple_target = 8160);
         """,
         _store_items_migration(s),
+        # 7: a scope of 5,000 sentences or more is searched through an HNSW index of its own
+        # (a partial index), a smaller one by an exact scan of its rows, and the index of the
+        # whole table goes (memroute.memory.scope_index): a search no longer scans past other
+        # tenants' sentences. On a big store this builds the large scopes' indexes, about the
+        # time of an HNSW build of their sentences (docs/scaling.md); writes wait meanwhile.
+        f"""
+        SET LOCAL maintenance_work_mem = '1GB';
+        DO $$
+        DECLARE
+            large text[] := ARRAY(SELECT scope_key FROM {s}.sentences GROUP BY scope_key
+                                  HAVING count(*) >= 5000);
+            k text;
+        BEGIN
+            FOREACH k IN ARRAY large LOOP
+                EXECUTE format('CREATE INDEX %I ON {s}.sentences USING hnsw '
+                               '(embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64) '
+                               'WHERE scope_key = %L', 'sentences_embedding_' || k, k);
+            END LOOP;
+        END $$;
+        DROP INDEX {s}.sentences_embedding;
+        """,
     ]
 
 

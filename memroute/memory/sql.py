@@ -72,10 +72,12 @@ async def vector_lane(conn: AsyncConnection, schema: str, scope_key: str, embedd
     """
     where, params = compile_filter(filters, "s")
     await conn.execute(*hnsw_settings(limit, max_scan_tuples))
+    # never prepared: a plan for any scope could not use the scope's own index
+    # (memroute.memory.scope_index), whose predicate names the scope key
     cur = await conn.execute(
         f"WITH {_probe_cte(schema, where)} SELECT episode_uid, text, distance FROM hits "
         "ORDER BY distance",
-        [embedding, scope_key, *params, embedding, limit],
+        [embedding, scope_key, *params, embedding, limit], prepare=False,
     )
     return [SentenceHit(uid, text, 1.0 - float(dist)) for uid, text, dist in await cur.fetchall()]
 

@@ -49,6 +49,7 @@ from memroute.memory.rerankers import RerankCandidate, Reranker, RerankQuery
 from memroute.memory.rerankers.base import CREDITS, ContextCandidate, rank_in_context
 from memroute.memory.retry import with_retry
 from memroute.memory.schema import check_identifier
+from memroute.memory.scope_index import ScopeIndexes
 from memroute.memory.server import pgdata_path
 from memroute.memory.warm import WarmReport, warm_schema
 from memroute.memory.writes import EpisodeWriter
@@ -203,6 +204,7 @@ class Memory:
         self._writes = 0  # counts this process's writes: a lookup older than one is not kept
         self._stop_warming = threading.Event()
         self._warming: asyncio.Task[WarmReport] | None = None
+        self._scope_indexes = ScopeIndexes(pool, url, schema, settings.scope_index_min_sentences)
 
     async def embed_queries(self, texts: list[str]) -> list[np.ndarray]:
         """Query vectors, reusing the last ``settings.query_cache_size`` computed (a final
@@ -350,11 +352,19 @@ class Memory:
             log.warning("memory.warm_failed", schema=self.schema, error=str(exc))
             return None
 
+    async def index_scopes(self) -> int:
+        """Build now the vector index of every scope that holds
+        ``settings.scope_index_min_sentences`` sentences or more and has none (writes build
+        it in the background; this is for a store loaded or restored by other means).
+        Returns how many scopes have their own index."""
+        return len(await self._scope_indexes.ensure_all())
+
     async def close(self) -> None:
         if self._warming is not None:
             self._stop_warming.set()  # the file reader stops at its next chunk
             with contextlib.suppress(asyncio.CancelledError):
                 await self._warming
+        await self._scope_indexes.close()
         await self._pool.close()
 
     async def __aenter__(self) -> Memory:
@@ -372,7 +382,8 @@ class Memory:
     @property
     def _writer(self) -> EpisodeWriter:
         return EpisodeWriter(self._pool, self.schema, self.embedder,
-                             self.settings.extract_entities)
+                             self.settings.extract_entities, self._scope_indexes.after_write,
+                             self._scope_indexes.min_sentences)
 
     async def add(self, scope: Scope | dict, episodes: list[Episode | dict]) -> list[str]:
         """Store episodes atomically; idempotent by uid. Returns the uids, in input order."""

@@ -92,6 +92,9 @@ class SyncMemory:
     def warm(self) -> WarmReport:
         return self.loop.run_as_sync(self.memory.warm())
 
+    def index_scopes(self) -> int:
+        return self.loop.run_as_sync(self.memory.index_scopes())
+
     def close(self) -> None:
         self.loop.run_as_sync(self.memory.close())
 

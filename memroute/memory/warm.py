@@ -29,7 +29,7 @@ log = get_logger(__name__)
 
 CHUNK_BYTES = 4 << 20
 
-# the schema's tables, indexes and TOAST tables; the vector index first, then the other
+# the schema's tables, indexes and TOAST tables; the vector indexes first, then the other
 # indexes the search reads, then the heaps (largest first)
 RELATIONS_SQL = """
 WITH own AS (
@@ -40,7 +40,7 @@ WITH own AS (
 SELECT oid::regclass::text, pg_relation_filepath(oid), pg_relation_size(oid)
 FROM (SELECT oid, relname, relkind FROM own
       UNION ALL SELECT reltoastrelid, '', 't' FROM own WHERE reltoastrelid <> 0) rels
-ORDER BY relname = 'sentences_embedding' DESC, relkind = 'i' DESC, pg_relation_size(oid) DESC
+ORDER BY starts_with(relname, 'sentences_embedding') DESC, relkind = 'i' DESC, pg_relation_size(oid) DESC
 """
 
 

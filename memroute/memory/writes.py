@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,6 +22,7 @@ from memroute.memory.entity_sql import entity_columns, sentence_entities
 from memroute.memory.limits import MAX_CHARS_PER_CALL, MAX_EPISODES_PER_CALL
 from memroute.memory.models import Episode, Scope, coerce_episode, with_default_uids
 from memroute.memory.retry import with_retry
+from memroute.memory.scope_index import STATE_SQL, state_params
 from memroute.memory.splitter import split_sentences
 from memroute.nlp import Entity
 
@@ -66,6 +67,9 @@ class PreparedAdd:
     entities: list[list[Entity]] | None = None  # None: not extracted (backfilled later)
     skipped: int = 0
     replace: bool = False  # upsert: stored uids get the new content and sentences
+    # after the write: the scope's sentences (counted up to the index bound) and whether its
+    # own vector index is valid (None: it has none), for `ScopeIndexes.after_write`
+    scope_state: tuple[int, bool | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,9 @@ class EpisodeWriter:
     schema: str
     embedder: Embedder
     extract_entities: bool = False
+    # called with the scope key and `PreparedAdd.scope_state` once a write is committed
+    after_commit: Callable[[str, int, bool | None], None] | None = None
+    scope_index_min: int = 0
 
     async def add(self, scope: Scope, episodes: list[Episode | dict]) -> list[str]:
         prepared = await self.prepare(scope, episodes)
@@ -180,6 +187,8 @@ class EpisodeWriter:
         if not prepared.new:
             return
         await with_retry(lambda: self._write(prepared), "add")
+        if self.after_commit is not None and prepared.scope_state is not None:
+            self.after_commit(prepared.scope.key, *prepared.scope_state)
         log.debug("memory.add", episodes=len(prepared.new), sentences=len(prepared.sentences),
                   skipped=prepared.skipped)
 
@@ -237,6 +246,10 @@ class EpisodeWriter:
                     await copy.write_row([scope.key, e.uid, idx, text, vector, e.session_id,
                                           e.producer, e.produced_at, metadata[e.uid], keys,
                                           None if details is None else _json(details)])
+        if self.after_commit is not None:
+            cur = await conn.execute(STATE_SQL.format(schema=s), state_params(
+                s, scope.key, self.scope_index_min))
+            prepared.scope_state = await cur.fetchone()
 
     @staticmethod
     def _on_conflict(prepared: PreparedAdd) -> str:

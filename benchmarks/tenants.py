@@ -1,0 +1,355 @@
+"""`make bench`: many tenants in one store.
+
+One store of ~1.2M sentences over ~5,000 scopes (most of 50-500 sentences, a few of 10k-100k,
+written interleaved in sessions of 10, as tenants write over time), and beside it, for each
+measured scope (200, 5,000 and 50,000 sentences), the same rows in a store of their own. Per
+scope size: search p50/p95 alone and among the tenants (the two taking turns query by
+query), and the vector lane's recall@10 against an exact scan of the scope. Then ingestion
+from 16 tenants at once against the embedder alone on the same texts. Prints a table and
+one JSON line, and writes ``bench-out/tenants.json``.
+
+Rows are synthetic neighbours of the real sentences' vectors (`benchmarks.memory`); each
+scope's rows are a function of its name, so the store is rebuilt only when the layout
+changes (kept under ``MEMROUTE_HOME``, schema ``tenants_v1``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import random
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.memory import (
+    OUT,
+    cached_embeddings,
+    load_average,
+    machine_info,
+    percentiles,
+    questions,
+    shared_sentences,
+    write_report,
+)
+from memroute.memory import Memory, Scope
+from memroute.memory.embedders.base import l2_normalize
+from memroute.memory.embedders.minilm_onnx import MiniLMOnnxEmbedder
+from memroute.memory.writes import SENTENCE_COPY_TYPES
+from memroute.nlp import extract_entities
+from memroute.settings import MemrouteSettings
+
+MEASURED = (200, 5_000, 50_000)
+LARGE = (100_000, 30_000, 20_000, 10_000)
+SESSION = 10  # sentences written together (one episode each)
+SCHEMA = "tenants_v1"
+T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+
+
+def scope_sizes(small: int, seed: int = 0) -> dict[str, int]:
+    """Scope name -> sentences: the measured scopes, a few large ones, and ``small`` scopes
+    of 50-500 sentences (log-uniform)."""
+    rng = np.random.default_rng(seed)
+    sizes = {f"measured-{n}": n for n in MEASURED}
+    sizes |= {f"large-{i}": n for i, n in enumerate(LARGE)}
+    drawn = np.exp(rng.uniform(np.log(50), np.log(501), small)).astype(int)
+    return sizes | {f"small-{i}": int(n) for i, n in enumerate(drawn)}
+
+
+def tenant(name: str) -> Scope:
+    return Scope(org_id="tenants", project_id="bench", user_id=name)
+
+
+class Corpus:
+    """The real sentences, their vectors and entity keys; a scope's rows are drawn from
+    them, session by session, by a generator seeded with the scope's name and session."""
+
+    def __init__(self, texts: list[str], vectors: np.ndarray, keys: list[list[str]]) -> None:
+        self.texts, self.vectors, self.keys = texts, vectors, keys
+
+    def session(self, name: str, number: int, size: int) -> tuple[list[str], np.ndarray,
+                                                                  list[list[str]]]:
+        """Session ``number`` of scope ``name`` (of ``size`` sentences): texts, unit vectors
+        (each mixes two real vectors plus noise) and the first source's entity keys."""
+        n = min(SESSION, size - number * SESSION)
+        seed = int(hashlib.sha256(name.encode()).hexdigest()[:8], 16)
+        rng = np.random.default_rng([seed, number])
+        first, second = rng.integers(len(self.texts), size=(2, n))
+        weight = rng.uniform(0.5, 0.8, size=(n, 1)).astype(np.float32)
+        mixed = weight * self.vectors[first] + (1 - weight) * self.vectors[second]
+        mixed += rng.normal(0, 0.02, size=mixed.shape).astype(np.float32)
+        texts = [f"{name} {number * SESSION + j}: {self.texts[i]}" for j, i in enumerate(first)]
+        return texts, l2_normalize(mixed), [self.keys[i] for i in first]
+
+    def scope_vectors(self, name: str, size: int) -> np.ndarray:
+        return np.vstack([self.session(name, s, size)[1]
+                          for s in range((size + SESSION - 1) // SESSION)])
+
+
+async def cached_entity_keys(texts: list[str]) -> list[list[str]]:
+    key = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
+    path = OUT / f"entity-keys-{key}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    found = await asyncio.to_thread(extract_entities, texts)
+    keys = [sorted({e.key for e in entities}) for entities in found]
+    OUT.mkdir(exist_ok=True)
+    path.write_text(json.dumps(keys))
+    return keys
+
+
+async def write_sessions(memory: Memory, corpus: Corpus, sessions: list[tuple[str, int]],
+                         sizes: dict[str, int]) -> None:
+    """COPY the given (scope, session) rows, in that order, in one transaction."""
+    s = memory.schema
+    async with memory._pool.connection() as conn, conn.transaction():
+        rows = []
+        for name, number in sessions:
+            texts, vectors, keys = corpus.session(name, number, sizes[name])
+            rows.append((tenant(name), name, number, texts, vectors, keys))
+        async with conn.cursor().copy(
+                f"COPY {s}.episodes (scope_key, org_id, project_id, user_id, agent_id, uid, "
+                "session_id, producer, produced_at, content) FROM STDIN") as copy:
+            for scope, name, number, texts, _, _ in rows:
+                for j, text in enumerate(texts):
+                    i = number * SESSION + j
+                    await copy.write_row([scope.key, scope.org_id, scope.project_id,
+                                          scope.user_id, None, f"e{i}", f"s{number}", "user",
+                                          T0 + timedelta(minutes=i), text])
+        async with conn.cursor().copy(
+                f"COPY {s}.sentences (scope_key, episode_uid, idx, text, embedding, session_id, "
+                "producer, produced_at, metadata, entity_keys, entities) FROM STDIN "
+                "(FORMAT BINARY)") as copy:
+            copy.set_types(SENTENCE_COPY_TYPES)
+            for scope, name, number, texts, vectors, keys in rows:
+                for j, (text, vector, found) in enumerate(zip(texts, vectors, keys)):
+                    i = number * SESSION + j
+                    await copy.write_row([scope.key, f"e{i}", 0, text, vector, f"s{number}",
+                                          "user", T0 + timedelta(minutes=i), "{}", found, None])
+
+
+async def build(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder, schema: str,
+                corpus: Corpus, sizes: dict[str, int], interleave: bool) -> Memory:
+    """The store of ``sizes`` in ``schema``, built unless a store of that layout is there:
+    rows written with the secondary indexes dropped (sessions in random order across scopes
+    when ``interleave``), then the indexes built from their own definitions, the tables
+    analyzed and the large scopes' own vector indexes built."""
+    signature = hashlib.sha256(json.dumps([sizes, interleave, len(corpus.texts)])
+                               .encode()).hexdigest()[:16]
+    memory = await Memory.open(settings=settings, schema=schema, embedder=embedder)
+    async with memory._pool.connection() as conn:
+        cur = await conn.execute(f"SELECT value FROM {schema}.store_info WHERE key = 'layout'")
+        if (row := await cur.fetchone()) and row[0] == signature:
+            return memory
+        await conn.execute(f"DROP SCHEMA {schema} CASCADE")
+        await conn.commit()
+    await memory.close()
+    memory = await Memory.open(settings=settings, schema=schema, embedder=embedder)
+    start = time.perf_counter()
+    async with memory._pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s "
+            "AND indexname NOT LIKE '%%_pkey'", [schema])
+        indexes = await cur.fetchall()
+        for name, _ in indexes:
+            await conn.execute(f"DROP INDEX {schema}.{name}")
+        await conn.commit()
+    sessions = [(name, n) for name, size in sizes.items()
+                for n in range((size + SESSION - 1) // SESSION)]
+    if interleave:
+        random.Random(0).shuffle(sessions)
+    total = sum(sizes.values())
+    for i in range(0, len(sessions), 2000):
+        await write_sessions(memory, corpus, sessions[i:i + 2000], sizes)
+        print(f"  {schema}: {min(i + 2000, len(sessions)) * SESSION:,} of ~{total:,} rows",
+              file=sys.stderr, flush=True)
+    async with memory._pool.connection() as conn:
+        await conn.set_autocommit(True)
+        await conn.execute("SET maintenance_work_mem = '4GB'")
+        for _, definition in indexes:
+            t = time.perf_counter()
+            await conn.execute(definition)
+            print(f"  {definition[:70]}... {time.perf_counter() - t:.0f} s", file=sys.stderr,
+                  flush=True)
+        await conn.execute(f"VACUUM (ANALYZE) {schema}.episodes, {schema}.sentences")
+        await memory.index_scopes()  # the large scopes' own vector indexes
+        await conn.execute(f"INSERT INTO {schema}.store_info VALUES ('layout', %s)",
+                           [signature])
+    print(f"built {schema} ({total:,} sentences) in {time.perf_counter() - start:.0f} s",
+          file=sys.stderr, flush=True)
+    return memory
+
+
+SEARCHES = {  # label -> search_scored options
+    "vector": {"context": (0, 0), "lexical": False, "entities": False},
+    "default": {},
+}
+
+
+async def measure_scope(stores: dict[str, Memory], scope: Scope, exact: np.ndarray,
+                        queries: list[str]) -> dict:
+    """Latency of each search in `SEARCHES` in each store, taking turns query by query
+    (order rotated), and recall@10 of the vector lane (no rerank, context off) against the
+    exact nearest of ``exact`` (the scope's vectors, row i = episode ``e{i}``)."""
+    runs = [(label, store) for label in SEARCHES for store in stores]
+    times: dict[tuple[str, str], list[float]] = {run: [] for run in runs}
+    stages: dict[tuple[str, str], dict[str, list[float]]] = {run: {} for run in runs}
+    recall: dict[str, list[float]] = {store: [] for store in stores}
+    some = next(iter(stores.values()))
+    for n, q in enumerate(queries):
+        for label, store in runs[n % len(runs):] + runs[:n % len(runs)]:
+            start = time.perf_counter()
+            hits = await stores[store].search_scored(scope, q, k=10, **SEARCHES[label])
+            times[(label, store)].append((time.perf_counter() - start) * 1000)
+            for stage, ms in hits.timings.items():
+                stages[(label, store)].setdefault(stage, []).append(ms)
+        vector = await some.embedder.embed_query(q)
+        truth = {f"e{i}" for i in np.argsort(-(exact @ vector))[:10]}
+        for store, memory in stores.items():
+            hits = await memory.search_scored(scope, q, k=10, rerank=False, **SEARCHES["vector"])
+            recall[store].append(len(truth & {h.uid for h in hits}) / 10)
+    return {label: {store: {"latency_ms": percentiles(times[(label, store)]),
+                            "stages_ms_p50": {s: float(np.median(v))
+                                              for s, v in stages[(label, store)].items()},
+                            "widened": sum(1 for v in stages[(label, store)].get("widen_ms", []))
+                            / len(queries)}
+                    for store in stores}
+            for label in SEARCHES} | {"recall_at_10": {s: float(np.mean(v))
+                                                       for s, v in recall.items()}}
+
+
+async def measure_ingestion(memory: Memory, texts: list[str], tenants: int, per_tenant: int,
+                            rounds: int) -> dict:
+    """Sentences/s of ``tenants`` tenants adding at once (each its own scope, sessions of
+    `SESSION` one-sentence episodes per `add`) into ``memory``'s store, with and without
+    entity extraction, against the embedder alone on the same texts in batches of 500;
+    alternating rounds, ratios within each round. The tenants' scopes are deleted after."""
+    texts = texts[:tenants * per_tenant]
+    chunks = [texts[i:i + SESSION] for i in range(0, len(texts), SESSION)]
+    plain = memory.settings.model_copy(update={"extract_entities": False})
+    with_entities = memory.settings.model_copy(update={"extract_entities": True})
+
+    async def embedder() -> float:
+        start = time.perf_counter()
+        for i in range(0, len(texts), 500):
+            await memory.embedder.embed_documents(texts[i:i + 500])
+        return len(texts) / (time.perf_counter() - start)
+
+    async def at_once(settings: MemrouteSettings, round_: int) -> float:
+        memory.settings = settings
+        scopes = [Scope(org_id="tenants", project_id=f"ingest-{round_}", user_id=f"t{t}")
+                  for t in range(tenants)]
+
+        async def one(t: int) -> None:
+            for n, chunk in enumerate(chunks[t::tenants]):
+                await memory.add(scopes[t], [
+                    {"content": text, "session_id": f"s{n}", "uid": f"{n}-{j}",
+                     "produced_at": T0 + timedelta(seconds=j)} for j, text in enumerate(chunk)])
+
+        start = time.perf_counter()
+        await asyncio.gather(*(one(t) for t in range(tenants)))
+        rate = len(texts) / (time.perf_counter() - start)
+        for scope in scopes:
+            await memory.delete(scope, all=True)
+        return rate
+
+    kinds = {"embedder": lambda r: embedder(), "tenants": lambda r: at_once(plain, r),
+             "tenants_with_entities": lambda r: at_once(with_entities, r)}
+    per_round = []
+    settings = memory.settings
+    try:
+        for r in range(rounds):
+            order = list(kinds) if r % 2 == 0 else list(kinds)[::-1]
+            per_round.append({kind: await kinds[kind](r) for kind in order})
+    finally:
+        memory.settings = settings
+    ratios = {kind: [r[kind] / r["embedder"] for r in per_round] for kind in kinds
+              if kind != "embedder"}
+    return {"tenants": tenants, "sentences": len(texts), "rounds": per_round,
+            "ratio_to_embedder": {k: {"median": float(np.median(v)), "min": min(v),
+                                      "max": max(v)} for k, v in ratios.items()},
+            "load_average": load_average()}
+
+
+async def run(args: argparse.Namespace) -> dict:
+    settings = MemrouteSettings().model_copy(update={
+        "embed_threads": args.threads, "query_cache_size": 0,
+        "search_statement_timeout_ms": 30_000})
+    embedder = MiniLMOnnxEmbedder(threads=args.threads)
+    texts = shared_sentences(Path(args.data_dir))
+    random.Random(0).shuffle(texts)
+    texts = texts[:100_000]  # as benchmarks.memory: its cached embeddings serve both
+    vectors = await cached_embeddings(embedder, texts)
+    corpus = Corpus(texts, vectors, await cached_entity_keys(texts))
+    sizes = scope_sizes(args.small)
+    report: dict = {"machine": machine_info(args.threads),
+                    "store": {"sentences": sum(sizes.values()), "scopes": len(sizes)},
+                    "search": {}}
+    shared = await build(settings, embedder, SCHEMA, corpus, sizes, interleave=True)
+    qs = questions(Path(args.data_dir), args.queries + 50)
+    for size in args.sizes:
+        name = f"measured-{size}"
+        alone = await build(settings, embedder, f"{SCHEMA}_alone_{size}", corpus,
+                            {name: size}, interleave=False)
+        stores = {"alone": alone, "tenants": shared}
+        for memory in stores.values():
+            await memory.warm()
+            for q in qs[args.queries:]:
+                await memory.search_scored(tenant(name), q, k=10)
+        report["search"][str(size)] = await measure_scope(
+            stores, tenant(name), corpus.scope_vectors(name, size), qs[:args.queries])
+        report["search"][str(size)]["load_average"] = load_average()
+        await alone.close()
+    if args.ingest_per_tenant:
+        report["ingestion"] = await measure_ingestion(
+            shared, texts, args.tenants, args.ingest_per_tenant, args.ingest_rounds)
+    await shared.close()
+    return report
+
+
+def print_report(report: dict) -> None:
+    print(f"threads: {report['machine']['threads']}; store: {report['store']['sentences']:,} "
+          f"sentences in {report['store']['scopes']:,} scopes")
+    for size, fig in report["search"].items():
+        for label in SEARCHES:
+            alone, among = (fig[label][s]["latency_ms"] for s in ("alone", "tenants"))
+            print(f"scope of {int(size):>6,} sentences, {label:<8} search p50/p95 ms: alone "
+                  f"{alone['p50']:6.1f} / {alone['p95']:6.1f}, among tenants "
+                  f"{among['p50']:6.1f} / {among['p95']:6.1f}  (p95 x{among['p95'] / alone['p95']:.2f};"
+                  f" widened {fig[label]['tenants']['widened']:.0%})")
+        r = fig["recall_at_10"]
+        print(f"    vector lane recall@10 vs exact: alone {r['alone']:.3f}, among tenants "
+              f"{r['tenants']:.3f}  (load {fig['load_average']})")
+    if "ingestion" in report:
+        ing = report["ingestion"]
+        for kind, ratio in ing["ratio_to_embedder"].items():
+            print(f"ingestion, {ing['tenants']} {kind.replace('_', ' ')} at once: "
+                  f"{ratio['median']:.0%} of the embedder (rounds {ratio['min']:.0%}-"
+                  f"{ratio['max']:.0%}); embedder "
+                  f"{np.median([r['embedder'] for r in ing['rounds']]):.1f} sentences/s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", default=os.environ.get("MEMROUTE_DATA_DIR", "../shared/data"))
+    parser.add_argument("--small", type=int, default=5_000, help="scopes of 50-500 sentences")
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(MEASURED),
+                        choices=MEASURED, help="the scopes measured")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--tenants", type=int, default=16)
+    parser.add_argument("--ingest-per-tenant", type=int, default=60,
+                        help="sentences each tenant adds (0: no ingestion)")
+    parser.add_argument("--ingest-rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    write_report(asyncio.run(run(args)), "tenants", print_report)
+
+
+if __name__ == "__main__":
+    main()
