@@ -114,9 +114,18 @@ class Standby:
                             "stop"], capture_output=True, timeout=60, **_as_server_user())
 
     def execute(self, statement: str) -> object:
-        with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
-            row = conn.execute(statement).fetchone()
-            return row[0] if row else None
+        """One statement on the standby; its first value. A statement cancelled by a conflict
+        with recovery (replay catching up after a pause) is run again."""
+        for attempt in range(50):
+            try:
+                with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
+                    row = conn.execute(statement).fetchone()
+                    return row[0] if row else None
+            except psycopg.errors.SerializationFailure:
+                if attempt == 49:
+                    raise
+                time.sleep(0.1)
+        return None
 
     def pause_replay(self) -> None:
         """Stop applying the primary's WAL (still received): the standby lags from now."""

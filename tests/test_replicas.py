@@ -6,7 +6,10 @@ and taken back."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -219,3 +222,25 @@ async def test_served_reads_see_the_process_own_writes_and_keys_on_a_paused_repl
     finally:
         standby.resume_replay()
         server.stop()
+
+
+@pytest.mark.stress
+@pytest.mark.timeout(3600)
+def test_stress_read_your_writes_on_a_lagging_replica_and_a_killed_one() -> None:
+    """`benchmarks.replicas`: 1,000 add-then-search and 1,000 delete-then-search pairs on a
+    paused replica and as many on a replaying one, 0 misses; searches go on answering, each
+    within 2 s, while the replica is killed and started again."""
+    out = subprocess.run([sys.executable, "-m", "benchmarks.replicas"], check=True,
+                         stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1]).stdout
+    print(out)
+    report = json.loads(out.strip().splitlines()[-1])
+    for phase in ("paused", "replaying"):
+        figures = report[phase]
+        assert figures["pairs"] >= 1000
+        assert figures["misses"] == 0 and figures["stale"] == 0, figures["examples"]
+        assert figures["reads"]["replica"] > 0  # the replica served the unwritten scope
+    assert report["paused"]["reads"]["behind"] > 0  # and the written ones went elsewhere
+    killed = report["killed"]
+    assert killed["errors"] == 0, killed["error_examples"]
+    assert killed["slowest_ms"] < 2000
+    assert killed["reads_after_taken_back"]["replica"] > 0

@@ -92,6 +92,9 @@ class SyncMemory:
     def warm(self) -> WarmReport:
         return self.loop.run_as_sync(self.memory.warm())
 
+    def read_routing(self) -> dict[str, Any]:
+        return self.memory.read_routing()
+
     def close(self) -> None:
         self.loop.run_as_sync(self.memory.close())
 
