@@ -37,7 +37,9 @@ bench: install
 
 # Fault and load runs: kill loops, 2 and 4 processes starting a fresh home x10, load, and the
 # big inputs (benchmarks/big_inputs.py: the 8,192-character lexical query at 100k sentences,
-# a 1 MB episode, 40,000 tiny episodes; figures printed and in bench-out/big_inputs.json).
+# a 1 MB episode, 40,000 tiny episodes; figures printed and in bench-out/big_inputs.json),
+# and read replicas (benchmarks/replicas.py: 2 x 1,000 add/delete-then-search pairs on a
+# paused and on a replaying standby, searches while it is killed; bench-out/replicas.json).
 stress: install
 	$(THREADS) $(BIN)/python -m pytest -m stress $(PYTEST_ARGS)
 

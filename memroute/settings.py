@@ -31,6 +31,11 @@ class MemrouteSettings(BaseSettings):
 
     home: Path = Field(default_factory=default_home)
     database_url: str | None = None
+    # streaming replicas for searches and reads, space-separated (memroute.memory.replicas);
+    # writes and API key checks stay on the primary (database_url, or the embedded server)
+    read_database_url: str | None = None
+    # a replica lagging more than this behind the primary is left out until it catches up
+    read_max_lag_s: float = Field(default=5.0, gt=0)
     db_schema: str = "memroute"
     pool_min_size: int = 1
     pool_max_size: int = 8

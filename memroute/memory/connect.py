@@ -1,23 +1,27 @@
-"""Opening a store: models from settings, the embedded server, migrations, the pool."""
+"""Opening a store: models from settings, the embedded server, migrations, the pools (the
+primary's, and the read replicas')."""
 
 from __future__ import annotations
 
 import asyncio
 
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
 from pgvector.psycopg import register_vector_async
-from psycopg import AsyncConnection, DataError, OperationalError, adapters
+from psycopg import AsyncConnection, DataError, OperationalError, ProgrammingError, adapters
 from psycopg.adapt import Loader
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import Format
 from psycopg_pool import AsyncConnectionPool
 
-from memroute.errors import StoreUnavailableError
+from memroute.errors import InvalidInputError, StoreUnavailableError
 from memroute._log import get_logger
 from memroute.memory.embedders import Embedder, make_embedder
 from memroute.memory.models import MAX_PRODUCED_AT, MIN_PRODUCED_AT
 from memroute.memory.pool import GuardedPool, ServerGuard, check_idle_connection
+from memroute.memory.replicas import ReadRouter, Replica
 from memroute.memory.rerankers import Reranker, make_reranker
 from memroute.memory.schema import migrate
 from memroute.memory.server import ensure_embedded_server
@@ -102,6 +106,19 @@ async def open_pool(dsn: str | None, schema: str, embedder: Embedder,
     except OperationalError as exc:
         raise StoreUnavailableError(f"cannot connect to the database: {exc}") from exc
 
+    pool = GuardedPool(
+        url, min_size=settings.pool_min_size, max_size=settings.pool_max_size,
+        timeout=settings.pool_timeout_s, configure=_configure(settings), open=False,
+        check=check_idle_connection, name=f"memroute-{schema}",
+        guard=ServerGuard(url, owned_home),
+    )
+    await pool.open(wait=True, timeout=settings.pool_timeout_s)
+    return pool, url
+
+
+def _configure(settings: MemrouteSettings) -> Callable[[AsyncConnection], Awaitable[None]]:
+    """How a pool readies each new connection: vector and time types, the session's
+    ``maintenance_work_mem``."""
     async def configure(conn: AsyncConnection) -> None:
         await register_vector_async(conn)
         register_time_loaders(conn)
@@ -111,11 +128,33 @@ async def open_pool(dsn: str | None, schema: str, embedder: Embedder,
         )
         await conn.commit()
 
-    pool = GuardedPool(
-        url, min_size=settings.pool_min_size, max_size=settings.pool_max_size,
-        timeout=settings.pool_timeout_s, configure=configure, open=False,
-        check=check_idle_connection, name=f"memroute-{schema}",
-        guard=ServerGuard(url, owned_home),
-    )
-    await pool.open(wait=True, timeout=settings.pool_timeout_s)
-    return pool, url
+    return configure
+
+
+async def open_reads(primary: AsyncConnectionPool, schema: str,
+                     settings: MemrouteSettings) -> ReadRouter:
+    """The router of a memory's reads over the replicas of ``settings.read_database_url``
+    (none: every read on ``primary``). A replica that does not answer yet is left out, not
+    an error: it is taken back once it does."""
+    urls = settings.read_database_url.split() if settings.read_database_url else []
+    replicas = []
+    for n, url in enumerate(urls):
+        try:
+            conninfo_to_dict(url)
+            if not url.startswith(("postgresql://", "postgres://")):
+                raise ProgrammingError("not a URL")
+        except ProgrammingError:  # its message may quote the URL, password and all
+            raise InvalidInputError(
+                f"MEMROUTE_READ_DATABASE_URL: item {n + 1} of {len(urls)} is not a "
+                "postgresql:// URL (give one or more URLs, separated by spaces)") from None
+        replicas.append(Replica(url, GuardedPool(
+            url, min_size=1, max_size=settings.pool_max_size, timeout=settings.pool_timeout_s,
+            configure=_configure(settings), open=False, check=check_idle_connection,
+            name=f"memroute-{schema}-replica-{n}", guard=ServerGuard(url, None))))
+    router = ReadRouter(primary, replicas, max_lag_s=settings.read_max_lag_s)
+    try:
+        await router.start()
+    except BaseException:
+        await router.close()
+        raise
+    return router

@@ -45,6 +45,7 @@ from memroute.memory.models import (
     json_text,
     text_problem,
 )
+from memroute.memory.replicas import ReadRouter
 from memroute.memory.rerankers import RerankCandidate, Reranker, RerankQuery
 from memroute.memory.rerankers.base import CREDITS, ContextCandidate, rank_in_context
 from memroute.memory.retry import with_retry
@@ -179,10 +180,13 @@ class Memory:
     """Episodic memory on PostgreSQL + pgvector. Open with `Memory.open`."""
 
     def __init__(self, pool: AsyncConnectionPool, *, schema: str, embedder: Embedder,
-                 reranker: Reranker | None, settings: MemrouteSettings, url: str) -> None:
+                 reranker: Reranker | None, settings: MemrouteSettings, url: str,
+                 reads: ReadRouter | None = None) -> None:
         self._pool = pool
         # the loop the pool is bound to: every call of every face runs there
         self.pool_loop = PoolLoop(asyncio.get_running_loop())
+        # where reads go: the read replicas, once they have replayed this Memory's writes
+        self._reads = reads or ReadRouter(pool)
         self.schema = schema
         self.embedder = embedder
         self.reranker = reranker
@@ -319,11 +323,16 @@ class Memory:
         schema = check_identifier(schema or settings.db_schema)
         embedder, reranker = await connect.load_models(embedder, reranker, settings)
         pool, url = await connect.open_pool(dsn, schema, embedder, settings)
+        try:
+            reads = await connect.open_reads(pool, schema, settings)
+        except BaseException:
+            await pool.close()
+            raise
         log.debug("memory.open", schema=schema, embedder=embedder.name,
                   query_embedder=getattr(embedder, "query_name", embedder.name),
                   reranker=getattr(reranker, "name", "none"))
         memory = cls(pool, schema=schema, embedder=embedder, reranker=reranker,
-                     settings=settings, url=url)
+                     settings=settings, url=url, reads=reads)
         if settings.warm_on_open and memory._embedded_pgdata is not None:
             memory._warming = asyncio.ensure_future(memory._warm_in_background())
         return memory
@@ -365,6 +374,7 @@ class Memory:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._warming
         await self._scope_indexes.close()
+        await self._reads.close()
         await self._pool.close()
 
     async def __aenter__(self) -> Memory:
@@ -376,6 +386,11 @@ class Memory:
     @property
     def reranker_name(self) -> str:
         return self.reranker.name if self.reranker else "none"
+
+    def read_routing(self) -> dict[str, Any]:
+        """Where this Memory's reads go: each read replica (URL without password), whether
+        it serves reads and why not, its lag and reads; and the reads by where they went."""
+        return self._reads.status()
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -389,9 +404,11 @@ class Memory:
         """Store episodes atomically; idempotent by uid. Returns the uids, in input order."""
         scope = coerce_scope(scope)
         try:
-            return await self._writer.add(scope, episodes)
+            uids = await self._writer.add(scope, episodes)
         finally:
             self._forget_speakers(scope.key)
+        await self._reads.wrote([scope.key])
+        return uids
 
     async def add_batches(self, scope: Scope | dict,
                           batches: Iterable[list[Episode | dict]]) -> AsyncIterator[list[str]]:
@@ -403,6 +420,7 @@ class Memory:
         async with contextlib.aclosing(self._writer.add_batches(scope, batches)) as stored:
             async for uids in stored:
                 self._forget_speakers(scope.key)
+                await self._reads.wrote([scope.key])
                 yield uids
 
     async def upsert(self, scope: Scope | dict, episodes: list[Episode | dict]) -> list[str]:
@@ -413,6 +431,7 @@ class Memory:
         uids = await self._writer.upsert(scope, episodes)
         self._forget_vectors(scope.key, uids)
         self._forget_speakers(scope.key)
+        await self._reads.wrote([scope.key])
         return uids
 
     @property
@@ -428,7 +447,7 @@ class Memory:
         uids = _check_uids(uids)
 
         async def run() -> dict[str, StoredEpisode]:
-            async with self._pool.connection() as conn:
+            async with self._reads.connection(scope.key) as conn:
                 return await lookup.episodes_by_uid(conn, self.schema, scope.key, uids)
 
         found = await with_retry(run, "get")
@@ -442,7 +461,7 @@ class Memory:
         offset = _check_int(offset, "offset", 0, MAX_OFFSET)
 
         async def run() -> list[StoredEpisode]:
-            async with self._pool.connection() as conn:
+            async with self._reads.connection(scope.key) as conn:
                 return await lookup.recent_episodes(conn, self.schema, scope.key, filters,
                                                     limit, offset)
 
@@ -461,7 +480,7 @@ class Memory:
         offset = _check_int(offset, "offset", 0, MAX_OFFSET)
 
         async def run() -> list[Scope]:
-            async with self._pool.connection() as conn:
+            async with self._reads.connection() as conn:
                 return await lookup.scopes(conn, self.schema, list(prefix), limit, offset)
 
         return await with_retry(run, "list_scopes")
@@ -532,6 +551,7 @@ class Memory:
         for gone, _ in counts or [(scope, 0)]:
             self._forget_vectors(gone.key, None if uids is None or session_id else list(uids))
             self._forget_speakers(gone.key)
+        await self._reads.wrote([scope.key, *(gone.key for gone, _ in counts)])
         log.info("memory.delete", scope=scope.key, session_id=session_id, all=all,
                  sub_scopes=sub_scopes, uids=len(uids) if uids is not None else None,
                  deleted=int(deleted), scopes=len(counts))
@@ -568,7 +588,9 @@ class Memory:
                     "WHERE s.scope_key = %s AND s.episode_uid = p.uid", [uids, texts, scope.key])
                 return found
 
-        return await with_retry(run, "merge_metadata")
+        found = await with_retry(run, "merge_metadata")
+        await self._reads.wrote([scope.key])
+        return found
 
     async def backfill_entities(self, batch: int = 256) -> int:
         """Extract and store the entities of sentences written without them (stores created
@@ -576,7 +598,9 @@ class Memory:
         many sentences were filled; safe to interrupt and rerun."""
         batch = _check_int(batch, "batch", 1, 10_000)
         async with self._pool.connection() as conn:
-            return await entity_sql.backfill(conn, self.schema, batch)
+            filled = await entity_sql.backfill(conn, self.schema, batch)
+        await self._reads.wrote(None)
+        return filled
 
     async def stored_entities(self, scope: Scope | dict,
                               uids: list[str]) -> dict[str, list[Entity]]:
@@ -586,7 +610,7 @@ class Memory:
         uids = _check_uids(uids)
 
         async def run() -> dict[str, list[Entity]]:
-            async with self._pool.connection() as conn:
+            async with self._reads.connection(scope.key) as conn:
                 return await entity_sql.entities_of(conn, self.schema, scope.key, uids)
         return await with_retry(run, "stored_entities")
 
@@ -604,7 +628,7 @@ class Memory:
         writes = self._writes
 
         async def run() -> list[str]:
-            async with self._pool.connection() as conn:
+            async with self._reads.connection(scope.key) as conn:
                 return await lookup.scope_producers(conn, self.schema, scope.key,
                                                     MAX_SPEAKERS + len(entity_sql.ROLE_PRODUCERS))
 
@@ -624,7 +648,7 @@ class Memory:
         scope = coerce_scope(scope)
 
         async def run() -> tuple[int, int]:
-            async with self._pool.connection() as conn:
+            async with self._reads.connection(scope.key) as conn:
                 cur = await conn.execute(
                     f"SELECT (SELECT count(*) FROM {self.schema}.episodes WHERE scope_key = %s), "
                     f"(SELECT count(*) FROM {self.schema}.sentences WHERE scope_key = %s)",
@@ -713,7 +737,7 @@ class Memory:
                     with_entities=with_entities)
 
         async def read():
-            async with self._pool.connection() as conn:
+            async with self._reads.connection(scope.key) as conn:
                 t0 = time.perf_counter()
                 found = await read_with_lanes(conn, lanes)
                 timings["read_ms"] = (time.perf_counter() - t0) * 1000
@@ -840,7 +864,7 @@ class Memory:
         missing = [u for u in uids if u not in kept]
 
         async def read() -> dict[str, np.ndarray]:
-            async with self._pool.connection() as conn:
+            async with self._reads.connection(scope.key) as conn:
                 return await sql.fetch_sentence_embeddings(conn, self.schema, scope.key, missing)
 
         stored = {**kept, **(await with_retry(read, "rerank") if missing else {})}

@@ -94,6 +94,8 @@ class SyncMemory:
 
     def index_scopes(self) -> int:
         return self.loop.run_as_sync(self.memory.index_scopes())
+    def read_routing(self) -> dict[str, Any]:
+        return self.memory.read_routing()
 
     def close(self) -> None:
         self.loop.run_as_sync(self.memory.close())

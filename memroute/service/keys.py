@@ -180,14 +180,17 @@ class KeyStore:
             return None
         key_id, secret = parts
         cache_key = _digest(token or "")
+        asked_at = time.monotonic()
         cached = self._verified.get(cache_key)
-        if cached is not None and cached[0] > time.monotonic():
+        if cached is not None and cached[0] > asked_at:
             return cached[1]
         grant = await self._lookup(key_id, secret)
         if grant is not None and self.cache_seconds > 0:
             if len(self._verified) >= MAX_CACHED_KEYS:
                 self._verified.clear()
-            self._verified[cache_key] = (time.monotonic() + self.cache_seconds, grant)
+            # trusted from when it was asked, not answered: a revocation the lookup just
+            # missed still reaches this process within cache_seconds
+            self._verified[cache_key] = (asked_at + self.cache_seconds, grant)
         return grant
 
     async def _lookup(self, key_id: str, secret: str) -> KeyGrant | None:
