@@ -121,7 +121,7 @@ async def test_builders_of_one_scope_take_turns_and_a_broken_build_is_redone(
 
 
 async def test_the_migration_indexes_an_existing_stores_large_scopes(settings, embedder) -> None:
-    """A store of version 5 (one HNSW index over all scopes): version 6 builds the index of
+    """A store of version 6 (one HNSW index over all scopes): version 7 builds the index of
     each scope of 5,000 sentences or more and drops the one over all scopes."""
     memory = await open_memory(settings, embedder, 10**6)
     large, small = Scope(org_id="large", project_id="p"), Scope(org_id="small", project_id="p")
@@ -131,11 +131,11 @@ async def test_the_migration_indexes_an_existing_stores_large_scopes(settings, e
         await memory.add(small, turns(30))
         async with memory._pool.connection() as conn:
             await conn.execute(
-                f"DELETE FROM {s}.schema_version WHERE version = 6; CREATE INDEX sentences_embedding "
+                f"DELETE FROM {s}.schema_version WHERE version = 7; CREATE INDEX sentences_embedding "
                 f"ON {s}.sentences USING hnsw (embedding vector_cosine_ops)")
             await conn.commit()
             await conn.set_autocommit(True)
-            assert await migrate(conn, s, embedder.name, embedder.dim) == 6
+            assert await migrate(conn, s, embedder.name, embedder.dim) == 7
         assert await own_indexes(memory) == {index_name(large.key): True}
     finally:
         await memory.close()

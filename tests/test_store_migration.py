@@ -51,7 +51,7 @@ async def test_old_items_move_to_the_default_tenant_without_embedding(settings, 
                                f"{memory.schema}.store_items")
             await conn.execute(f"DELETE FROM {memory.schema}.schema_version WHERE version = 6")
         async with await AsyncConnection.connect(memory.url, autocommit=True) as conn:
-            assert await migrate(conn, memory.schema, embedder.name, embedder.dim) == 6
+            assert await migrate(conn, memory.schema, embedder.name, embedder.dim) == 7
 
         store = MemrouteStore(memory, strategy="direct")  # no tenant: where they went
         assert (await store.aget(ns, "dog")).value == dog
