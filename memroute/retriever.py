@@ -3,14 +3,14 @@
 Natively async, and sync too, whatever memory it wraps: the agent's graph runs on the loop
 the memory's pool lives on (a `Memory`'s opening loop, a `SyncMemory`'s background loop), for
 ``invoke`` and ``ainvoke`` alike (`memroute._loop`). ``k``, ``filters``,
-``strategy``, ``budget`` and ``scope`` are fields, per-call keyword arguments
+``strategy``, ``budget``, ``scope`` and ``as_of`` are fields, per-call keyword arguments
 (``retriever.invoke(q, k=5)``), and configurable fields (`with_config_fields`). The graph
 runs as a child run of the retriever, so traces show routing, LLM calls and searches nested.
 """
 
 from __future__ import annotations
 
-from datetime import timezone
+from datetime import datetime, timezone
 from typing import Any, Literal
 
 from langchain_core.callbacks import (
@@ -35,7 +35,7 @@ from memroute.memory.models import (
 from memroute.memory.sync import memory_and_loop
 from memroute.strategies.base import Strategy
 
-CALL_OPTIONS = ("k", "filters", "strategy", "budget", "scope")
+CALL_OPTIONS = ("k", "filters", "strategy", "budget", "scope", "as_of")
 # LangChain's ``search_kwargs`` names (``VectorStoreRetriever``) and the fields they set
 SEARCH_KWARGS = {"k": "k", "filter": "filters", "filters": "filters", "strategy": "strategy",
                  "budget": "budget"}
@@ -73,6 +73,9 @@ class MemrouteRetriever(BaseRetriever):
     filters: dict[str, Any] | None = None
     strategy: Strategy = "auto"
     budget: Any = None
+    # when the question is asked (datetime or ISO-8601; None: now): "last week" is the week
+    # before it, and nothing produced after it is searched
+    as_of: datetime | str | None = None
     agent: Any = None
     llm: Any = None
     include_context: bool = True
@@ -191,7 +194,8 @@ class MemrouteRetriever(BaseRetriever):
         })
 
     def with_config_fields(self, prefix: str = "") -> RunnableSerializable:
-        """This retriever with ``k``, ``filters``, ``strategy``, ``budget`` and ``scope``
+        """This retriever with ``k``, ``filters``, ``strategy``, ``budget``, ``scope`` and
+        ``as_of``
         settable per run: ``config={"configurable": {"k": 5}}`` (ids get ``prefix``)."""
         return self.configurable_fields(**{
             name: ConfigurableField(id=f"{prefix}{name}", name=name,

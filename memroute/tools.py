@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from datetime import datetime
 from typing import Any
 
 from langchain_core.tools import StructuredTool, ToolException
@@ -17,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from memroute.memory import Memory, Scope, ScoredResult, SyncMemory
 from memroute.errors import InvalidInputError, MemrouteError
+from memroute.graph.tool_select import coerce_as_of
 from memroute.memory.limits import MAX_K
 from memroute.memory.models import ShownWindow, coerce_scope, disjoint_windows
 from memroute.memory.sync import memory_and_loop
@@ -41,7 +43,8 @@ class MemorySearch:
     def __init__(self, memory: Memory | SyncMemory, scope: Scope | dict, *, page_size: int = 10,
                  max_results: int = 100, filters: dict[str, Any] | None = None,
                  agent_mode: bool = False, agent: Any = None, strategy: str = "auto",
-                 budget: Any = None, cache_size: int = 32) -> None:
+                 budget: Any = None, cache_size: int = 32,
+                 as_of: datetime | str | None = None) -> None:
         if not 1 <= page_size <= 100 or not 1 <= max_results <= MAX_K:
             raise InvalidInputError(
                 f"page_size must be in [1, 100] and max_results in [1, {MAX_K}]")
@@ -54,6 +57,7 @@ class MemorySearch:
         self._agent = agent
         self.strategy = strategy
         self.budget = budget
+        self.as_of = coerce_as_of(as_of)  # None: each search as of its own time
         self._cache: OrderedDict[str, tuple[list[ScoredResult], str]] = OrderedDict()
         self._cache_size = cache_size
 
@@ -74,12 +78,16 @@ class MemorySearch:
         if self.agent_mode:
             found = await self.agent.aretrieve(query, scope=self.scope, k=self.max_results,
                                                filters=self.filters, strategy=self.strategy,
-                                               budget=self.budget)
+                                               budget=self.budget, as_of=self.as_of)
             entry = (list(found.results), f" · route {found.route}, {len(found.queries)} "
                      f"quer{'y' if len(found.queries) == 1 else 'ies'}")
         else:
+            filters = self.filters
+            if self.as_of is not None:  # nothing produced after it
+                bound = {"produced_at": {"$lte": self.as_of}}
+                filters = {"$and": [filters, bound]} if filters else bound
             results = await self.memory.search_scored(self.scope, query, k=self.max_results,
-                                                      filters=self.filters)
+                                                      filters=filters)
             entry = (list(results), "")
         self._cache[key] = entry
         while len(self._cache) > self._cache_size:
@@ -150,14 +158,16 @@ def memory_search_tool(memory: Memory | SyncMemory, scope: Scope | dict, *,
                        page_size: int = 10, max_results: int = 100,
                        filters: dict[str, Any] | None = None, agent_mode: bool = False,
                        agent: Any = None, strategy: str = "auto", budget: Any = None,
-                       name: str = "memory_search", description: str | None = None
-                       ) -> StructuredTool:
+                       name: str = "memory_search", description: str | None = None,
+                       as_of: datetime | str | None = None) -> StructuredTool:
     """A LangChain tool ``memory_search(query, page=0)`` bound to one memory and scope.
 
     ``agent_mode=True`` routes each new query through the retrieval agent (pass ``agent`` to
-    reuse one, e.g. with an LLM planner); otherwise it is a direct search.
+    reuse one, e.g. with an LLM planner); otherwise it is a direct search. ``as_of``: the
+    time its questions are asked (None: when each is asked): "last week" is the week before
+    it, and nothing produced after it is searched.
     """
     search = MemorySearch(memory, scope, page_size=page_size, max_results=max_results,
                           filters=filters, agent_mode=agent_mode, agent=agent,
-                          strategy=strategy, budget=budget)
+                          strategy=strategy, budget=budget, as_of=as_of)
     return search.as_tool(name=name, description=description)

@@ -253,6 +253,23 @@ async def test_retrieve_reports_the_hops_as_the_stream_and_the_library_do(
     assert json.loads(json.dumps(library.hops)) == got["hops"]
 
 
+async def test_retrieve_is_asked_as_of_a_time(tenant_factory) -> None:
+    """``as_of`` anchors "last week" and bounds what is searched; a naive or bad time is the
+    typed 422."""
+    t = await tenant_factory()
+    await t.client.post("/v1/episodes", json={"scope": t.scope, "episodes": [
+        {"content": "I booked a table at Rosa's.", "produced_at": "2024-07-02T12:00:00Z"},
+        {"content": "I booked flights to Rome.", "produced_at": "2024-07-09T12:00:00Z"}]})
+    body = {"scope": t.scope, "query": "What did I book last week?", "k": 5,
+            "as_of": "2024-07-08T09:00:00+00:00"}
+    got = (await t.client.post("/v1/retrieve", json=body)).json()
+    assert "'last week' = 2024-07-01..07-07" in got["route_reason"], got
+    assert [r["nucleus"]["content"] for r in got["results"]] == ["I booked a table at Rosa's."]
+    for bad in ("2024-07-08T09:00:00", "last Tuesday"):
+        refused = await t.client.post("/v1/retrieve", json={**body, "as_of": bad})
+        assert refused.status_code == 422 and "as_of" in refused.text
+
+
 def raw_get(url: str, target: bytes) -> tuple[int, dict]:
     """GET ``target`` on a raw socket (httpx refuses URLs past 64 KiB): status and JSON body."""
     host, port = url.removeprefix("http://").split(":")

@@ -136,3 +136,17 @@ async def test_the_resolved_answer_survives_the_final_selection(memory, scope):
                                    scope=scope, k=3)
     assert "What does Clara love to eat?" in result.queries
     assert "Clara loves grilled sardines." in [r.nucleus.content for r in result.results]
+
+
+async def test_the_retriever_and_the_tool_are_asked_as_of_a_time(diary, memory, scope):
+    from memroute import MemrouteRetriever
+    from memroute.tools import memory_search_tool
+
+    retriever = MemrouteRetriever(memory=memory, scope=scope, k=10, as_of=day(7, 1))
+    docs = await retriever.ainvoke("What did I book?")
+    assert docs and all(d.metadata["produced_at"] <= day(7, 1).isoformat() for d in docs)
+    later = await retriever.ainvoke("What did I book?", as_of=AS_OF.isoformat())
+    assert "t8" not in {d.id for d in docs} and {"t6", "t7"} <= {d.id for d in later}
+    tool = memory_search_tool(memory, scope, as_of=day(7, 1))
+    text = await tool.ainvoke({"query": "What did I book?"})
+    assert "Rosa" not in text and "dentist" in text

@@ -19,7 +19,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from memroute import __version__
 from memroute._log import get_logger
@@ -168,11 +168,16 @@ def build_mcp_server(get_service: Callable[[], Service], token_for: TokenSource,
                                   description="auto lets the agent choose the route.")] = "auto",
                               budget: Annotated[Budget | None, Field(
                                   description="Ceilings on LLM calls, tokens and seconds.")] = None,
+                              as_of: Annotated[AwareDatetime | None, Field(
+                                  description="When the question is asked (ISO-8601 with an "
+                                              "offset; default now): 'last week' is the week "
+                                              "before it, and nothing produced after it is "
+                                              "searched.")] = None,
                               project_id: ProjectId = None, user_id: UserId = None,
                               agent_id: AgentId = None) -> Retrieved:
         scope = await scoped(ctx, project_id, user_id, agent_id)
         found = await get_service().agent.aretrieve(query, scope=scope, k=k, strategy=strategy,
-                                                    budget=budget)
+                                                    budget=budget, as_of=as_of)
         return Retrieved(route=found.route, route_reason=found.route_reason,
                          queries=found.queries, stop_reason=found.stop_reason,
                          results=[artifact(i, r) for i, r in enumerate(found.results, 1)],

@@ -6,7 +6,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 from pydantic_core import ErrorDetails
 
 from memroute.agent import RetrievalResult
@@ -67,6 +74,10 @@ class Search(_Request):
 class Retrieve(Search):
     strategy: Strategy = "auto"
     budget: Budget | None = None
+    as_of: AwareDatetime | None = Field(
+        default=None, description="When the question is asked (ISO-8601 with an offset; "
+        "default now): 'last week' is the week before it, and nothing produced after it is "
+        "searched.")
 
 
 class Uids(BaseModel):

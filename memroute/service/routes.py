@@ -126,7 +126,7 @@ async def retrieve(body: Retrieve, grant: Grant, svc: Svc) -> RetrieveResponse:
     given), searches within the ``budget``, and reranks the pooled evidence."""
     result = await svc.agent.aretrieve(body.query, scope=authorize(grant, body.scope), k=body.k,
                                        filters=body.filters, strategy=body.strategy,
-                                       budget=body.budget)
+                                       budget=body.budget, as_of=body.as_of)
     return RetrieveResponse.of(result)
 
 
@@ -147,7 +147,7 @@ async def retrieve_stream(body: Retrieve, grant: Grant, svc: Svc) -> StreamingRe
         try:
             async for event in svc.agent.astream(body.query, scope=scope, k=body.k,
                                                  filters=body.filters, strategy=body.strategy,
-                                                 budget=body.budget):
+                                                 budget=body.budget, as_of=body.as_of):
                 if isinstance(event, Final):
                     yield _sse("final", RetrieveResponse.of(event.result).model_dump(mode="json"))
                 else:
