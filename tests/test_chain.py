@@ -91,7 +91,10 @@ def test_the_chain_says_why_it_stops_without_an_answer() -> None:
     assert first.new_query == "Which band does Declan Moore play in?"
     stop = judge_chain(question, evidence, [question, first.new_query])
     assert stop.is_sufficient and "needs a reader" in stop.reason
-    nothing = judge_chain(question, ["We went hiking on Sunday."], [question, "my manager"])
+    unresolved = judge_chain(question, ["We went hiking on Sunday."], [question])
+    assert unresolved.new_query == "Who is my manager?"  # asked whole, never "my manager"
+    nothing = judge_chain(question, ["We went hiking on Sunday."],
+                          [question, unresolved.new_query])
     assert nothing.is_sufficient and "no name within" in nothing.reason
 
 

@@ -75,9 +75,11 @@ class RecordingPlanner(OfflinePlanner):
         super().__init__(**kwargs)
         self.seen: list = []
 
-    async def judge(self, query, evidence, previous_queries, hop, evidence_entities=None):
+    async def judge(self, query, evidence, previous_queries, hop, evidence_entities=None,
+                    **times):
         self.seen.append(evidence_entities)
-        return await super().judge(query, evidence, previous_queries, hop, evidence_entities)
+        return await super().judge(query, evidence, previous_queries, hop, evidence_entities,
+                                   **times)
 
 
 async def test_the_judge_gets_stored_entities_and_the_rewrite_keeps_to_the_speaker(memory):

@@ -169,10 +169,13 @@ ANSWER_BAND = 0.05
 
 
 def _asks_only(record: ResultRecord) -> bool:
+    """Whether a hit's turn only asks: every sentence a question, or an exclamation of a
+    word or two ("Nice! Is she still at Tidewave Labs?")."""
     nucleus = next((e for e in record["episodes"] if e.get("uid") == record["uid"]), None)
     text = (nucleus or {}).get("content", "").strip()
-    return bool(text) and all(s.rstrip(" \"”')").endswith("?")
-                              for s in re.split(r"(?<=[.!?])\s+", text) if s.strip())
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
+    return any(s.rstrip(" \"”')").endswith("?") for s in sentences) and all(
+        s.rstrip(" \"”')").endswith("?") or len(s.split()) <= 2 for s in sentences)
 
 
 def answers_first(results: list[ResultRecord], newest_first: bool,
