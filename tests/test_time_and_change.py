@@ -108,7 +108,7 @@ async def test_an_event_bounds_the_search_and_the_hop_says_so(diary, scope):
     result = await diary.aretrieve("What do I need to do before my trip to Norway?",
                                    scope=scope, k=3, as_of=day(7, 20))
     assert result.route == "chain"
-    assert result.queries[0] == "When is my trip to Norway?"
+    assert "When is my trip to Norway?" in result.queries
     reason = result.hops[0]["reason"]
     assert "'my trip to Norway' is dated 2024-08-03" in reason and "before it" in reason
     uids = [r.uid for r in result.results]

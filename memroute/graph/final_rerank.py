@@ -31,6 +31,7 @@ from memroute.errors import ModelUnavailableError
 from memroute.memory.limits import MAX_LIST
 from memroute.memory.models import ScoredResult, disjoint_windows
 from memroute.nlp import SPEAKER_LABEL, Entity, entity_key, query_entity_keys
+from memroute.planners.offline.entities import STOPWORDS
 
 NODE = "final_rerank"
 _EPOCH = datetime.min.replace(tzinfo=timezone.utc)
@@ -171,27 +172,39 @@ ANSWER_BAND = 0.05
 def _asks_only(record: ResultRecord) -> bool:
     """Whether a hit's turn only asks: every sentence a question, or an exclamation of a
     word or two ("Nice! Is she still at Tidewave Labs?")."""
-    nucleus = next((e for e in record["episodes"] if e.get("uid") == record["uid"]), None)
-    text = (nucleus or {}).get("content", "").strip()
+    text = _nucleus_text(record).strip()
     sentences = [s for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
     return any(s.rstrip(" \"”')").endswith("?") for s in sentences) and all(
         s.rstrip(" \"”')").endswith("?") or len(s.split()) <= 2 for s in sentences)
 
 
-def answers_first(results: list[ResultRecord], newest_first: bool,
+def _stems(text: str) -> set[str]:
+    return {w[:5] for w in re.findall(r"\w+", text.casefold())
+            if len(w) >= 3 and w not in STOPWORDS}
+
+
+def _nucleus_text(record: ResultRecord) -> str:
+    nucleus = next((e for e in record["episodes"] if e.get("uid") == record["uid"]), None)
+    return (nucleus or {}).get("content", "")
+
+
+def answers_first(results: list[ResultRecord], newest_first: bool, question: str = "",
                   band: float = ANSWER_BAND) -> list[ResultRecord]:
     """``results`` (best first, by ``rerank_score``) with each moved above the results it
     matches about as well (``band``) that only ask a question, and, when ``newest_first``,
-    that are older: a question is no answer, and a later statement supersedes an earlier."""
+    above the older ones when its own turn speaks of what ``question`` asks (a word in
+    common): a question is no answer, and a later statement supersedes an earlier."""
+    asked_about = _stems(question)
     out: list[ResultRecord] = []
     for record in results:
         at = len(out)
+        speaks = bool(asked_about & _stems(_nucleus_text(record)))
         for i in range(len(out) - 1, -1, -1):
             other = out[i]
             if other["rerank_score"] - record["rerank_score"] > band:
                 break
             asks, asked = _asks_only(other), _asks_only(record)
-            newer = (newest_first and not asked and not asks
+            newer = (newest_first and speaks and not asked and not asks
                      and (record_time(record) or _EPOCH) > (record_time(other) or _EPOCH))
             if (asks and not asked) or newer:
                 at = i
@@ -268,7 +281,7 @@ def make_final_rerank(resolve: ContextResolver):
         newest = bool(state.get("newest_first"))
         if pool and left and len(queries) <= 1:
             results += answers_first(sorted(pool, key=lambda r: -r["rerank_score"]),
-                                     newest)[:left]
+                                     newest, state["query"])[:left]
         elif pool and left:
             hits = [from_record(r) for r in pool]
             scored = queries + (composed_queries(queries)
@@ -290,7 +303,8 @@ def make_final_rerank(resolve: ContextResolver):
             by_uid = {r["uid"]: r for r in pool}
             fused = [{**as_record(r), "extra": by_uid[r.uid]["extra"]} if r.uid in by_uid
                      else as_record(r) for r in ranked]
-            results += with_question_share(answers_first(fused, newest), pool, left)
+            results += with_question_share(answers_first(fused, newest, state["query"]), pool,
+                                           left)
         results = with_answer(results, own + pool, list(state.get("answer") or []), k)
         results = deduplicated([for_output(r) for r in results])
         stop_reason = state.get("stop_reason") or "done"
