@@ -551,7 +551,14 @@ class MemrouteStore(BaseStore):
             found = await self.items.listing(self.tenant, prefix, op.filter, limit=op.limit,
                                              offset=op.offset, **common)
         elif self._index.embeddings is not None:
-            vector = await self._index.embeddings.aembed_query(query)
+            try:
+                vector = await self._index.embeddings.aembed_query(query)
+            except Exception as exc:
+                raise ModelUnavailableError(f"the index's embedder failed: {exc}") from exc
+            if len(vector) != self._index.dims:
+                raise ModelUnavailableError(
+                    f"the index's embedder returned a {len(vector)}-d query vector; the index "
+                    f"config says {self._index.dims}")
             found = await self.items.vector_search(
                 self.tenant, prefix, op.filter, vector, distance=self._index.distance,
                 limit=op.limit, offset=op.offset, **common)
