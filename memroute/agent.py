@@ -6,6 +6,7 @@ import copy
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
 from typing import Any, Literal
 
 from memroute.graph import (
@@ -161,7 +162,8 @@ class RetrievalAgent:
         return RetrievalContext(memory=self.memory, planner=self.planner, **self.options)
 
     def _input(self, query: str, scope: Scope | dict, k: int, filters: dict | None,
-               strategy: Strategy, budget: Budget | dict | None) -> dict[str, Any]:
+               strategy: Strategy, budget: Budget | dict | None,
+               as_of: datetime | str | None = None) -> dict[str, Any]:
         """The graph's input as plain data (the graph validates it), with the agent's
         default deadline when the budget sets none."""
         budget = Budget.coerce(budget)
@@ -169,7 +171,8 @@ class RetrievalAgent:
             budget = replace(budget or Budget(), max_latency_s=self.max_latency_s)
         return {"query": query, "scope": scope.as_dict() if isinstance(scope, Scope) else scope,
                 "k": k, "filters": filters, "strategy": strategy,
-                "budget": None if budget is None else asdict(budget)}
+                "budget": None if budget is None else asdict(budget),
+                "as_of": as_of.isoformat() if isinstance(as_of, datetime) else as_of}
 
     def _config(self, request: dict[str, Any], config: dict | None) -> dict[str, Any]:
         """The caller's run config with the request's trace metadata and tags added."""
@@ -186,11 +189,14 @@ class RetrievalAgent:
     async def aretrieve(self, query: str, *, scope: Scope | dict, k: int = 10,
                         filters: dict | None = None, strategy: Strategy = "auto",
                         budget: Budget | dict | None = None,
+                        as_of: datetime | str | None = None,
                         config: dict | None = None) -> RetrievalResult:
-        """Retrieve the top ``k`` results for ``query`` within ``scope``. The run's trace
+        """Retrieve the top ``k`` results for ``query`` within ``scope``, as of ``as_of``
+        (a datetime or ISO-8601 text, naive = UTC; ``None``: now): "last week" is the week
+        before it, and nothing produced after a given ``as_of`` is searched. The run's trace
         carries the request (``memroute_*`` metadata, ``memroute:*`` tags), and its
         ``memroute_decision`` child run the route and stop reason too."""
-        request = self._input(query, scope, k, filters, strategy, budget)
+        request = self._input(query, scope, k, filters, strategy, budget, as_of)
         output = await self.loop.run_as_async(self.graph.ainvoke(
             request, self._config(request, config), context=self.context()))
         return RetrievalResult.from_output(output)
@@ -203,12 +209,13 @@ class RetrievalAgent:
     async def astream(self, query: str, *, scope: Scope | dict, k: int = 10,
                       filters: dict | None = None, strategy: Strategy = "auto",
                       budget: Budget | dict | None = None,
+                      as_of: datetime | str | None = None,
                       config: dict | None = None) -> AsyncIterator[Event]:
         """Progress events in order: route, sub-queries, searches, hops, then `Final`
-        whose ``result`` is the `RetrievalResult`."""
+        whose ``result`` is the `RetrievalResult` (``as_of`` as in `aretrieve`)."""
         final: Final | None = None
         values: dict[str, Any] = {}
-        request = self._input(query, scope, k, filters, strategy, budget)
+        request = self._input(query, scope, k, filters, strategy, budget, as_of)
         async for mode, chunk in self.loop.iterate_as_async(self.graph.astream(
                 request, self._config(request, config), context=self.context(),
                 stream_mode=["custom", "values"])):

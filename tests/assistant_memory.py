@@ -26,6 +26,7 @@ FIXTURE = json.loads((FIXTURE_DIR / "conversations.json").read_text(encoding="ut
 PADDING = json.loads((FIXTURE_DIR / "padding_locomo.json").read_text(encoding="utf-8"))["turns"]
 QUESTIONS: list[dict] = FIXTURE["questions"]
 HALVES = {c["id"]: c["half"] for c in FIXTURE["conversations"]}
+PARTS = {c["id"]: c.get("part", "") for c in FIXTURE["conversations"]}  # half D: tune, check
 K = 5
 NO_NEIGHBOURS = (0, 0)  # each result is one turn: a hit is the gold turn itself
 EXPECTED_ROUTE = {"attribute": "direct", "coordination": "split", "bridge": "chain"}
@@ -60,8 +61,23 @@ async def build(memory: Memory) -> dict[str, Scope]:
 
 def found(results, gold: list[str]) -> bool:
     """Every gold fact is in a returned turn."""
+    return gold_found(results, gold) == len(gold)
+
+
+def gold_found(results, gold: list[str]) -> int:
+    """How many gold facts are in a returned turn."""
     texts = [r.nucleus.content for r in results]
-    return all(any(g in t for t in texts) for g in gold)
+    return sum(any(g in t for t in texts) for g in gold)
+
+
+def stale_first(results, question: dict) -> bool:
+    """Whether a superseded statement (``stale``) ranks above the newest one (``gold``)."""
+    texts = [r.nucleus.content for r in results]
+    rank = {}
+    for key in ("gold", "stale"):
+        hits = [i for i, t in enumerate(texts) for g in question.get(key, []) if g in t]
+        rank[key] = min(hits) if hits else len(texts)
+    return bool(question.get("stale")) and rank["stale"] < rank["gold"]
 
 
 def _words(text: str) -> list[str]:
@@ -73,9 +89,19 @@ def _words(text: str) -> list[str]:
 _SINGULAR = {"do": "does", "are": "is", "were": "was", "have": "has"}
 
 
+# the words a whole question is asked with ("When was the camping trip?", "Who is my wife's
+# sister?"): never a run of added words
+_ASKING = {"when", "who", "what", "where", "is", "was", "are", "were", "called", "did", "does"}
+# the days a time expression names, as a person says them ("Saturday 28 or Sunday 29 June")
+_CALENDAR = re.compile(r"(?i)\d{1,4}|or|and|of|the|week|(?:mon|tues|wednes|thurs|fri|satur|sun)day|"
+                       r"january|february|march|april|may|june|july|august|september|"
+                       r"october|november|december")
+
+
 def added_words(question: str, query: str) -> list[list[str]]:
-    """The runs of ``query``'s words that ``question`` does not hold (possessives folded)."""
-    known = {w.casefold() for w in _words(question)}
+    """The runs of ``query``'s words that ``question`` does not hold (possessives folded),
+    the words a question is asked with aside."""
+    known = {w.casefold() for w in _words(question)} | _ASKING
     known |= {_SINGULAR[w] for w in known if w in _SINGULAR}
     runs: list[list[str]] = [[]]
     for word in _words(query):
@@ -106,7 +132,8 @@ NAMES = _names_in_memory()
 def clean_rewrite(question: str, query: str) -> bool:
     """At most one run of new words, and that run one name of the memory (its words
     capitalised and found together in one turn): no evidence word beside it."""
-    runs = added_words(question, query)
+    runs = [r for r in added_words(question, query) if not all(_CALENDAR.fullmatch(w)
+                                                               for w in r)]
     if not runs:
         return True
     run = runs[0]
@@ -129,9 +156,14 @@ class Outcome:
     def kind(self) -> str:
         return self.question["kind"]
 
+    stale_first: bool = False  # a changed fact: the older statement ranked above the newer
+    direct_turns: int = 0  # gold turns found as results
+    direct_stale_first: bool = False
+    auto_turns: int = 0
+
     @property
     def routed_right(self) -> bool:
-        return self.route == EXPECTED_ROUTE[self.kind]
+        return self.route == EXPECTED_ROUTE.get(self.kind, self.route)
 
     @property
     def clean(self) -> bool:
@@ -145,13 +177,21 @@ async def run(memory: Memory, scopes: dict[str, Scope], agent: RetrievalAgent | 
     out = []
     for q in questions or QUESTIONS:
         scope = scopes[q["conv"]]
-        direct = await agent.aretrieve(q["q"], scope=scope, k=K, strategy="direct")
-        auto = await agent.aretrieve(q["q"], scope=scope, k=K)
+        as_of = q.get("as_of")  # when the question is asked (None: now)
+        direct = await agent.aretrieve(q["q"], scope=scope, k=K, strategy="direct", as_of=as_of)
+        auto = await agent.aretrieve(q["q"], scope=scope, k=K, as_of=as_of)
         rewrites = [s for s in auto.queries if s != q["q"]]
         out.append(Outcome(q, auto.route, auto.route_reason, found(direct.results, q["gold"]),
                            found(auto.results, q["gold"]), len(auto.queries), rewrites,
-                           auto.stop_reason))
+                           auto.stop_reason, stale_first=stale_first(auto.results, q),
+                           direct_turns=gold_found(direct.results, q["gold"]),
+                           auto_turns=gold_found(auto.results, q["gold"]),
+                           direct_stale_first=stale_first(direct.results, q)))
     return out
+
+
+def turns_found(o: Outcome, strategy: str) -> int:
+    return o.auto_turns if strategy == "auto" else o.direct_turns
 
 
 def summary(outcomes: list[Outcome]) -> dict:
@@ -170,12 +210,18 @@ def summary(outcomes: list[Outcome]) -> dict:
         "found_by_kind": {k: (sum(o.direct_found for o in v) / len(v),
                               sum(o.auto_found for o in v) / len(v)) for k, v in by_kind.items()},
         "bridges_found": sum(o.auto_found for o in bridges) / max(1, len(bridges)),
-        "auto_lost": [o.question["q"] for o in outcomes if o.direct_found and not o.auto_found],
+        "auto_lost": [o.question["q"] for o in outcomes
+                      if o.direct_turns > o.auto_turns],
         "rewrites": len(rewrites),
         "unclean_rewrites": [(q, r) for q, r in rewrites if not clean_rewrite(q, r)],
         "searches": sum(o.searches for o in outcomes) / len(outcomes),
         "searches_by_kind": {k: sum(o.searches for o in v) / len(v) for k, v in by_kind.items()},
         "attribute_searches": sorted({o.searches for o in attributes}),
+        "gold_turns": sum(len(o.question["gold"]) for o in outcomes),
+        "gold_turns_auto": sum(turns_found(o, "auto") for o in outcomes),
+        "gold_turns_direct": sum(turns_found(o, "direct") for o in outcomes),
+        "stale_first": [o.question["q"] for o in outcomes if o.stale_first],
+        "direct_stale_first": [o.question["q"] for o in outcomes if o.direct_stale_first],
         "stop_reasons": dict(Counter(o.stop_reason for o in outcomes)),
     }
 
@@ -189,7 +235,7 @@ def table(outcomes: list[Outcome]) -> str:
     rows = ["| half | routes right (attr / coord / bridge) | direct found | auto found | "
             "bridges found | auto lost | unclean rewrites | searches (attr / coord / bridge) |",
             "|---|---|---|---|---|---|---|---|"]
-    for name in sorted(set(HALVES.values())):
+    for name in sorted(set(HALVES.values()) - {"D"}):
         s = summary(half(outcomes, name))
         r, c = s["routed_right"], s["searches_by_kind"]
         rows.append(
@@ -198,6 +244,29 @@ def table(outcomes: list[Outcome]) -> str:
             f"{len(s['auto_lost'])} | {len(s['unclean_rewrites'])}/{s['rewrites']} | "
             f"{s['searches']:.2f} ({c['attribute']:.2f} / {c['coordination']:.2f} / "
             f"{c['bridge']:.2f}) |")
+    return "\n".join(rows) + "\n\n" + time_table(outcomes)
+
+
+def time_table(outcomes: list[Outcome]) -> str:
+    """Half D (time and change), per part and kind: gold turns found by direct and auto,
+    questions auto lost, stale statements first, unclean rewrites, searches."""
+    rows = ["| half D | questions | gold turns | direct | auto | auto lost | stale first "
+            "(direct / auto) | unclean rewrites | searches |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    d = half(outcomes, "D")
+    groups = [(f"part {p}", [o for o in d if PARTS[o.question["conv"]] == p])
+              for p in ("tune", "check")]
+    groups += [(k, [o for o in d if o.kind == k]) for k in sorted({o.kind for o in d})]
+    for name, group in groups:
+        if not group:
+            continue
+        s = summary(group)
+        rows.append(f"| {name} | {s['questions']} | {s['gold_turns']} | "
+                    f"{s['gold_turns_direct'] / s['gold_turns']:.0%} | "
+                    f"{s['gold_turns_auto'] / s['gold_turns']:.0%} | {len(s['auto_lost'])} | "
+                    f"{len(s['direct_stale_first'])} / {len(s['stale_first'])} | "
+                    f"{len(s['unclean_rewrites'])}/{s['rewrites']} | "
+                    f"{s['searches']:.2f} |")
     return "\n".join(rows)
 
 
@@ -211,9 +280,13 @@ async def _main() -> None:
     print(table(outcomes))
     if "-v" in sys.argv:
         for o in outcomes:
+            if "-D" in sys.argv and HALVES[o.question["conv"]] != "D":
+                continue
             mark = ("ok " if o.auto_found else "MISS") + (" " if o.routed_right else "R")
             print(f"{mark} [{o.kind[:5]}] {o.question['q']} -> {o.route} "
-                  f"({o.reason}) {o.rewrites} stop={o.stop_reason} direct={o.direct_found}")
+                  f"({o.reason}) {o.rewrites} stop={o.stop_reason} "
+                  f"turns auto {o.auto_turns}/direct {o.direct_turns} of "
+                  f"{len(o.question['gold'])}{' STALE-FIRST' if o.stale_first else ''}")
 
 
 if __name__ == "__main__":

@@ -194,10 +194,10 @@ async def test_an_auto_question_is_embedded_once_while_the_planner_decides(memor
         embedded.append(text)
         return await real_embed(text)
 
-    async def route(query):
+    async def route(query, *args, **kwargs):
         in_flight.append(bool(embedded))  # the question's embedding started before
         await asyncio.sleep(0)
-        return await real_route(query)
+        return await real_route(query, *args, **kwargs)
 
     in_flight: list[bool] = []
     view.embedder.embed_query = embed_query

@@ -32,12 +32,19 @@ def _check_k(k: int) -> int:
     return k
 
 
+AsOfOpt = Annotated[str | None, typer.Option(
+    "--as-of", help="When the question is asked (ISO-8601, e.g. 2024-07-10T09:00; naive = "
+                    "UTC): 'last week' is the week before it, and nothing produced after it is "
+                    "searched. Default: now.")]
+
+
 @app.command()
 def search(
     query: Annotated[str, typer.Argument(help="What to look for.", show_default=False)],
     k: Annotated[int, typer.Option("--k", "-k", min=1, help="How many results.")] = 10,
     filters: Annotated[str | None, typer.Option(
         help='A JSON filter, e.g. \'{"producer": "user"}\'.')] = None,
+    as_of: AsOfOpt = None,
     scope: ScopeOpt = "default",
     json_output: JsonOpt = False,
     debug: DebugOpt = False,
@@ -46,6 +53,11 @@ def search(
     setup_command(json_output, debug)
     target = parse_scope(scope)
     where = parse_filters(filters)
+    if as_of is not None:  # nothing produced after it
+        from memroute.graph.tool_select import coerce_as_of
+
+        bound = {"produced_at": {"$lte": coerce_as_of(as_of)}}
+        where = {"$and": [where, bound]} if where else bound
     results = run(_search(target, query, _check_k(k), where))
     if json_output:
         out.emit_json({
@@ -88,6 +100,7 @@ def ask(
         min=0, help="Budget: input tokens (output is capped at the same number).")] = None,
     explain: Annotated[bool, typer.Option(
         "--explain", help="Show the route, sub-queries or hops, evidence and costs.")] = False,
+    as_of: AsOfOpt = None,
     scope: ScopeOpt = "default",
     json_output: JsonOpt = False,
     debug: DebugOpt = False,
@@ -109,8 +122,10 @@ def ask(
     if max_llm_calls is not None or max_tokens is not None:
         budget = {"max_llm_calls": max_llm_calls, "max_input_tokens": max_tokens,
                   "max_output_tokens": max_tokens}
+    from memroute.graph.tool_select import coerce_as_of
+
     options = {"scope": target, "k": k, "filters": parse_filters(filters),
-               "strategy": strategy, "budget": budget}
+               "strategy": strategy, "budget": budget, "as_of": coerce_as_of(as_of)}
     result = run(_ask(query, planner, options))
     if json_output:
         out.emit_json(out.answer_dict(query, target, result))

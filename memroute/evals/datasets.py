@@ -74,6 +74,9 @@ class Question:
     answer_aliases: list[str] = field(default_factory=list)
     conversation: str | None = None
     paragraphs: list[Paragraph] = field(default_factory=list)
+    # when the question is asked (the retrieval's ``as_of``); None: now. LoCoMo: the end of
+    # its conversation's last session
+    as_of: datetime | None = None
 
 
 @dataclass
@@ -275,6 +278,7 @@ def load_locomo(records: list[dict[str, Any]]) -> tuple[list[Question], dict[str
             previous = start
         conversations[cid] = turns
         known = {t.dia_id for t in turns}
+        asked = max((t.produced_at for t in turns), default=None)
         for j, qa in enumerate(sample["qa"]):
             category = int(qa.get("category", 0))
             if category == 5:
@@ -287,6 +291,7 @@ def load_locomo(records: list[dict[str, Any]]) -> tuple[list[Question], dict[str
                 type=LOCOMO_CATEGORIES.get(category, f"category-{category}"),
                 gold_ids=[e for e in evidence if e in known],
                 unresolved=[e for e in evidence if e not in known], conversation=cid,
+                as_of=asked,
             ))
     return questions, conversations, skipped
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from memroute.memory import Memory, Scope, ScoredResult
@@ -46,9 +47,11 @@ class Retrieval:
                                     rerank_mode=rerank_mode, context=context)
         self.planner_name = getattr(self.agent.planner, "name", type(self.agent.planner).__name__)
 
-    async def retrieve(self, question: str, scope: Scope, strategy: str, k: int) -> Retrieved:
+    async def retrieve(self, question: str, scope: Scope, strategy: str, k: int,
+                       as_of: datetime | None = None) -> Retrieved:
         start = time.perf_counter()
-        res = await self.agent.aretrieve(question, scope=scope, k=k, strategy=strategy)
+        res = await self.agent.aretrieve(question, scope=scope, k=k, strategy=strategy,
+                                         as_of=as_of)
         return Retrieved(list(res.results), str(res.route), list(res.queries),
                          cost_rows(res.costs), str(res.stop_reason or ""),
                          (time.perf_counter() - start) * 1000, dict(res.prompt_versions),

@@ -247,7 +247,8 @@ async def run_eval(cfg: EvalConfig, *, settings: MemrouteSettings | None = None,
             while not queue.empty():
                 job = queue.get_nowait()
                 got = await retrieval.retrieve(job.question.question,
-                                               store.scope_for(job.question), job.strategy, job.k)
+                                               store.scope_for(job.question), job.strategy, job.k,
+                                               as_of=job.question.as_of)
                 row = _row(job, got, dataset, cfg)
                 prompt_versions.update(got.prompt_versions)
                 if chat is not None and job.k == answer_k:

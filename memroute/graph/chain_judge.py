@@ -19,6 +19,7 @@ from memroute.graph.state import (
     RetrievalState,
     hop_hits,
     record_text,
+    record_time,
     stored_entities,
 )
 from memroute.strategies import chain_of_query as strategy
@@ -30,7 +31,8 @@ STEP = "judge"
 
 def _end(state: RetrievalState, decision: str, runtime: Runtime, cost: NodeCost | None,
          judgment: ChainJudgment | None = None, selected: list[str] | None = None,
-         goto: object = "final_rerank", next_queries: list[str] | None = None) -> Command:
+         goto: object = "final_rerank", next_queries: list[str] | None = None,
+         answer: list[str] | None = None) -> Command:
     """Record the hop (every query it searched) and its decision (with the queries of the
     next hop, ``next_queries``, when it continues); go where the decision leads."""
     next_queries = next_queries or ([judgment.new_query] if judgment and judgment.new_query
@@ -55,6 +57,8 @@ def _end(state: RetrievalState, decision: str, runtime: Runtime, cost: NodeCost 
                                                decision, searched[1:], next_queries[1:],
                                                record.get("reason", ""))))
     update: dict = {"hops": [record], "selected": selected or []}
+    if answer:
+        update["answer"] = answer
     if cost is not None:
         update["costs"] = [cost]
     if decision != strategy.CONTINUE:
@@ -76,10 +80,12 @@ def make_chain_judge(resolve: ContextResolver):
                                       state.get("pool", {}))
         texts = [record_text(state["pool"][u]) for u in uids]
         entities = [stored_entities(state["pool"][u]) for u in uids]
+        timed = ({"evidence_times": [record_time(state["pool"][u]) for u in uids]}
+                 if getattr(ctx.planner, "reads_time", False) else {})
         step = PlannerStep.start(NODE, STEP, ctx, state, runtime)
         decided = await step.ask_planner(
             lambda planner: planner.judge(state["query"], texts, list(previous), hop,
-                                          entities),
+                                          entities, **timed),
             detail=f"hop {hop}")
         if decided.value is None:
             return _end(state, decided.failure, runtime, decided.cost)
@@ -89,7 +95,10 @@ def make_chain_judge(resolve: ContextResolver):
         if decision == strategy.OUT_OF_TIME:
             decision = f"{decision} ({NODE})"
         if decision != strategy.CONTINUE:
-            return _end(state, decision, runtime, decided.cost, judgment, chosen)
+            answer = judgment.answer_index
+            return _end(state, decision, runtime, decided.cost, judgment, chosen,
+                        answer=[uids[answer]] if decision == "sufficient" and answer is not None
+                        and 0 <= answer < len(uids) else [])
         # the next hop: the rewrite and any independent queries beside it, sent at once
         searches = strategy.hop_searches(judgment, state["query"], previous, texts)
         goto = [send_search(state, s.query, "chain", hop + 1, slot=slot, producer=s.producer,

@@ -6,6 +6,7 @@ import asyncio
 import math
 import re
 import time
+from datetime import datetime, timezone
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -16,12 +17,14 @@ from memroute.graph.events import Final, as_payload
 from memroute.graph.state import (
     OWN_RANK,
     QUESTION_RANK,
+    WINDOW,
     ResultRecord,
     RetrievalState,
     as_record,
     for_output,
     from_record,
     node_cost,
+    record_time,
 )
 from memroute.graph.trace import record_decision
 from memroute.errors import ModelUnavailableError
@@ -30,6 +33,7 @@ from memroute.memory.models import ScoredResult, disjoint_windows
 from memroute.nlp import SPEAKER_LABEL, Entity, entity_key, query_entity_keys
 
 NODE = "final_rerank"
+_EPOCH = datetime.min.replace(tzinfo=timezone.utc)
 # Each pooled result scores on its whole context window (a neighbour still never outranks
 # its match): the windows around the searches' strong matches fill the top k, which on
 # LoCoMo holds more evidence than crediting each matched turn (docs/research.md, "The auto
@@ -140,6 +144,85 @@ def with_question_share(ranked: list[ResultRecord], pool: list[ResultRecord],
     return out
 
 
+def with_answer(results: list[ResultRecord], pool: list[ResultRecord], answer: list[str],
+                k: int) -> list[ResultRecord]:
+    """``results`` with the hits the chain's judge accepted as the answer put in where
+    missing, in place of the lowest-ranked others: what resolved the question is returned."""
+    have = {r["uid"] for r in results}
+    by_uid = {r["uid"]: r for r in pool}
+    out = list(results)
+    for uid in answer:
+        if uid in have or uid not in by_uid:
+            continue
+        if len(out) >= k:
+            out.pop()
+        out.append(by_uid[uid])
+        have.add(uid)
+    return out
+
+
+WINDOW_SHARE = 2  # of every three places, those of a window of time's hits
+# Results whose scores lie within ANSWER_BAND of each other match the question about as
+# well: among them a statement comes before a turn that only asks, and, for a question about
+# now, the newer statement before the older (`answers_first`).
+ANSWER_BAND = 0.05
+
+
+def _asks_only(record: ResultRecord) -> bool:
+    nucleus = next((e for e in record["episodes"] if e.get("uid") == record["uid"]), None)
+    text = (nucleus or {}).get("content", "").strip()
+    return bool(text) and all(s.rstrip(" \"”')").endswith("?")
+                              for s in re.split(r"(?<=[.!?])\s+", text) if s.strip())
+
+
+def answers_first(results: list[ResultRecord], newest_first: bool,
+                  band: float = ANSWER_BAND) -> list[ResultRecord]:
+    """``results`` (best first, by ``rerank_score``) with each moved above the results it
+    matches about as well (``band``) that only ask a question, and, when ``newest_first``,
+    that are older: a question is no answer, and a later statement supersedes an earlier."""
+    out: list[ResultRecord] = []
+    for record in results:
+        at = len(out)
+        for i in range(len(out) - 1, -1, -1):
+            other = out[i]
+            if other["rerank_score"] - record["rerank_score"] > band:
+                break
+            asks, asked = _asks_only(other), _asks_only(record)
+            newer = (newest_first and not asked and not asks
+                     and (record_time(record) or _EPOCH) > (record_time(other) or _EPOCH))
+            if (asks and not asked) or newer:
+                at = i
+        out.insert(at, record)
+    return out
+
+
+def window_first(spoken: list[ResultRecord], windowed: list[ResultRecord],
+                 pool: list[ResultRecord], k: int) -> list[ResultRecord]:
+    """One speaker's own turns first (``spoken``), then the hits of a window of time the
+    question names, in that search's order, two of every three places, the third for the
+    question's own best hits (in case the window was read wrong)."""
+    out = list(spoken)
+    if not windowed:
+        return out
+    asked = iter(sorted((r for r in pool if QUESTION_RANK in r["extra"]),
+                        key=lambda r: r["extra"][QUESTION_RANK]))
+    seen = {r["uid"] for r in out}
+    timed = iter(windowed)
+    turn = 0
+    while len(out) < k:
+        source = timed if turn % (WINDOW_SHARE + 1) < WINDOW_SHARE else asked
+        record = next((r for r in source if r["uid"] not in seen), None)
+        if record is None:
+            record = next((r for r in (timed if source is asked else asked)
+                           if r["uid"] not in seen), None)
+            if record is None:
+                break
+        out.append(record)
+        seen.add(record["uid"])
+        turn += 1
+    return out
+
+
 def own_turns_first(pool: list[ResultRecord]) -> tuple[list[ResultRecord], list[ResultRecord]]:
     """The hits of the chain's search of one speaker's turns, in that search's order, and the
     rest of the pool. A question about one speaker is answered from their own turns: fused
@@ -174,9 +257,15 @@ def make_final_rerank(resolve: ContextResolver):
         # the question is scored too when a chain's first search was a part of it
         queries = list(dict.fromkeys([state["query"], *(state.get("queries") or [])]))
         k = state["k"]
-        results, left = own[:k], k - len(own[:k])
+        results = window_first([r for r in own if not r["extra"].get(WINDOW)][:k],
+                               [r for r in own if r["extra"].get(WINDOW)], pool, k)
+        taken = {r["uid"] for r in results}
+        pool = [r for r in pool if r["uid"] not in taken]
+        left = k - len(results)
+        newest = bool(state.get("newest_first"))
         if pool and left and len(queries) <= 1:
-            results += sorted(pool, key=lambda r: -r["rerank_score"])[:left]
+            results += answers_first(sorted(pool, key=lambda r: -r["rerank_score"]),
+                                     newest)[:left]
         elif pool and left:
             hits = [from_record(r) for r in pool]
             scored = queries + (composed_queries(queries)
@@ -198,7 +287,8 @@ def make_final_rerank(resolve: ContextResolver):
             by_uid = {r["uid"]: r for r in pool}
             fused = [{**as_record(r), "extra": by_uid[r.uid]["extra"]} if r.uid in by_uid
                      else as_record(r) for r in ranked]
-            results += with_question_share(fused, pool, left)
+            results += with_question_share(answers_first(fused, newest), pool, left)
+        results = with_answer(results, own + pool, list(state.get("answer") or []), k)
         results = deduplicated([for_output(r) for r in results])
         stop_reason = state.get("stop_reason") or "done"
         await record_decision(state, stop_reason)

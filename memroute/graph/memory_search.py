@@ -15,6 +15,7 @@ from memroute.graph.events import SearchDone, as_payload
 from memroute.graph.state import (
     OWN_RANK,
     QUESTION_RANK,
+    WINDOW,
     HopSearch,
     RetrievalState,
     as_record,
@@ -45,9 +46,12 @@ class SearchTask(TypedDict):
     # Sent beside the split planner: its hits wait in the pool, and the planner's step goes
     # on to the final rerank (with or after the sub-queries' searches).
     beside_planner: NotRequired[bool]
-    # The chain searched one speaker's turns (`ChainJudgment.producer`): its hits carry their
-    # rank here, and the final rerank keeps that order (`final_rerank.own_turns_first`).
+    # The search was confined to one speaker's turns (`ChainJudgment.producer`; "" when it
+    # was not) or to a window of time: its hits carry their rank here, and the final rerank
+    # keeps that order, first (`final_rerank.own_turns_first`).
     producer: NotRequired[str]
+    # confined to a window of time only (no speaker): `final_rerank.window_first`
+    window: NotRequired[bool]
     # The final rerank's composed query of this one (the question and this query's bridge
     # words, `final_rerank.composed_queries`): embedded while this search reads the store.
     composed: NotRequired[str]
@@ -71,6 +75,8 @@ def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0, *,
         narrower.append({"produced_at": {"$gte": produced_after}})
     if produced_before:
         narrower.append({"produced_at": {"$lt": produced_before}})
+    if state.get("as_of"):  # as of a given time: nothing produced after it exists yet
+        narrower.append({"produced_at": {"$lte": state["as_of"]}})
     if narrower:
         parts = [filters, *narrower] if filters else narrower
         filters = {"$and": parts} if len(parts) > 1 else parts[0]
@@ -81,9 +87,12 @@ def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0, *,
         task["slot"] = slot
     if beside_planner:
         task["beside_planner"] = True
-    if producer:
+    if producer or produced_after or produced_before:
+        # confined to one speaker's turns or to a window of time: its order stands, first
         task["producer"] = producer
-    elif query == state["query"] and not (produced_after or produced_before):
+        if not producer:
+            task["window"] = True
+    elif query == state["query"]:
         task["question_search"] = True
     composed = (final_rerank.composed_queries([state["query"], query])
                 if query != state["query"] else [])
@@ -132,8 +141,10 @@ def make_memory_search(resolve: ContextResolver):
         for rank, result in enumerate(results):
             record = as_record(result)
             record["extra"].update(role=task["role"], hop=task["hop"])
-            if task.get("producer"):
+            if "producer" in task:
                 record["extra"][OWN_RANK] = rank
+                if task.get("window"):
+                    record["extra"][WINDOW] = True
             elif question:
                 record["extra"][QUESTION_RANK] = rank
             if result.uid in stored:

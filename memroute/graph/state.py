@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import operator
 import time
+from datetime import datetime
 from itertools import zip_longest
 from typing import Annotated, Any
 
@@ -74,6 +75,16 @@ def record_text(record: ResultRecord) -> str:
     return "\n".join(e["content"] for e in record["episodes"])
 
 
+def record_time(record: ResultRecord) -> datetime | None:
+    """When a hit's nucleus was produced (None when the record does not say)."""
+    nucleus = next((e for e in record["episodes"] if e.get("uid") == record["uid"]), None)
+    produced = (nucleus or {}).get("produced_at")
+    try:
+        return datetime.fromisoformat(produced) if isinstance(produced, str) else None
+    except ValueError:
+        return None
+
+
 def stored_entities(record: ResultRecord) -> list[Entity] | None:
     """The entities the index stored for a hit's nucleus (``memory_search`` adds them to the
     chain's hits), or ``None`` when it holds none."""
@@ -93,6 +104,9 @@ OWN_RANK = "own_rank"
 """A hit's rank in the chain's search of one speaker's turns (in a record's ``extra``)."""
 QUESTION_RANK = "question_rank"
 """A hit's rank in the search of the question itself (in a record's ``extra``)."""
+WINDOW = "window"
+"""A hit of a search confined to a window of time (in a record's ``extra``, with its
+`OWN_RANK`)."""
 
 
 def merge_pool(left: dict[str, ResultRecord] | None,
@@ -213,6 +227,9 @@ class RetrievalInput(TypedDict, total=False):
     filters: dict[str, Any] | None
     strategy: Strategy
     budget: Budget | dict[str, Any] | None  # a dict of its fields in state, once validated
+    # the time the question is asked (ISO-8601; a datetime is accepted as input): relative
+    # expressions resolve against it, and nothing produced after it is searched; None: now
+    as_of: str | datetime | None
 
 
 class RetrievalOutput(TypedDict, total=False):
@@ -242,6 +259,8 @@ class RetrievalState(RetrievalInput, RetrievalOutput, total=False):
     hop: Annotated[int, highest]  # ChainOfQuery hops (rounds of searches) done so far
     last_searches: Annotated[list[HopSearch], latest_hop]  # the latest hop's searches
     selected: Annotated[list[str], operator.add]  # uids the chain judge marked as evidence
+    answer: list[str]  # the uid the chain judge accepted as the answer (kept in the top k)
+    newest_first: bool  # the planner read the question as asking about now (`final_rerank`)
     question_searched: bool  # a split: the question's own search was sent beside the planner
 
 

@@ -7,6 +7,7 @@ import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
+from datetime import datetime, timezone
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -29,6 +30,33 @@ from memroute.strategies.budget import Budget
 log = get_logger(__name__)
 NODE = "tool_select"
 STEP = "router"
+
+
+def coerce_as_of(value: Any) -> str | None:
+    """A request's ``as_of`` as UTC ISO-8601 text (``None`` stays ``None``: now).
+
+    Raises:
+        InvalidInputError: not a datetime or ISO-8601 text.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInputError(f"as_of must be an ISO-8601 date-time, got {value!r:.40}") \
+                from None
+    if not isinstance(value, datetime):
+        raise InvalidInputError(f"as_of must be a datetime or ISO-8601 text, got "
+                                f"{type(value).__name__}")
+    value = value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+    return value.astimezone(timezone.utc).isoformat()
+
+
+def reference_time(state: RetrievalState) -> datetime:
+    """The time the question is asked: the request's ``as_of``, else now."""
+    as_of = state.get("as_of")
+    return datetime.fromisoformat(as_of) if isinstance(as_of, str) else datetime.now(timezone.utc)
 
 
 def _request(state: RetrievalState, ctx: RetrievalContext, started_at: float) -> dict[str, Any]:
@@ -57,8 +85,10 @@ def _request(state: RetrievalState, ctx: RetrievalContext, started_at: float) ->
         "query": query.strip(), "scope": coerce_scope(state.get("scope")).as_dict(), "k": k,
         "filters": filters, "strategy": strategy_name,
         "budget": None if budget is None else asdict(budget), "started_at": started_at,
+        "as_of": coerce_as_of(state.get("as_of")),
         "queries": Overwrite([]), "hops": Overwrite([]), "notes": Overwrite([]),
-        "pool": Overwrite({}), "selected": Overwrite([]), "hop": Overwrite(0),
+        "pool": Overwrite({}), "selected": Overwrite([]), "hop": Overwrite(0), "answer": [],
+        "newest_first": False,
         "last_searches": Overwrite([]), "search_rounds": Overwrite(0),
         "sub_queries": [], "stop_reason": "", "results": [],
         "planner": ctx.planner.name,
@@ -137,7 +167,10 @@ def make_tool_select(resolve: ContextResolver):
             speakers = (await scope_speakers(ctx, request["scope"])
                         if getattr(ctx.planner, "wants_speakers", False) else [])
             decided = await step.ask_planner(
-                lambda planner: planner.route(request["query"], speakers) if speakers
+                lambda planner: planner.route(request["query"], speakers, **(
+                    {"as_of": reference_time(request)}
+                    if getattr(planner, "reads_time", False) else {}))
+                if speakers or getattr(planner, "reads_time", False)
                 else planner.route(request["query"]))
         finally:
             with contextlib.suppress(Exception):  # a failed embedding fails in the search
@@ -155,6 +188,7 @@ def make_tool_select(resolve: ContextResolver):
                            first_query=decided.value.first_query,
                            first_searches=decided.value.first_searches,
                            search_question=decided.value.search_question,
+                           newest_first=decided.value.newest_first,
                            notes=[reason] if source == "budget" else [])
 
     return tool_select

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel
@@ -22,6 +23,8 @@ from memroute.strategies.budget import CallLimits
 T = TypeVar("T", bound=BaseModel)
 EvidenceEntities = list[list[Entity] | None] | None
 """The stored entities of each evidence item shown to a chain's judge (see `Planner.judge`)."""
+EvidenceTimes = list[datetime | None] | None
+"""When each evidence item shown to a chain's judge was produced (see `Planner.judge`)."""
 
 
 @dataclass
@@ -41,7 +44,8 @@ class Planner(Protocol):
     they return a `PlannerResult` with ``value=None`` and an ``error``. Transient errors
     (rate limits, timeouts, 5xx) may propagate so the graph's retry policy can retry them.
 
-    The graph uses every member declared here, and the optional ``wants_speakers`` (`route`)."""
+    The graph uses every member declared here, and the optional ``wants_speakers`` and
+    ``reads_time`` (`route`)."""
 
     name: str
     spends_llm_calls: bool
@@ -53,7 +57,10 @@ class Planner(Protocol):
         with a true ``wants_speakers`` attribute (optional: the graph reads it with
         ``getattr``, so planners written without it keep working and are called with the
         query alone); a chain's `RouteDecision.first_searches` may then search one's own
-        turns from the start."""
+        turns from the start. ``as_of`` (keyword): the time the question is asked, passed
+        only to a planner with a true ``reads_time`` attribute (optional, as
+        ``wants_speakers``); its first searches may then search a window of time the question
+        names ("last week")."""
         ...
 
     async def split(self, query: str) -> PlannerResult[SplitPlan]: ...
@@ -62,7 +69,10 @@ class Planner(Protocol):
                     hop: int, evidence_entities: EvidenceEntities = None,
                     ) -> PlannerResult[ChainJudgment]:
         """``evidence_entities``: what the entity index stored for each evidence item
-        (``None`` for an item stored without entities, or for all of them)."""
+        (``None`` for an item stored without entities, or for all of them).
+        ``evidence_times`` (keyword, only for a planner with a true ``reads_time``): when
+        each item was produced, so that a later statement supersedes an earlier one and an
+        event's date bounds the next search."""
         ...
 
     @property

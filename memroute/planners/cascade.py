@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import Literal
 
-from memroute.planners.base import EvidenceEntities, Planner, PlannerResult
+from memroute.planners.base import EvidenceEntities, EvidenceTimes, Planner, PlannerResult
 from memroute.strategies.base import MAX_REASON_CHARS, ChainJudgment, RouteDecision, SplitPlan
 from memroute.strategies.budget import CallLimits
 
@@ -80,8 +81,15 @@ class CascadePlanner:
         """The offline planner's (an LLM's route carries no first-round searches)."""
         return getattr(self.offline, "wants_speakers", False)
 
-    async def route(self, query: str, speakers: Sequence[str] = ()) -> PlannerResult[RouteDecision]:
-        first = await (self.offline.route(query, speakers) if speakers
+    @property
+    def reads_time(self) -> bool:
+        """The offline planner's (an LLM's route carries no windows of time)."""
+        return getattr(self.offline, "reads_time", False)
+
+    async def route(self, query: str, speakers: Sequence[str] = (),
+                    as_of: datetime | None = None) -> PlannerResult[RouteDecision]:
+        timed = {"as_of": as_of} if as_of is not None and self.reads_time else {}
+        first = await (self.offline.route(query, speakers, **timed) if speakers or timed
                        else self.offline.route(query))
         confidence = first.value.confidence if first.value is not None else None
         result = await self._decide("route", query, 0, first, confidence,
@@ -99,10 +107,11 @@ class CascadePlanner:
                                   lambda: self.llm.split(query))
 
     async def judge(self, query: str, evidence: list[str], previous_queries: list[str],
-                    hop: int, evidence_entities: EvidenceEntities = None,
-                    ) -> PlannerResult[ChainJudgment]:
+                    hop: int, evidence_entities: EvidenceEntities = None, *,
+                    evidence_times: EvidenceTimes = None) -> PlannerResult[ChainJudgment]:
+        timed = {"evidence_times": evidence_times} if evidence_times and self.reads_time else {}
         first = await self.offline.judge(query, evidence, previous_queries, hop,
-                                         evidence_entities)
+                                         evidence_entities, **timed)
         confidence = first.value.confidence if first.value is not None else None
         # the model reads the evidence itself: the stored entities are the offline judge's
         return await self._decide("judge", query, hop, first, confidence, lambda: self.llm.judge(

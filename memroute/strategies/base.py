@@ -66,6 +66,9 @@ class RouteDecision(BaseModel):
     # speaker's own turns, when the scope's speakers are known: `Planner.route`)
     first_searches: list[ChainSearch] = Field(default_factory=list,
                                               max_length=MAX_HOP_QUERIES - 1)
+    # the question asks how things stand now ("Where does my brother live now?"): of the
+    # results that match it about as well, the newest statement comes first
+    newest_first: bool = False
 
 
 class SplitPlan(BaseModel):
@@ -92,6 +95,9 @@ class ChainJudgment(BaseModel):
     # that side open): a date the question states
     produced_after: str = Field(default="", max_length=40)
     produced_before: str = Field(default="", max_length=40)
+    # the evidence item that answers the question, when the judge names one (its best hit
+    # is kept in the final top k: `final_rerank`)
+    answer_index: int | None = None
     # what the judge saw, in a sentence ("resolved 'my brother' as Anders", "answered: ...",
     # "expansion: ..."): shown with the hop, in the stream and by --explain
     reason: str = Field(default="", max_length=MAX_REASON_CHARS)

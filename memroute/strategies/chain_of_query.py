@@ -75,11 +75,25 @@ def next_step(judgment: ChainJudgment, question: str, previous: list[str], evide
     if judgment.is_sufficient and judgment.confidence >= sufficient_confidence:
         return "sufficient"
     problem = rewrite_problem(judgment.new_query, question, previous, evidence)
+    if problem == "repeated_query" and windowed_again(judgment, question, previous):
+        problem = None
     if problem:
         return problem
     if seconds_left is not None and seconds_left <= 0:
         return OUT_OF_TIME
     return CONTINUE
+
+
+def windowed_again(search: ChainJudgment | ChainSearch, question: str,
+                   previous: list[str]) -> bool:
+    """Whether a search of the question itself repeats none: no earlier search was the
+    question (a chain that began with another query: "When was my trip?"), or this one is
+    confined to a window of time (an event's: "before my trip") and asked once before."""
+    query = search.new_query if isinstance(search, ChainJudgment) else search.query
+    if query_key(query) != query_key(question):
+        return False
+    done = [query_key(q) for q in previous].count(query_key(question))
+    return done == 0 or (done == 1 and bool(search.produced_after or search.produced_before))
 
 
 def hop_searches(judgment: ChainJudgment, question: str, previous: list[str],
@@ -91,8 +105,10 @@ def hop_searches(judgment: ChainJudgment, question: str, previous: list[str],
                         produced_after=judgment.produced_after,
                         produced_before=judgment.produced_before)]
     for search in judgment.concurrent_searches[:MAX_HOP_QUERIES - 1]:
-        if rewrite_problem(search.query, question, previous + [s.query for s in kept],
-                           evidence) is None:
+        earlier = previous + [s.query for s in kept]
+        problem = rewrite_problem(search.query, question, earlier, evidence)
+        if problem is None or (problem == "repeated_query"
+                               and windowed_again(search, question, previous)):
             kept.append(search)
     return kept
 

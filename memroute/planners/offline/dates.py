@@ -1,11 +1,23 @@
-"""Calendar dates a question states ("on 3 May, 2023", "in October 2023"), as a window of
-time to search memory in (`ChainJudgment.produced_after` / ``produced_before``)."""
+"""Time in a question: calendar dates it states ("on 3 May, 2023", "in October 2023") and
+relative expressions ("last week", "yesterday", "in March", "two days ago", "this weekend",
+"next Friday") resolved against the time the question is asked (``as_of``), each a window
+of time to search memory in (`ChainSearch.produced_after` / ``produced_before``).
+
+The expression is found by the parse (spaCy's DATE entities) and resolved by dateparser's
+grammar against ``as_of``; the window is the expression's grain around that point: a day, a
+week (Monday to Sunday), a weekend, a month or a year.
+"""
 
 from __future__ import annotations
 
 import calendar
 import re
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+
+from memroute.errors import ModelUnavailableError
+from memroute.nlp import parse
+from memroute.strategies.base import ChainSearch
 
 _MONTHS = {name.lower(): n for n, name in enumerate(calendar.month_name) if name}
 _MONTH = "|".join(calendar.month_name[1:])
@@ -46,3 +58,243 @@ def without_dates(text: str) -> str:
     """``text`` without its stated dates ("What did I find on 1 February, 2023?" -> "What
     did I find?"): a window of time searches for them, and a turn rarely repeats its date."""
     return re.sub(r"\s+([?,.!])", r"\1", " ".join(_STATED.sub("", text).split()))
+
+
+@dataclass(frozen=True)
+class Window:
+    """A span of time ``[start, end)`` (UTC) that an expression of the question names."""
+
+    expression: str  # as the question says it ("last week")
+    start: datetime
+    end: datetime
+
+    def spoken(self) -> str:
+        """The window as a person names its days ("Saturday 28 or Sunday 29 June", "Friday
+        27 June", "the week of 30 June", "July 2025")."""
+        days = (self.end - self.start).days
+        if days <= 1:
+            return self.start.strftime("%A %-d %B")
+        if days == 2:
+            return f"{self.start.strftime('%A %-d')} or {self.end - timedelta(days=1):%A %-d %B}"
+        if days == 7:
+            return f"the week of {self.start:%-d %B}"
+        return self.start.strftime("%B %Y")
+
+    def label(self) -> str:
+        """"'last week' = 2024-07-01..07-07" (the last day included)."""
+        last = self.end - timedelta(days=1) if self.end - self.start >= timedelta(days=1) \
+            else self.start
+        first = self.start.date().isoformat()
+        if last.date() == self.start.date():
+            return f"'{self.expression}' = {first}"
+        tail = last.date().isoformat()
+        tail = tail[5:] if tail[:4] == first[:4] else tail
+        return f"'{self.expression}' = {first}..{tail}"
+
+
+# Words that make the question ask about the future ("What do I have next Friday?").
+_FUTURE = re.compile(r"\b(will|going to|gonna|next|upcoming|coming|tomorrow|plan|planned|"
+                     r"planning|have on|'s on|is on|happening)\b", re.I)
+_SOFTENERS = re.compile(r"^(?:(?:earlier|later|early|late|sometime|over|during|in|on|at|"
+                        r"from|since|the|this past)\s+)+", re.I)
+_WEEKDAYS = {name.lower(): i for i, name in enumerate(calendar.day_name)}
+# a window that ended this many years before as_of names history ("in 1958"), not the time
+# a memory was told
+HISTORY_YEARS = 10
+# a capitalised word (not the question's first) right before an expression: it is part of a
+# name ("Tears Of April")
+_IN_A_NAME = re.compile(r"\S\s+[A-Z][\w'’\-]*\s+$")
+_RELATIVE = re.compile(
+    r"\b(?:(?:this|last|next|past|coming)\s+(?:weekend|week|month|year|"
+    + "|".join(calendar.day_name) + r")|yesterday|today|tonight|tomorrow|"
+    r"(?:\d+|a|one|two|three|four|five|six|seven|eight|nine|ten)\s+(?:days?|weeks?|months?)"
+    r"\s+ago)\b", re.I)
+_SEASONAL = re.compile(r"\b(morning|afternoon|evening|night|tonight)\b", re.I)
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None \
+        else moment.astimezone(timezone.utc)
+
+
+def _day(moment: datetime) -> datetime:
+    return datetime(moment.year, moment.month, moment.day, tzinfo=timezone.utc)
+
+
+def _month(year: int, month: int) -> tuple[datetime, datetime]:
+    start = datetime(year, month, 1, tzinfo=timezone.utc)
+    return start, datetime(year + month // 12, month % 12 + 1, 1, tzinfo=timezone.utc)
+
+
+def _weekend(as_of: datetime, text: str) -> tuple[datetime, datetime]:
+    """The Saturday and Sunday "this"/"last"/"next" weekend names."""
+    today = _day(as_of)
+    saturday = today + timedelta(days=(5 - today.weekday()) % 7)
+    if today.weekday() == 6:  # on a Sunday, "this weekend" is the one under way
+        saturday = today - timedelta(days=1)
+    if re.search(r"\blast\b|\bpast\b", text, re.I):
+        saturday -= timedelta(days=7)
+    elif re.search(r"\bnext\b", text, re.I):
+        saturday += timedelta(days=7)
+    return saturday, saturday + timedelta(days=2)
+
+
+def _resolve(expression: str, as_of: datetime, future: bool) -> datetime | None:
+    """The moment dateparser's grammar reads in ``expression`` relative to ``as_of``."""
+    import dateparser
+
+    settings = {"RELATIVE_BASE": as_of.replace(tzinfo=None),
+                "PREFER_DATES_FROM": "future" if future else "past",
+                "RETURN_AS_TIMEZONE_AWARE": False}
+    moment = dateparser.parse(expression, languages=["en"], settings=settings)
+    return None if moment is None else moment.replace(tzinfo=timezone.utc)
+
+
+def _span(expression: str, as_of: datetime, future: bool) -> tuple[datetime, datetime] | None:
+    """The window an expression names: its moment widened to its grain."""
+    text = _SOFTENERS.sub("", expression.strip()).strip()
+    folded = text.lower()
+    if not text or _SEASONAL.search(folded) and not re.search(r"\d|day|week|month", folded):
+        return (_day(as_of), _day(as_of) + timedelta(days=1)) if re.search(
+            r"this|tonight", folded) else None
+    if "weekend" in folded:
+        return _weekend(as_of, folded)
+    if folded in ("today", "now"):
+        return _day(as_of), _day(as_of) + timedelta(days=1)
+    if folded in ("this week", "the week"):
+        monday = _day(as_of) - timedelta(days=as_of.weekday())
+        return monday, monday + timedelta(days=7)
+    if folded in ("this month",):
+        return _month(as_of.year, as_of.month)
+    if folded in ("this year",):
+        return datetime(as_of.year, 1, 1, tzinfo=timezone.utc), datetime(
+            as_of.year + 1, 1, 1, tzinfo=timezone.utc)
+    moment = _resolve(text, as_of, future)
+    if moment is None:
+        return None
+    if not future and moment > as_of and not re.search(r"\d{4}", folded):
+        # "on the 14th", "in December" asked in the past tense: the last one before as_of
+        if folded.rstrip("s") in _WEEKDAYS or re.fullmatch(r"(on )?\w+day", folded):
+            moment -= timedelta(days=7)
+        elif re.search(r"\b(" + _MONTH.lower() + r")\b", folded) and not re.search(r"\d", folded):
+            moment = moment.replace(year=moment.year - 1)
+        elif re.fullmatch(r"(the )?\d{1,2}(st|nd|rd|th)?", folded):
+            month = moment.month - 1 or 12
+            moment = moment.replace(year=moment.year - (month == 12), month=month)
+    if "week" in folded:
+        monday = _day(moment) - timedelta(days=moment.weekday())
+        return monday, monday + timedelta(days=7)
+    if "month" in folded or (re.search(r"\b(" + _MONTH.lower() + r")\b", folded)
+                             and not re.search(r"\d{1,2}(st|nd|rd|th)?\b(?!\d)", folded)):
+        return _month(moment.year, moment.month)
+    if "year" in folded or re.fullmatch(r"(in )?\d{4}", folded):
+        return datetime(moment.year, 1, 1, tzinfo=timezone.utc), datetime(
+            moment.year + 1, 1, 1, tzinfo=timezone.utc)
+    return _day(moment), _day(moment) + timedelta(days=1)
+
+
+def time_windows(question: str, as_of: datetime) -> list[Window]:
+    """Every span of time ``question`` names, resolved against ``as_of`` ("What did I book
+    last week?" asked on 2024-07-10 -> 'last week' = 2024-07-01..07-07); [] when it names
+    none or the spaCy model is missing. Present-tense markers ("now", "these days") name no
+    window."""
+    try:
+        doc = parse(question)
+    except ModelUnavailableError:
+        return []
+    as_of = _utc(as_of)
+    future = bool(_FUTURE.search(question))
+    out = []
+    expressions = [ent.text for ent in doc.ents if ent.label_ in ("DATE", "TIME")]
+    # what the parse may miss in a lower-case question ("what have we got on this weekend")
+    expressions += [m.group(0) for m in _RELATIVE.finditer(question)
+                    if not any(m.group(0) in e or e in m.group(0) for e in expressions)]
+    for text in expressions:
+        text = text.strip()
+        at = question.find(text)
+        if at > 0 and _IN_A_NAME.search(question[:at]) or re.search(r"\d{4}s\b", text) or (
+                re.fullmatch(r"(the )?\d{1,2}(st|nd|rd|th)", text, re.I)
+                and re.match(r"\s+[A-Z]", question[at + len(text):])):
+            continue  # "Tears Of April", "the 1st Vice President", "the 1970s": no window
+        if re.fullmatch(r"(these|those) days|now|currently|the (past|future)|\d{1,2}", text,
+                        re.I):
+            continue
+        span = _span(text, as_of, future)
+        if span is not None and span[1] > as_of - timedelta(days=365 * HISTORY_YEARS):
+            out.append(Window(text, span[0], span[1]))
+    return out
+
+
+def without_expression(question: str, expression: str) -> str:
+    """``question`` without a time expression and the preposition before it ("What did I
+    book last week?" -> "What did I book?"): the window searches for it, and a turn rarely
+    says when it was said."""
+    at = question.find(expression)
+    if at < 0:
+        return question
+    before = re.sub(r"\b(?:on|in|during|over|at|for|from|since|of|earlier|later)\s*$", "",
+                    question[:at].rstrip(), flags=re.I)
+    text = f"{before.rstrip()} {question[at + len(expression):].lstrip()}"
+    return re.sub(r"\s+([?,.!])", r"\1", " ".join(text.split()))
+
+
+PLANS_TOLD_DAYS = 30  # how far back a plan for a coming day is looked for
+
+
+def windowed_searches(question: str, as_of: datetime) -> tuple[list[ChainSearch], str]:
+    """The search of each window of time the question names (its words without the
+    expression, among the turns produced in the window), and what they are in words
+    ("'last week' = 2024-07-01..07-07"); ([], "") when it names none. A window still to come
+    ("next Friday", "this weekend") is spoken of before it: the question naming its days,
+    among the turns of the `PLANS_TOLD_DAYS` before ``as_of``."""
+    as_of = _utc(as_of)
+    searches, said = [], []
+    for window in time_windows(question, as_of):
+        said.append(window.label())
+        if window.start > as_of:
+            # still to come: told before it, by its days' names, among the recent turns
+            at = question.find(window.expression)
+            named = (question[:at] + window.spoken() + question[at + len(window.expression):]
+                     if at >= 0 else question)
+            searches.append(ChainSearch(
+                query=named, produced_after=(as_of - timedelta(days=PLANS_TOLD_DAYS)).isoformat(),
+                produced_before=(as_of + timedelta(seconds=1)).isoformat()))
+            continue
+        words = without_expression(question, window.expression)
+        searches.append(ChainSearch(query=words if len(words.split()) >= 2 else question,
+                                    produced_after=window.start.isoformat(),
+                                    produced_before=min(window.end, as_of + timedelta(
+                                        seconds=1)).isoformat()))
+    return searches, "; ".join(said)
+
+
+_NOW = re.compile(r"\b(now|still|currently|current|anymore|any more|these days|nowadays|"
+                  r"at the moment|latest|newest)\b", re.I)
+_PAST = re.compile(r"\b(did|was|were|had|used to|before|previously|originally|first|"
+                   r"ago|last)\b", re.I)
+
+
+def asks_now(question: str) -> bool:
+    """Whether ``question`` asks how things stand now: it says so ("now", "still",
+    "currently", "anymore", "these days"), or it is in the present tense and names no past
+    ("Where does my brother live?", not "Where did he live before?")."""
+    if _NOW.search(question):
+        return True
+    if _PAST.search(question):
+        return False
+    try:
+        doc = parse(question)
+    except ModelUnavailableError:
+        return False
+    return not any(t.tag_ in ("VBD", "VBN") and t.dep_ in ("ROOT", "aux", "auxpass")
+                   for t in doc)
+
+
+def newest_first(times: list[datetime | None] | None) -> list[int] | None:
+    """The indices of ``times`` newest first (unknown times last, in their order); None
+    without times."""
+    if not times or all(t is None for t in times):
+        return None
+    floor = datetime.min.replace(tzinfo=timezone.utc)
+    return sorted(range(len(times)), key=lambda i: (times[i] is None, -(
+        (times[i] or floor) - floor).total_seconds()))

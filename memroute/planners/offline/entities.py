@@ -54,7 +54,7 @@ _INTERJECTIONS = frozenset(
 _CONTRACTION = re.compile(  # a name's possessive ("Jason's") is none
     r"(?i)(?:i['’](?:m|ve|ll|d)|(?:you|we|they)['’](?:ve|ll|d|re)"
     r"|(?:he|she|it|that|there|here|who|what|let)['’](?:s|ll|d)|[a-z]+n['’]t)")
-_CALENDAR = frozenset(
+CALENDAR = frozenset(
     "january february march april may june july august september october november december "
     "monday tuesday wednesday thursday friday saturday sunday".split()
 )
@@ -98,7 +98,7 @@ def _capitalized_phrases(text: str) -> tuple[str, ...]:
     i = 0
     while i < len(tokens):
         word = tokens[i][0]
-        if not word[:1].isupper() or word.lower() in _FUNCTION_CAPS or word.lower() in _CALENDAR:
+        if not word[:1].isupper() or word.lower() in _FUNCTION_CAPS or word.lower() in CALENDAR:
             i += 1
             continue
         initial = i == 0 or bool(re.search(r"[.!?:]\s*[\"'“(]*\s*$",
@@ -113,7 +113,7 @@ def _capitalized_phrases(text: str) -> tuple[str, ...]:
             previous = tokens[j - 1][0]
             if "." in gap and not (len(previous) == 1 or previous.lower() in _ABBREVIATIONS):
                 break  # a sentence ends here ("J. R. R. Tolkien" and "St. Louis" do not)
-            if _is_cap(nxt) and nxt.lower() not in _CALENDAR:
+            if _is_cap(nxt) and nxt.lower() not in CALENDAR:
                 end = j
                 j += 1
             elif (nxt.lower() in _CONNECTORS and j + 1 < len(tokens)

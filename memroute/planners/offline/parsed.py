@@ -14,7 +14,7 @@ from collections import OrderedDict
 
 from memroute.memory.titles import split_title, without_disambiguation
 from memroute.nlp import SPEAKER_LABEL, Entity, entity_key, extract_entities
-from memroute.planners.base import EvidenceEntities
+from memroute.planners.base import EvidenceEntities, EvidenceTimes
 from memroute.planners.offline.bridging import (
     FRESH_WEIGHT,
     BridgeCandidate,
@@ -22,15 +22,28 @@ from memroute.planners.offline.bridging import (
     bridge_candidates,
     bridge_query,
 )
-from memroute.planners.offline.dates import date_window, without_dates
+from memroute.planners.offline.dates import asks_now, date_window, newest_first, without_dates
+from memroute.planners.offline.events import event_of, event_question, event_span
 from memroute.planners.offline.entities import (
+    CALENDAR,
     first_person,
     fold,
     key_terms,
     mentioned,
 )
 from memroute.planners.offline.question_parse import QuestionParse, read_question
-from memroute.planners.offline.resolve import NEAR, answered, descriptor, resolve
+from memroute.planners.offline.resolve import (
+    GENERIC_NOUNS,
+    NEAR,
+    RELATION_NOUNS,
+    Descriptor,
+    answered,
+    descriptor,
+    resolve,
+    whole_chain,
+)
+from memroute.planners.offline.resolve import _names as _sentence_names
+from memroute.planners.offline.resolve import sentences as resolve_sentences
 from memroute.planners.offline.question_syntax import (
     COMPARISON,
     asks_for_hidden_entity,
@@ -80,6 +93,9 @@ def route_by_parse(query: str, attribute_route: str = "direct") -> tuple[str, st
     another relation the parse cannot resolve -> chain by expansion; one subject with a
     plain attribute -> ``attribute_route`` (direct); nothing named -> direct."""
     qp = read_question(query)
+    if event := event_of(query):
+        return ("chain", f"asked {event.relation} an event, '{event.text}': when it was "
+                         "bounds the search", 0.8)
     if qp.clauses:
         return "split", "two questions in one: " + " | ".join(qp.clauses), 0.9
     if owners := coordinated_owners(query):
@@ -111,7 +127,8 @@ def route_by_parse(query: str, attribute_route: str = "direct") -> tuple[str, st
     # did I adopt Pickles?")
     capitalised = [re.sub(r"['’]s$", "", w) for w in (
         w.strip("?!.,;:\"“”()") for w in query.split()[1:])
-        if w[:1].isupper() and not re.fullmatch(r"I(['’]\w+)?", w)]
+        if w[:1].isupper() and not re.fullmatch(r"I(['’]\w+)?", w)
+        and fold(re.sub(r"['’]s$", "", w)) not in CALENDAR]
     if capitalised:
         return ("direct", f"a plain attribute of what it names ({', '.join(capitalised)}): "
                           "nothing to resolve", 0.75)
@@ -172,7 +189,9 @@ def compared_subjects(query: str) -> list[str]:
     route, reason, _ = route_by_parse(query)
     if route != "split" or not reason.startswith(COMPARISON):
         return []
-    subs = clean_sub_queries(query, subject_sub_queries(query))  # as a split would search
+    subjects, _ = comparison_subjects(query)
+    subs = clean_sub_queries(query, whole_sub_questions(query, subjects)
+                             or subject_sub_queries(query))  # as a split would search
     return subs if len(subs) == 2 else []
 
 
@@ -218,9 +237,12 @@ def _evidence_entities(evidence: list[str]) -> list[list[Entity]]:
 
 
 def _titled(evidence: list[str], top: int = 5) -> bool:
-    """Whether most of the top items are filed under a title (``"Title: sentence"``)."""
+    """Whether the top items are filed under titles (``"Title: sentence"``), all but one at
+    most: a conversation's turns that open with a label ("Change of plan: ...", "Booked:
+    ...") are turns, not passages."""
     items = evidence[:top]
-    return 2 * sum(split_title(t)[0] is not None for t in items) > len(items)
+    return bool(items) and sum(split_title(t)[0] is not None for t in items) >= max(
+        1, len(items) - 1)
 
 
 def _item_entities(evidence: list[str], stored: EvidenceEntities) -> list[list[Entity]]:
@@ -361,6 +383,44 @@ def rank_bridges(query: str, evidence: list[str], tried: list[str],
     return sorted(out, key=lambda c: -c.score)
 
 
+def tied_name(query: str, qp: QuestionParse, evidence: list[str], stored: EvidenceEntities,
+              tried: list[str]) -> tuple[str, str]:
+    """The first name (best-ranked item first) of a statement that also holds a content
+    word of the question, which neither the question nor an earlier query names, and the
+    sentence; ("", "") if none. Names are stored entities and capitalised phrases that do
+    not open a sentence: never an interjection, a greeting or a sentence's first word
+    ("Wonderful", "Booked", "Done")."""
+    words = {fold(w)[:5] for w in [*qp.predicate, *qp.description, *key_terms(query)]
+             if len(w) >= 3}
+    seen = " \n ".join([query, *tried])
+    entities = _item_entities(evidence, stored)
+    for text, ents in zip(evidence, entities, strict=True):
+        for sentence in resolve_sentences(text):
+            if sentence.rstrip(" \"”')").endswith("?"):
+                continue
+            if not words & {w[:5] for w in fold(sentence).split()}:
+                continue
+            for name in names_of(sentence, ents):
+                if len(fold(name)) >= 3 and not mentioned(name, seen):
+                    return name, sentence
+    return "", ""
+
+
+def _tied_name_judgment(query: str, qp: QuestionParse, evidence: list[str],
+                        stored: EvidenceEntities, tried: list[str], indices: list[int],
+                        rewrites: int) -> ChainJudgment:
+    """Expansion over a conversation: one search of a name a statement ties to the
+    question's words, searched alone; sufficient when there is none (or it was searched)."""
+    name, sentence = tied_name(query, qp, evidence, stored, tried) if rewrites == 0 else ("", "")
+    if not name:
+        return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9,
+                             reason="no name in the evidence is tied to the question"
+                             if rewrites == 0 else "the name the evidence ties to it searched")
+    return ChainJudgment(is_sufficient=False, evidence_indices=indices, new_query=name,
+                         confidence=BRIDGE_UNSURE,
+                         reason=f"expansion: {name}, named in \"{sentence[:120]}\"")
+
+
 def judge_with_entities(query: str, evidence: list[str], previous_queries: list[str],
                         heuristics: ChainHeuristics = ChainHeuristics(),
                         stored: EvidenceEntities = None) -> ChainJudgment:
@@ -406,6 +466,9 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
     if rewrites >= h.expansions:
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9,
                              reason=f"{h.expansions} expansions searched")
+    if not _titled(evidence):
+        # a conversation: expansion adds only a name the evidence ties to the question
+        return _tied_name_judgment(query, qp, evidence, stored, tried, indices, rewrites)
     if rewrites == 1 and bridge_found(query, tried[-1], evidence[:keep], evidence[keep:],
                                       bool(qp.hidden_head)):
         # the expanded entity's own facts (filed under its title) came up
@@ -441,8 +504,28 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
                          reason=f"expansion: {bridge} with the question's words")
 
 
+_NOT_PEOPLE = frozenset("""dog cat rabbit hamster budgie parrot bird puppy kitten horse pony
+    tortoise turtle fish goldfish lizard snake gecko ferret pet""".split())
+
+
+def who_is(question: str, left: Descriptor) -> str:
+    """The question that asks for a description the evidence has not tied to a name yet,
+    whole ("Where does my wife's sister work?" -> "Who is my wife's sister?"): a bare
+    description ("my wife") is never searched alone."""
+    d = (whole_chain(question, left) if left.owner else None) or left
+    text = d.text.strip()
+    if not text:
+        return ""
+    text = text[:1].lower() + text[1:]
+    if d.noun in _NOT_PEOPLE:
+        return f"What is {text} called?"
+    person = d.noun in RELATION_NOUNS | GENERIC_NOUNS or d.noun.endswith(("er", "or", "ist"))
+    return f"{'Who' if person else 'What'} is {text}?"
+
+
 def _resolving_judgment(query: str, evidence: list[str], previous_queries: list[str],
-                        stored: EvidenceEntities) -> ChainJudgment | None:
+                        stored: EvidenceEntities,
+                        times: EvidenceTimes = None) -> ChainJudgment | None:
     """Resolve, then ask (`memroute.planners.offline.resolve`): the question with its
     descriptors replaced by the names the evidence ties to them; sufficient once a sentence
     names the last of them with the question's words. None when the question has no
@@ -460,11 +543,12 @@ def _resolving_judgment(query: str, evidence: list[str], previous_queries: list[
         said = "; ".join(f"'{text}' is {name}" for text, name in res.bridges)
         if res.left is None:
             predicate = key_terms(res.question, drop=[bridge, *qp.named])
-            sentence = answered(res.question, bridge, evidence, entities, predicate)
+            sentence, at = answered(res.question, bridge, evidence, entities, predicate,
+                                    newest_first(times) if asks_now(query) else None)
             if sentence:
                 return ChainJudgment(
                     is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT,
-                    reason=f"{said}; answered: \"{sentence[:160]}\"")
+                    answer_index=at, reason=f"{said}; answered: \"{sentence[:160]}\"")
         if query_key(res.question) not in searched:
             return ChainJudgment(is_sufficient=False, evidence_indices=indices,
                                  new_query=res.question, confidence=BRIDGE_SURE,
@@ -484,25 +568,54 @@ def _resolving_judgment(query: str, evidence: list[str], previous_queries: list[
                              reason=f"no sentence ties a name to '{left.text[:160]}' yet, and over "
                                     "titled passages its page is reached by expanding the "
                                     "entities the evidence names")
-    if left is not None and query_key(left.text) not in searched:
+    asked = who_is(res.question, left) if left is not None else ""
+    if asked and query_key(asked) not in searched:
         return ChainJudgment(is_sufficient=False, evidence_indices=indices,
-                             new_query=left.text, confidence=BRIDGE_UNSURE,
+                             new_query=asked, confidence=BRIDGE_UNSURE,
                              reason=f"no sentence ties a name to '{left.text[:160]}' yet: "
-                                    "searching for it")
+                                    f"asking \"{asked}\"")
     return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT,
                          reason=f"no name within {NEAR} words of '{left.text[:160]}' in the "
                                 "evidence: nothing left to resolve")
 
 
+def _event_judgment(query: str, evidence: list[str], previous_queries: list[str],
+                    stored: EvidenceEntities, times: EvidenceTimes) -> ChainJudgment | None:
+    """A question asked around an event ("before my trip to Norway"): once the evidence
+    dates the event, the question searched again within the window its relation asks about;
+    sufficient once that search is done. None without an event, or while nothing dates it."""
+    event = event_of(query)
+    if event is None or not times or len(times) != len(evidence) or _titled(evidence):
+        return None
+    indices = list(range(min(ChainHeuristics().keep, len(evidence))))
+    if [query_key(q) for q in previous_queries].count(query_key(query)) >= 2:
+        return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT,
+                             reason=f"searched {event.relation} '{event.text}'")
+    span = event_span(event, evidence, list(times), stored)
+    if span is None:
+        return None
+    return ChainJudgment(is_sufficient=False, evidence_indices=indices, new_query=query,
+                         produced_after="" if span.after is None else span.after.isoformat(),
+                         produced_before="" if span.before is None else span.before.isoformat(),
+                         confidence=BRIDGE_SURE, reason=span.said(event)[:MAX_REASON_CHARS])
+
+
 def judge_chain(query: str, evidence: list[str], previous_queries: list[str],
                 heuristics: ChainHeuristics = ChainHeuristics(),
-                stored: EvidenceEntities = None) -> ChainJudgment:
-    """Resolve, then ask (`_resolving_judgment`); else the judgment of
-    `judge_with_entities`, whose bridge rewrites are expansion (labelled so). Over passages
-    filed under titles, expansion also follows a resolution that stopped."""
+                stored: EvidenceEntities = None, times: EvidenceTimes = None) -> ChainJudgment:
+    """An event's window (`_event_judgment`); resolve, then ask (`_resolving_judgment`);
+    else the judgment of `judge_with_entities`, whose bridge rewrites are expansion
+    (labelled so). Over passages filed under titles, expansion also follows a resolution
+    that stopped. ``times``: when each item was produced (a later statement of the same
+    thing answers a question about now)."""
     if stored is not None and len(stored) != len(evidence):
         stored = None
-    judgment = _resolving_judgment(query, evidence, previous_queries, stored)
+    if times is not None and len(times) != len(evidence):
+        times = None
+    timed = _event_judgment(query, evidence, previous_queries, stored, times)
+    if timed is not None:
+        return timed
+    judgment = _resolving_judgment(query, evidence, previous_queries, stored, times)
     # unresolved over titled passages: the resolution defers to expansion (no query of its own)
     defers = judgment is not None and not judgment.is_sufficient and not judgment.new_query
     if judgment is not None and not defers and not (judgment.is_sufficient
@@ -517,3 +630,9 @@ def judge_chain(query: str, evidence: list[str], previous_queries: list[str],
         return judgment
     reason = f"{judgment.reason}; {expanded.reason}"[:MAX_REASON_CHARS]
     return expanded.model_copy(update={"reason": reason})
+
+
+def names_of(sentence: str, entities: list[Entity]) -> list[str]:
+    """The names of a statement, by `resolve`'s rule: its stored entities (no dates or
+    amounts) and the capitalised phrases that do not open it."""
+    return _sentence_names(sentence, entities, None)

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import TypeVar
 
 from pydantic import BaseModel
 
 from memroute._log import get_logger
 from memroute.nlp import INSTALL_HINT, pipeline_available
-from memroute.planners.base import EvidenceEntities, PlannerResult
+from memroute.planners.base import EvidenceEntities, EvidenceTimes, PlannerResult
 from memroute.planners.offline.bridging import ChainHeuristics, judge_evidence
+from memroute.planners.offline.dates import asks_now, windowed_searches
+from memroute.planners.offline.events import event_of, event_question
 from memroute.planners.offline.parsed import (
     SUBJECTS_AFTER_SEARCH,
     compared_subjects,
@@ -27,8 +30,10 @@ from memroute.planners.offline.parsed import (
 )
 from memroute.planners.offline.question_syntax import route_by_syntax, subject_sub_queries
 from memroute.strategies.base import (
+    MAX_HOP_QUERIES,
     MAX_REASON_CHARS,
     ChainJudgment,
+    ChainSearch,
     Route,
     RouteDecision,
     SplitPlan,
@@ -95,7 +100,14 @@ class OfflinePlanner:
         searched beside the question, at once (`ChainHeuristics.own_turns`)."""
         return self.use_nlp and self.heuristics.own_turns
 
-    async def route(self, query: str, speakers: Sequence[str] = ()) -> PlannerResult[RouteDecision]:
+    @property
+    def reads_time(self) -> bool:
+        """Whether `route` reads the time the question is asked (``as_of``): a relative
+        expression ("last week") then searches its window of time beside the question."""
+        return self.use_nlp
+
+    async def route(self, query: str, speakers: Sequence[str] = (),
+                    as_of: datetime | None = None) -> PlannerResult[RouteDecision]:
         def build() -> RouteDecision:
             searches = []
             if self.use_nlp and query.strip():
@@ -106,12 +118,21 @@ class OfflinePlanner:
                     searches = first_round_searches(query, list(speakers), self.heuristics)
                 if route == "direct" and searches:
                     reason += f"; {searches[0].producer}'s own turns searched beside it"
+                if route == "chain" and (event := event_of(query)):
+                    # when it was, beside the question (over passages filed under titles the
+                    # judge reads no event: their times are not the world's)
+                    searches = [ChainSearch(query=event_question(query, event)), *searches]
+                timed, said = windowed_searches(query, as_of) if as_of else ([], "")
+                if route in ("chain", "direct") and timed:
+                    searches = [*timed, *searches]
+                    reason += f"; {said}, searched beside it"
             else:
                 (route, reason), confidence = route_by_syntax(query), 0.5
             return RouteDecision(route=route, reason=f"{reason} (confidence {confidence:.2f})"
                                  [:MAX_REASON_CHARS], confidence=confidence,
+                                 newest_first=self.use_nlp and asks_now(query),
                                  search_question=route != "split" or self.split_question_search,
-                                 first_searches=searches)
+                                 first_searches=searches[:MAX_HOP_QUERIES - 1])
         return await self._run(build)
 
     async def split(self, query: str) -> PlannerResult[SplitPlan]:
@@ -122,11 +143,11 @@ class OfflinePlanner:
         return await self._run(build)
 
     async def judge(self, query: str, evidence: list[str], previous_queries: list[str],
-                    hop: int, evidence_entities: EvidenceEntities = None,
-                    ) -> PlannerResult[ChainJudgment]:
+                    hop: int, evidence_entities: EvidenceEntities = None, *,
+                    evidence_times: EvidenceTimes = None) -> PlannerResult[ChainJudgment]:
         if self.use_nlp and query.strip():
             return await self._run(lambda: judge_chain(
                 query, list(evidence), list(previous_queries), self.heuristics,
-                evidence_entities))
+                evidence_entities, evidence_times))
         return await self._run(lambda: judge_evidence(query, list(evidence),
                                                       list(previous_queries), self.heuristics))

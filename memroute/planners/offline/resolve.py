@@ -167,7 +167,8 @@ def _possessed(question: str) -> Descriptor | None:
     and a relation noun."""
     for m in _OWNER.finditer(question):
         name = m.group("name")
-        if name is not None and (fold(name) in ("it", "that", "what", "who", "which")
+        if name is not None and (fold(name) in ("it", "that", "what", "who", "which", "how",
+                                                 "where", "when", "why", "there", "here")
                                  or not re.search(r"['’]s?\s+$", m.group(0))):
             continue
         words = _WORD.findall(question[m.end():])[:3]
@@ -432,17 +433,22 @@ def resolve(question: str, evidence: list[str], entities: list[list[Entity]],
 
 
 def answered(question: str, bridge: str, evidence: list[str], entities: list[list[Entity]],
-             predicate: list[str]) -> str:
+             predicate: list[str], order: list[int] | None = None) -> tuple[str, int]:
     """A sentence of the evidence that names ``bridge`` (a word of it) with one of the
-    question's ``predicate`` words, or ""."""
+    question's ``predicate`` words, and the index of its item; ("", -1) if none. Items are
+    read in ``order`` (newest first, when a later statement supersedes an earlier one),
+    else as ranked. A question ("Where does Dana work now?") is no answer."""
     parts = [p for p in _plain(bridge) if len(p) >= 3 and p != "the"]
     stems = {_stem(w) for w in predicate if len(w) >= 3}
-    for text, ents in zip(evidence, entities, strict=True):
+    for index in order if order is not None else range(len(evidence)):
+        text, ents = evidence[index], entities[index]
         title = split_title(text.splitlines()[0] if text else text)[0]
         for sentence in sentences(text):
+            if sentence.rstrip(" \"”')").endswith("?"):
+                continue
             folded = f" {' '.join(_plain(sentence))} "
             names_it = any(f" {p} " in folded for p in parts) or (
                 title is not None and fold(bridge) in fold(title))
             if names_it and any(_stem(w) in stems for w in folded.split()):
-                return sentence
-    return ""
+                return sentence, index
+    return "", -1

@@ -1,0 +1,138 @@
+"""Time and change (docs/agent.md, "Time and change"): every retrieval is asked as of a
+time; relative expressions and events bound the search in time; the newest statement of a
+changed fact comes first; a question is never the answer; the accepted answer stays."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from memroute import RetrievalAgent
+from memroute.errors import InvalidInputError
+from memroute.planners.offline.dates import asks_now, time_windows, windowed_searches
+from memroute.planners.offline.events import event_of, event_question, event_span
+
+AS_OF = datetime(2024, 7, 10, 15, tzinfo=timezone.utc)  # a Wednesday
+
+
+def day(month: int, d: int, hour: int = 12) -> datetime:
+    return datetime(2024, month, d, hour, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize("question, label", [
+    ("What did I book last week?", "'last week' = 2024-07-01..07-07"),
+    ("What did I do yesterday?", "'yesterday' = 2024-07-09"),
+    ("Who did I call two days ago?", "'two days ago' = 2024-07-08"),
+    ("What did I buy last month?", "'last month' = 2024-06-01..06-30"),
+    ("What did I buy in March?", "'March' = 2024-03-01..03-31"),
+    ("What did I buy in December?", "'December' = 2023-12-01..12-31"),
+    ("what have we got on this weekend", "'this weekend' = 2024-07-13..07-14"),
+    ("What do I have next Friday?", "'next Friday' = 2024-07-12"),
+    ("Who did I have lunch with on Tuesday?", "'Tuesday' = 2024-07-09"),
+])
+def test_a_relative_expression_resolves_against_as_of(question: str, label: str) -> None:
+    assert [w.label() for w in time_windows(question, AS_OF)] == [label]
+
+
+def test_present_markers_name_no_window_and_ask_about_now() -> None:
+    assert time_windows("Where does my brother live now?", AS_OF) == []
+    assert asks_now("Where does my brother live now?")
+    assert asks_now("Who feeds the cat these days?")
+    assert asks_now("Where does Ana live?")
+    assert not asks_now("Where did Ana live before?")
+
+
+def test_a_past_window_searches_its_turns_and_a_coming_one_the_plans_told_before() -> None:
+    past, said = windowed_searches("What did I book last week?", AS_OF)
+    assert said == "'last week' = 2024-07-01..07-07"
+    assert [(s.query, s.produced_after[:10], s.produced_before[:10]) for s in past] == [
+        ("What did I book?", "2024-07-01", "2024-07-08")]
+    coming, _ = windowed_searches("What do I have next Friday?", AS_OF)
+    assert coming[0].query == "What do I have Friday 12 July?"
+    assert coming[0].produced_before <= (AS_OF + timedelta(seconds=1)).isoformat()
+
+
+def test_an_event_is_named_then_dated_by_the_evidence_that_speaks_of_it() -> None:
+    event = event_of("What do I need to do before my trip to Norway?")
+    assert (event.relation, event.text) == ("before", "my trip to Norway")
+    assert event_question("What do I need to do before my trip to Norway?", event) == \
+        "When is my trip to Norway?"
+    assert event_of("Who did I have lunch with on Tuesday?") is None  # a date, not an event
+    assert event_of("Where did we eat on the camping trip?").relation == "during"
+    evidence = ["Booked the flights for the Norway trip, we fly to Oslo on 3 August!",
+                "What are you packing for Norway?"]
+    span = event_span(event, evidence, [day(6, 20), day(6, 21)])
+    assert span.date == datetime(2024, 8, 3, tzinfo=timezone.utc)  # stated, read in June
+    assert span.after < day(6, 20) and span.before == span.date
+
+
+@pytest.fixture
+async def diary(memory, scope):
+    """A user's memory over a summer: bookings in several weeks, a trip, a fact that changed,
+    and the assistant's own questions."""
+    turns = [
+        (day(5, 2), "user", "My brother Tom lives in Leeds, near the university."),
+        (day(6, 10), "user", "I booked a dentist appointment for August."),
+        (day(6, 20), "user", "We fly to Oslo on 3 August for our Norway trip!"),
+        (day(6, 22), "user", "Before the Norway trip I need to renew my passport."),
+        (day(6, 25), "assistant", "Where does Tom live now?"),
+        (day(6, 28), "user", "Tom has moved to Bristol, he started at the harbour office."),
+        (day(7, 2), "user", "I booked a table at Rosa's for Friday."),
+        (day(7, 3), "user", "I booked the train to Leeds for Mum's birthday."),
+        (day(7, 9), "user", "I booked flights to Rome for the autumn."),
+        (day(8, 12), "user", "Back from Norway, the fjords were unreal."),
+    ]
+    await memory.add(scope, [{"content": text, "producer": who, "session_id": f"s{i}",
+                              "produced_at": when, "uid": f"t{i}"}
+                             for i, (when, who, text) in enumerate(turns)])
+    return RetrievalAgent(memory, planner="offline", context=(0, 0))
+
+
+async def test_last_week_is_the_week_before_as_of_and_named_in_the_reason(diary, scope):
+    result = await diary.aretrieve("What did I book last week?", scope=scope, k=3,
+                                   as_of=AS_OF)
+    assert "'last week' = 2024-07-01..07-07" in result.route_reason
+    assert {r.uid for r in result.results[:2]} == {"t6", "t7"}  # Rosa's and the train
+    assert result.results[2].uid == "t1"  # the third place: the question's own best hit
+
+
+async def test_nothing_produced_after_as_of_is_searched(diary, scope):
+    result = await diary.aretrieve("What did I book?", scope=scope, k=10, as_of=day(7, 1))
+    assert result.results and all(r.nucleus.produced_at <= day(7, 1) for r in result.results)
+    with pytest.raises(InvalidInputError, match="as_of"):
+        await diary.aretrieve("What did I book?", scope=scope, as_of="last Tuesday")
+
+
+async def test_an_event_bounds_the_search_and_the_hop_says_so(diary, scope):
+    result = await diary.aretrieve("What do I need to do before my trip to Norway?",
+                                   scope=scope, k=3, as_of=day(7, 20))
+    assert result.route == "chain"
+    assert result.queries[0] == "When is my trip to Norway?"
+    reason = result.hops[0]["reason"]
+    assert "'my trip to Norway' is dated 2024-08-03" in reason and "before it" in reason
+    uids = [r.uid for r in result.results]
+    assert "t3" in uids and "t9" not in uids  # the passport, said before the trip
+
+
+async def test_the_newest_statement_of_a_changed_fact_comes_first(diary, scope):
+    result = await diary.aretrieve("Where does Tom live now?", scope=scope, k=3, as_of=AS_OF)
+    uids = [r.uid for r in result.results]
+    assert "t5" in uids and "t0" in uids
+    assert uids.index("t5") < uids.index("t0")  # Bristol before Leeds
+
+
+LISBON = ["Clara moved to Lisbon in 2023.", "Clara loves grilled sardines.",
+          "The person who moved to Berlin loves to eat currywurst, says Tom.",
+          "People in Lisbon love to eat custard tarts.", "Tom moved to Berlin in 2021.",
+          "Lisbon is famous for its trams.", "Clara works as a translator.",
+          "Tom's sister lives in Porto.", "Custard tarts are sold in every Lisbon bakery."]
+
+
+async def test_the_resolved_answer_survives_the_final_selection(memory, scope):
+    await memory.add(scope, [{"content": t, "session_id": "s"} for t in LISBON])
+    agent = RetrievalAgent(memory, planner="offline", context=(0, 0))
+    result = await agent.aretrieve("What does the person who moved to Lisbon love to eat?",
+                                   scope=scope, k=3)
+    assert "What does Clara love to eat?" in result.queries
+    assert "Clara loves grilled sardines." in [r.nucleus.content for r in result.results]
