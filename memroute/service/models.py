@@ -60,7 +60,7 @@ class _Request(BaseModel):
 class AddEpisodes(_Request):
     scope: Scope
     episodes: list[StrictEpisode] = Field(min_length=1, max_length=MAX_EPISODES_PER_REQUEST,
-                                    description="Stored atomically; idempotent by uid.")
+                                          description="Stored atomically; idempotent by uid.")
 
 
 class Search(_Request):
