@@ -56,9 +56,13 @@ class Standby:
 
             ensure_prefix_permissions(self.directory)
             shutil.chown(self.directory, "pgserver", "pgserver")
-        subprocess.run([str(_bin("pg_basebackup")), "-D", str(self.pgdata), "-R", "-X", "stream", "-c", "fast",
-                        "-C", "-S", self.slot, "-d", self.primary_url],
-                       check=True, capture_output=True, timeout=300, **_as_server_user())
+        # -R: the standby's settings; -C -S: a slot keeps the WAL it needs; -c fast: now
+        done = subprocess.run([str(_bin("pg_basebackup")), "-D", str(self.pgdata), "-R",
+                               "-X", "stream", "-c", "fast", "-C", "-S", self.slot,
+                               "-d", self.primary_url],
+                              capture_output=True, timeout=300, **_as_server_user())
+        if done.returncode:
+            raise RuntimeError(f"pg_basebackup failed: {done.stderr.decode()[-2000:]}")
         self.start()
         return self
 
