@@ -138,6 +138,11 @@ class Standby:
     def resume_replay(self) -> None:
         self.execute("SELECT pg_wal_replay_resume()")
 
+    def promote(self) -> None:
+        """Make the standby a primary of its own (as a failover does)."""
+        subprocess.run([str(_bin("pg_ctl")), "-w", "-D", str(self.pgdata), "promote"],
+                       check=True, capture_output=True, timeout=60, **_as_server_user())
+
     def caught_up(self, timeout_s: float = 30.0) -> None:
         """Wait until the standby has replayed everything the primary has written."""
         with psycopg.connect(self.primary_url, autocommit=True) as conn:
