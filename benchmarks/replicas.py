@@ -51,7 +51,7 @@ def reads(memory: Memory) -> dict[str, int]:
 
 
 def moved(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
-    return {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)}
+    return {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
 
 
 async def timed(operation) -> tuple[Any, float]:

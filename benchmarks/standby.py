@@ -56,9 +56,13 @@ class Standby:
 
             ensure_prefix_permissions(self.directory)
             shutil.chown(self.directory, "pgserver", "pgserver")
-        subprocess.run([str(_bin("pg_basebackup")), "-D", str(self.pgdata), "-R", "-X", "stream", "-c", "fast",
-                        "-C", "-S", self.slot, "-d", self.primary_url],
-                       check=True, capture_output=True, timeout=300, **_as_server_user())
+        # -R: the standby's settings; -C -S: a slot keeps the WAL it needs; -c fast: now
+        done = subprocess.run([str(_bin("pg_basebackup")), "-D", str(self.pgdata), "-R",
+                               "-X", "stream", "-c", "fast", "-C", "-S", self.slot,
+                               "-d", self.primary_url],
+                              capture_output=True, timeout=300, **_as_server_user())
+        if done.returncode:
+            raise RuntimeError(f"pg_basebackup failed: {done.stderr.decode()[-2000:]}")
         self.start()
         return self
 
@@ -133,6 +137,11 @@ class Standby:
 
     def resume_replay(self) -> None:
         self.execute("SELECT pg_wal_replay_resume()")
+
+    def promote(self) -> None:
+        """Make the standby a primary of its own (as a failover does)."""
+        subprocess.run([str(_bin("pg_ctl")), "-w", "-D", str(self.pgdata), "promote"],
+                       check=True, capture_output=True, timeout=60, **_as_server_user())
 
     def caught_up(self, timeout_s: float = 30.0) -> None:
         """Wait until the standby has replayed everything the primary has written."""

@@ -47,7 +47,10 @@ MAX_TRACKED_SCOPES = 10_000  # scopes whose last write position is kept (older: 
 PRIMARY_POSITION = (
     "SELECT (pg_current_wal_insert_lsn() - '0/0')::int8, "
     "current_setting('wal_block_size')::int8, pg_size_bytes(current_setting('wal_segment_size'))")
-REPLAYED = "SELECT (pg_last_wal_replay_lsn() - '0/0')::int8"  # NULL: not a standby
+# a standby's replay position; NULL from a server not in recovery (a promoted standby keeps
+# returning its last replayed position, so recovery is asked too)
+REPLAYED = ("SELECT CASE WHEN pg_is_in_recovery() "
+            "THEN (pg_last_wal_replay_lsn() - '0/0')::int8 END")
 SHORT_PAGE_HEADER, LONG_PAGE_HEADER = 24, 40  # SizeOfXLogShortPHD, SizeOfXLogLongPHD
 
 
@@ -126,8 +129,7 @@ class ReadRouter:
         pools, and keep probing them in the background."""
         if not self.replicas:
             return
-        async with self.primary.connection() as conn:
-            position, block, segment = await _query_one(conn, PRIMARY_POSITION)
+        position, block, segment = await self._primary_position()
         self._wal_sizes = (block, segment)
         self._floor = self._newest = record_end(position, block, segment)
         self._samples.append((time.monotonic(), self._floor))
@@ -164,11 +166,7 @@ class ReadRouter:
         if not self.replicas:
             return
 
-        async def read() -> tuple:
-            async with self.primary.connection() as conn:
-                return await _query_one(conn, PRIMARY_POSITION)
-
-        position = record_end((await with_retry(read, "write position"))[0], *self._wal_sizes)
+        position = record_end((await self._primary_position())[0], *self._wal_sizes)
         self._newest = max(self._newest, position)
         if scope_keys is None:
             self._floor = max(self._floor, position)
@@ -179,6 +177,14 @@ class ReadRouter:
             self._scopes.move_to_end(key)
         while len(self._scopes) > MAX_TRACKED_SCOPES:
             self._floor = max(self._floor, self._scopes.popitem(last=False)[1])
+
+    async def _primary_position(self) -> tuple[int, int, int]:
+        """The primary's WAL insert position, WAL block size and segment size."""
+        async def read() -> tuple:
+            async with self.primary.connection() as conn:
+                return await _query_one(conn, PRIMARY_POSITION)
+
+        return await with_retry(read, "the primary's WAL position")
 
     def _needed(self, scope_key: str | None) -> int:
         if scope_key is None:
@@ -248,7 +254,7 @@ class ReadRouter:
         while True:
             self.counts["checks"] += 1
             (replayed,) = await _query_one(conn, REPLAYED)
-            if replayed is None:  # promoted: no longer a copy of the primary
+            if replayed is None:  # promoted: no longer a copy of the primary (the probe says so)
                 return False
             self._shown[conn] = replayed
             if replayed >= needed:
