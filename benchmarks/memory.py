@@ -313,7 +313,7 @@ async def bulk_load(memory: Memory, scope: Scope, texts: list[str], batch: int =
             await conn.execute(f"VACUUM (ANALYZE) {memory.schema}.episodes, {memory.schema}.sentences")
         finally:
             await conn.set_autocommit(False)
-    await memory.index_scopes()  # the loaded scope's own vector index
+    await memory.index_scopes()  # the loaded scope's own indexes
 
 
 async def build_store(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder, size: int,

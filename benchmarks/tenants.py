@@ -139,7 +139,7 @@ async def build(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder, schema
     """The store of ``sizes`` in ``schema``, built unless a store of that layout is there:
     rows written with the secondary indexes dropped (sessions in random order across scopes
     when ``interleave``), then the indexes built from their own definitions, the tables
-    analyzed and the large scopes' own vector indexes built."""
+    analyzed and the large scopes' own indexes built."""
     signature = hashlib.sha256(json.dumps([sizes, interleave, len(corpus.texts)])
                                .encode()).hexdigest()[:16]
     memory = await Memory.open(settings=settings, schema=schema, embedder=embedder)
@@ -178,7 +178,7 @@ async def build(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder, schema
             print(f"  {definition[:70]}... {time.perf_counter() - t:.0f} s", file=sys.stderr,
                   flush=True)
         await conn.execute(f"VACUUM (ANALYZE) {schema}.episodes, {schema}.sentences")
-        await memory.index_scopes()  # the large scopes' own vector indexes
+        await memory.index_scopes()  # the large scopes' own indexes
         await conn.execute(f"INSERT INTO {schema}.store_info VALUES ('layout', %s)",
                            [signature])
     print(f"built {schema} ({total:,} sentences) in {time.perf_counter() - start:.0f} s",

@@ -76,8 +76,9 @@ class MemrouteSettings(BaseSettings):
     entity_lane: bool = True
     extract_entities: bool = True
     candidates: int = 60
-    # a scope of this many sentences or more is searched through a vector index of its own,
-    # built after the write that takes it there; a smaller one by an exact scan of its rows
+    # a scope of this many sentences or more is searched through indexes of its own (vectors,
+    # full text, entity keys), built after the write that takes it there; a smaller one by an
+    # exact scan of its rows
     # (memroute.memory.scope_index; docs/benchmarks.md, "Many tenants in one store")
     scope_index_min_sentences: int = Field(default=5_000, ge=1)
     # every statement of a search transaction; a lexical lane past it is dropped from that

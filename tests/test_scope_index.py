@@ -1,4 +1,4 @@
-"""Each large scope's own vector index (memroute.memory.scope_index), on the real store: a
+"""Each large scope's own indexes (memroute.memory.scope_index), on the real store: a
 small scope is searched exactly among other tenants, a write past the bound builds the
 scope's index in the background, one builder at a time, a broken build is redone, and the
 migration gives an existing store's large scopes their indexes."""
@@ -13,7 +13,7 @@ import numpy as np
 from benchmarks.synthetic import fill_word_store
 from memroute.memory import Episode, Memory, Scope
 from memroute.memory.schema import migrate
-from memroute.memory.scope_index import ScopeIndexes, index_name
+from memroute.memory.scope_index import ScopeIndexes, index_name, index_names
 
 TOPICS = ["parrot Kiwi sings", "sister in Trondheim", "dentist on Monday", "laptop repair",
           "garden after rain", "piano lessons", "ferry to Bergen", "invoice from the bakery"]
@@ -47,13 +47,15 @@ async def own_indexes(memory: Memory) -> dict[str, bool]:
         cur = await conn.execute(
             "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
             "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s "
-            "AND c.relname LIKE 'sentences_embedding%%'", [memory.schema])
+            "AND c.relname ~ '^sentences_(embedding|tsv|entity_keys)_[0-9a-f]{32}$'",
+            [memory.schema])
         return dict(await cur.fetchall())
 
 
 async def wait_for_index(memory: Memory, scope: Scope, seconds: float = 60) -> None:
     for _ in range(int(seconds * 10)):
-        if (await own_indexes(memory)).get(index_name(scope.key)):
+        found = await own_indexes(memory)
+        if all(found.get(name) for name in index_names(scope.key)):
             return
         await asyncio.sleep(0.1)
     raise AssertionError(f"no valid index for {scope.key} after {seconds} s")
@@ -69,7 +71,7 @@ async def test_a_write_past_the_bound_gives_the_scope_its_own_index_and_small_on
         assert await own_indexes(memory) == {}  # the store has no index over all scopes
         await memory.add(big, turns(70)[50:])  # 70 sentences: past the bound
         await wait_for_index(memory, big)
-        assert list(await own_indexes(memory)) == [index_name(big.key)]
+        assert await own_indexes(memory) == dict.fromkeys(index_names(big.key), True)
         async with memory._pool.connection() as conn:
             await conn.execute(f"ANALYZE {memory.schema}.sentences")
         query = "Who sings, the parrot?"
@@ -104,18 +106,20 @@ async def test_builders_of_one_scope_take_turns_and_a_broken_build_is_redone(
         builders = [ScopeIndexes(writer._pool, writer.url, writer.schema, 30) for _ in range(3)]
         built = await asyncio.gather(*(b.ensure(scope.key) for b in builders))
         assert True in built  # the others found it built, or another one building it
-        assert await own_indexes(writer) == {index_name(scope.key): True}
+        assert await own_indexes(writer) == dict.fromkeys(index_names(scope.key), True)
+        vector, full_text, entities = index_names(scope.key)
         async with writer._pool.connection() as conn:  # as a build stopped half way leaves it
             await conn.execute("UPDATE pg_index SET indisvalid = false WHERE indexrelid = "
-                               "%s::regclass", [f"{writer.schema}.{index_name(scope.key)}"])
-        assert await own_indexes(writer) == {index_name(scope.key): False}
+                               "%s::regclass", [f"{writer.schema}.{full_text}"])
+            await conn.execute(f"DROP INDEX {writer.schema}.{entities}")
+        assert await own_indexes(writer) == {vector: True, full_text: False}
         reader = await Memory.open(settings=settings.model_copy(
             update={"scope_index_min_sentences": 30}), embedder=embedder, schema=writer.schema)
         try:
             assert await reader.index_scopes() == 1
         finally:
             await reader.close()
-        assert await own_indexes(writer) == {index_name(scope.key): True}
+        assert await own_indexes(writer) == dict.fromkeys(index_names(scope.key), True)
     finally:
         await writer.close()
 
@@ -136,14 +140,15 @@ async def test_the_migration_indexes_an_existing_stores_large_scopes(settings, e
             await conn.commit()
             await conn.set_autocommit(True)
             assert await migrate(conn, s, embedder.name, embedder.dim) == 7
-        assert await own_indexes(memory) == {index_name(large.key): True}
+        assert await own_indexes(memory) == dict.fromkeys(index_names(large.key), True)
     finally:
         await memory.close()
 
 
 def test_an_index_name_is_only_made_of_a_scope_key() -> None:
     scope = Scope(org_id="acme", project_id="p")
-    assert index_name(scope.key) == f"sentences_embedding_{scope.key}"
+    assert index_names(scope.key) == [f"sentences_{what}_{scope.key}"
+                                      for what in ("embedding", "tsv", "entity_keys")]
     for bad in ("x'; DROP TABLE t; --", scope.key.upper(), scope.key[:-1]):
         try:
             index_name(bad)

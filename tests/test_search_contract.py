@@ -89,7 +89,7 @@ async def test_a_short_sentence_probe_is_widened_until_k_episodes(memory: Memory
 
 async def test_a_selective_filter_that_stops_the_index_scan_early_still_gives_k(
         settings, embedder, monkeypatch) -> None:
-    """600 turns in a scope with its own vector index (the bound lowered to 100 sentences), a
+    """600 turns in a scope with its own indexes (the bound lowered to 100 sentences), a
     filter matching 6 of them and a scan bound of 100 index tuples (pgvector's
     ``hnsw.max_scan_tuples``, lowered as a big scope would reach its default): the index scan
     stops before 5 rows pass, which is no proof of an exhausted scope. The exact scan of the

@@ -126,11 +126,12 @@ def _migrations(schema: str, dim: int) -> list[str]:
         ALTER TABLE {s}.sentences SET (toast_tuple_target = 8160);
         """,
         _store_items_migration(s),
-        # 7: a scope of 5,000 sentences or more is searched through an HNSW index of its own
-        # (a partial index), a smaller one by an exact scan of its rows, and the index of the
-        # whole table goes (memroute.memory.scope_index): a search no longer scans past other
-        # tenants' sentences. On a big store this builds the large scopes' indexes, about the
-        # time of an HNSW build of their sentences (docs/scaling.md); writes wait meanwhile.
+        # 7: a scope of 5,000 sentences or more is searched through indexes of its own
+        # (partial: HNSW of its vectors, GIN of its full-text column and entity keys), a
+        # smaller one by an exact scan of its rows, and the vector index of the whole table
+        # goes (memroute.memory.scope_index): a search no longer passes over other tenants'
+        # sentences. On a big store this builds the large scopes' indexes, about the time of
+        # an HNSW build of their sentences (docs/benchmarks.md); writes wait meanwhile.
         f"""
         SET LOCAL maintenance_work_mem = '1GB';
         DO $$
@@ -143,6 +144,10 @@ def _migrations(schema: str, dim: int) -> list[str]:
                 EXECUTE format('CREATE INDEX %I ON {s}.sentences USING hnsw '
                                '(embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64) '
                                'WHERE scope_key = %L', 'sentences_embedding_' || k, k);
+                EXECUTE format('CREATE INDEX %I ON {s}.sentences USING gin (tsv) '
+                               'WHERE scope_key = %L', 'sentences_tsv_' || k, k);
+                EXECUTE format('CREATE INDEX %I ON {s}.sentences USING gin (entity_keys) '
+                               'WHERE scope_key = %L', 'sentences_entity_keys_' || k, k);
             END LOOP;
         END $$;
         DROP INDEX {s}.sentences_embedding;

@@ -1,16 +1,18 @@
-"""Each large scope's own vector index.
+"""Each large scope's own indexes.
 
-A scope holding at least ``settings.scope_index_min`` sentences is searched through an HNSW
-index of its own, a partial index of the sentences table (``WHERE scope_key = '<key>'``); a
-smaller scope is searched by an exact scan of its own rows (the planner's choice when no
-vector index covers the scope). A search then costs what its scope holds, however many
-other tenants share the store, and a small scope's results are exact. Why: docs/benchmarks.md
-("Many tenants in one store").
+A scope holding at least ``settings.scope_index_min_sentences`` sentences is searched
+through indexes of its own, partial indexes of the sentences table (``WHERE scope_key =
+'<key>'``): an HNSW index of its vectors, and GIN indexes of its full-text column and its
+entity keys for the two lanes. A smaller scope is searched by an exact scan of its own rows
+(the planner's choice when no vector index covers the scope; its lanes use the indexes over
+all scopes). A search then costs what its scope holds, however many other tenants share the
+store, and a small scope's results are exact. Why: docs/benchmarks.md ("Many tenants in one
+store").
 
-The index of a scope that grows past the bound is built after the write that took it there,
-in the background and concurrently (``CREATE INDEX CONCURRENTLY``: writes and searches go
-on, and the scope is searched exactly until the index is valid). One process builds it
-(an advisory lock per scope); one a crash left invalid is dropped and built again.
+The indexes of a scope that grows past the bound are built after the write that took it
+there, in the background and concurrently (``CREATE INDEX CONCURRENTLY``: writes and searches
+go on, and the scope is searched exactly until they are valid). One process builds them (an
+advisory lock per scope); one a stopped build left invalid is dropped and built again.
 """
 
 from __future__ import annotations
@@ -29,22 +31,31 @@ from memroute._log import get_logger
 log = get_logger(__name__)
 
 _SCOPE_KEY = re.compile(r"^[0-9a-f]{32}$")
-INDEX_PREFIX = "sentences_embedding_"
+# a scope's own indexes: name prefix -> method and column(s), as the store's own
+OWN_INDEXES = {
+    "sentences_embedding_": "hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)",
+    "sentences_tsv_": "gin (tsv)",
+    "sentences_entity_keys_": "gin (entity_keys)",
+}
+
+
+def index_names(scope_key: str) -> list[str]:
+    """The names of a scope's own indexes (the vector index first)."""
+    if not _SCOPE_KEY.fullmatch(scope_key):
+        raise ValueError(f"not a scope key: {scope_key!r:.40}")
+    return [prefix + scope_key for prefix in OWN_INDEXES]
 
 
 def index_name(scope_key: str) -> str:
     """The name of a scope's own vector index."""
-    if not _SCOPE_KEY.fullmatch(scope_key):
-        raise ValueError(f"not a scope key: {scope_key!r:.40}")
-    return INDEX_PREFIX + scope_key
+    return index_names(scope_key)[0]
 
 
-def create_index_sql(schema: str, scope_key: str, *, concurrently: bool) -> str:
-    """The statement building a scope's own HNSW index (the parameters of the store's)."""
-    return (f"CREATE INDEX {'CONCURRENTLY ' if concurrently else ''}IF NOT EXISTS "
-            f"{index_name(scope_key)} ON {schema}.sentences "
-            "USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64) "
-            f"WHERE scope_key = '{scope_key}'")
+def create_index_sql(schema: str, scope_key: str, *, concurrently: bool) -> list[str]:
+    """The statements building a scope's own indexes."""
+    return [f"CREATE INDEX {'CONCURRENTLY ' if concurrently else ''}IF NOT EXISTS "
+            f"{name} ON {schema}.sentences USING {how} WHERE scope_key = '{scope_key}'"
+            for name, how in zip(index_names(scope_key), OWN_INDEXES.values())]
 
 
 def _lock_id(schema: str, scope_key: str) -> int:
@@ -52,22 +63,26 @@ def _lock_id(schema: str, scope_key: str) -> int:
                           "big", signed=True)
 
 
-# a scope's sentences (counted up to ``min``) and whether its own index is valid (NULL: none)
+# a scope's sentences (counted up to ``min``) and whether its own indexes are all there and
+# valid (NULL: it has none; false: some are missing or invalid)
 STATE_SQL = """SELECT (SELECT count(*) FROM (SELECT 1 FROM {schema}.sentences
                                              WHERE scope_key = %(key)s LIMIT %(min)s) t),
-                      (SELECT i.indisvalid FROM pg_index i
+                      (SELECT CASE WHEN count(*) = 0 THEN NULL
+                                   ELSE count(*) = cardinality(%(names)s::text[])
+                                        AND bool_and(i.indisvalid) END
+                       FROM pg_index i
                        JOIN pg_class c ON c.oid = i.indexrelid
                        JOIN pg_namespace n ON n.oid = c.relnamespace
-                       WHERE n.nspname = %(schema)s AND c.relname = %(name)s)"""
+                       WHERE n.nspname = %(schema)s AND c.relname = ANY(%(names)s::text[]))"""
 
 
 def state_params(schema: str, scope_key: str, min_sentences: int) -> dict:
     return {"key": scope_key, "min": min_sentences, "schema": schema,
-            "name": index_name(scope_key)}
+            "names": index_names(scope_key)}
 
 
 class ScopeIndexes:
-    """Builds the own index of each scope written past ``min_sentences``."""
+    """Builds the own indexes of each scope written past ``min_sentences``."""
 
     def __init__(self, pool: AsyncConnectionPool, url: str, schema: str,
                  min_sentences: int) -> None:
@@ -76,8 +91,8 @@ class ScopeIndexes:
         self._building: dict[str, asyncio.Task[bool]] = {}
 
     def after_write(self, scope_key: str, sentences: int, valid: bool | None) -> None:
-        """After a committed write: build the scope's index in the background when the scope
-        (``sentences``, counted up to the bound) has reached the bound without a valid one."""
+        """After a committed write: build the scope's indexes in the background when the scope
+        (``sentences``, counted up to the bound) has reached the bound without them valid."""
         if valid or sentences < self.min_sentences or scope_key in self._building:
             return
         task = asyncio.ensure_future(self.ensure(scope_key))
@@ -90,8 +105,8 @@ class ScopeIndexes:
             log.warning("memory.scope_index_failed", scope=scope_key, error=str(error))
 
     async def ensure(self, scope_key: str) -> bool:
-        """Build the scope's index if it holds enough sentences and has no valid one (unless
-        another process is building it). Returns whether the scope has a valid index now."""
+        """Build the scope's own indexes if it holds enough sentences and lacks a valid one
+        (unless another process is building them). Returns whether they are all valid now."""
         async with self._pool.connection() as conn:
             cur = await conn.execute(STATE_SQL.format(schema=self._schema),
                                      state_params(self._schema, scope_key, self.min_sentences))
@@ -105,17 +120,23 @@ class ScopeIndexes:
                                      [_lock_id(self._schema, scope_key)])
             if not (await cur.fetchone())[0]:
                 return False  # another process is building it
-            if valid is False:  # a build that was stopped left it invalid
-                await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS "
-                                   f"{self._schema}.{index_name(scope_key)}")
+            if valid is False:  # a build that was stopped left one invalid
+                cur = await conn.execute(
+                    "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                    "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s "
+                    "AND c.relname = ANY(%s) AND NOT i.indisvalid",
+                    [self._schema, index_names(scope_key)])
+                for (name,) in await cur.fetchall():
+                    await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {self._schema}.{name}")
             start = time.perf_counter()
-            await conn.execute(create_index_sql(self._schema, scope_key, concurrently=True))
+            for statement in create_index_sql(self._schema, scope_key, concurrently=True):
+                await conn.execute(statement)
             log.info("memory.scope_index_built", scope=scope_key, schema=self._schema,
                      seconds=round(time.perf_counter() - start, 1))
         return True
 
     async def ensure_all(self) -> list[str]:
-        """Build the missing index of every scope of the store past the bound, one after
+        """Build the missing indexes of every scope of the store past the bound, one after
         another; returns the keys of the scopes indexed now (already or by this call)."""
         async with self._pool.connection() as conn:
             cur = await conn.execute(

@@ -362,10 +362,10 @@ class Memory:
             return None
 
     async def index_scopes(self) -> int:
-        """Build now the vector index of every scope that holds
-        ``settings.scope_index_min_sentences`` sentences or more and has none (writes build
-        it in the background; this is for a store loaded or restored by other means).
-        Returns how many scopes have their own index."""
+        """Build now the own indexes (`memroute.memory.scope_index`) of every scope that
+        holds ``settings.scope_index_min_sentences`` sentences or more and lacks them (writes
+        build them in the background; this is for a store loaded or restored by other means).
+        Returns how many scopes have their own indexes."""
         return len(await self._scope_indexes.ensure_all())
 
     async def close(self) -> None:

@@ -68,7 +68,7 @@ class PreparedAdd:
     skipped: int = 0
     replace: bool = False  # upsert: stored uids get the new content and sentences
     # after the write: the scope's sentences (counted up to the index bound) and whether its
-    # own vector index is valid (None: it has none), for `ScopeIndexes.after_write`
+    # own indexes are valid (None: it has none), for `ScopeIndexes.after_write`
     scope_state: tuple[int, bool | None] | None = None
 
 
