@@ -249,6 +249,8 @@ def windowed_searches(question: str, as_of: datetime) -> tuple[list[ChainSearch]
     among the turns of the `PLANS_TOLD_DAYS` before ``as_of``."""
     as_of = _utc(as_of)
     searches, said = [], []
+    if date_window(question) is not None:
+        return [], ""  # a full date it states ("on 3 May, 2023"): searched as stated
     for window in time_windows(question, as_of):
         said.append(window.label())
         if window.start > as_of:

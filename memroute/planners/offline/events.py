@@ -24,6 +24,9 @@ _EVENT = re.compile(
     r"\b(?P<relation>before|after|since|during|until|ahead of|prior to|following|on|at)\s+"
     r"(?P<event>[^?,.;!]+?)"
     r"(?=\s*(?:[?,.;!]|$|\s+(?:and|or|but|so|when|where|what|who|that|which)\b))")
+# "the first weekend of August 2023", "last week": a date, not an event
+_A_DATE = re.compile(r"\b(" + "|".join(calendar.month_name[1:] + calendar.day_name[:])
+                     + r"|\d{4}|week|weekend|month|year)\b", re.I)
 _DETERMINED = re.compile(r"^(?:my|our|the|his|her|their|[A-Z][\w'’\-]*['’]s)\s+\S")
 _TIME_WORDS = frozenset("""today tonight tomorrow yesterday week weekend month year morning
     afternoon evening night lunch breakfast dinner work school noon midnight christmas easter
@@ -65,7 +68,7 @@ def event_of(question: str) -> EventRef | None:
             continue
         words = tuple(w for w in fold(text).split() if w not in STOPWORDS and len(w) >= 3
                       and not w.endswith("'s") and not w[:1].isdigit())
-        if words and not set(words) <= _TIME_WORDS:
+        if words and not set(words) <= _TIME_WORDS and not _A_DATE.search(text):
             return EventRef("during" if relation in ("on", "at") else relation, text, words)
     return None
 

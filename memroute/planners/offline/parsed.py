@@ -26,6 +26,7 @@ from memroute.planners.offline.dates import asks_now, date_window, newest_first,
 from memroute.planners.offline.events import event_of, event_question, event_span
 from memroute.planners.offline.entities import (
     CALENDAR,
+    STOPWORDS,
     first_person,
     fold,
     key_terms,
@@ -401,7 +402,8 @@ def tied_name(query: str, qp: QuestionParse, evidence: list[str], stored: Eviden
             if not words & {w[:5] for w in fold(sentence).split()}:
                 continue
             for name in names_of(sentence, ents):
-                if len(fold(name)) >= 3 and not mentioned(name, seen):
+                if len(fold(name)) >= 3 and fold(name) not in STOPWORDS \
+                        and not mentioned(name, seen):
                     return name, sentence
     return "", ""
 
