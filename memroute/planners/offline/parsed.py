@@ -94,7 +94,7 @@ def route_by_parse(query: str, attribute_route: str = "direct") -> tuple[str, st
     another relation the parse cannot resolve -> chain by expansion; one subject with a
     plain attribute -> ``attribute_route`` (direct); nothing named -> direct."""
     qp = read_question(query)
-    if event := event_of(query):
+    if (event := event_of(query)) and descriptor(query, qp.named) is None:
         return ("chain", f"asked {event.relation} an event, '{event.text}': when it was "
                          "bounds the search", 0.8)
     if qp.clauses:
@@ -587,7 +587,8 @@ def _event_judgment(query: str, evidence: list[str], previous_queries: list[str]
     dates the event, the question searched again within the window its relation asks about;
     sufficient once that search is done. None without an event, or while nothing dates it."""
     event = event_of(query)
-    if event is None or not times or len(times) != len(evidence) or _titled(evidence):
+    if event is None or not times or len(times) != len(evidence) or _titled(evidence) \
+            or descriptor(query, read_question(query).named) is not None:
         return None
     indices = list(range(min(ChainHeuristics().keep, len(evidence))))
     if [query_key(q) for q in previous_queries].count(query_key(query)) >= 2:

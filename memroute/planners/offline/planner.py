@@ -118,7 +118,8 @@ class OfflinePlanner:
                     searches = first_round_searches(query, list(speakers), self.heuristics)
                 if route == "direct" and searches:
                     reason += f"; {searches[0].producer}'s own turns searched beside it"
-                if route == "chain" and (event := event_of(query)):
+                if route == "chain" and reason.startswith("asked") and (
+                        event := event_of(query)):
                     # when it was, beside the question (over passages filed under titles the
                     # judge reads no event: their times are not the world's)
                     searches = [ChainSearch(query=event_question(query, event)), *searches]
