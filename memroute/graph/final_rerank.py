@@ -30,6 +30,7 @@ from memroute.graph.trace import record_decision
 from memroute.errors import ModelUnavailableError
 from memroute.memory.limits import MAX_LIST
 from memroute.memory.models import ScoredResult, disjoint_windows
+from memroute.memory.titles import titles_of
 from memroute.nlp import SPEAKER_LABEL, Entity, entity_key, query_entity_keys
 from memroute.planners.offline.entities import STOPWORDS
 
@@ -195,6 +196,9 @@ def answers_first(results: list[ResultRecord], newest_first: bool, question: str
     above the older ones when its own turn speaks of what ``question`` asks (a word in
     common): a question is no answer, and a later statement supersedes an earlier."""
     asked_about = _stems(question)
+    # passages filed under titles are stored, not told: their times say nothing of the world
+    newest_first = newest_first and 2 * sum(bool(titles_of(_nucleus_text(r)))
+                                            for r in results) < len(results)
     out: list[ResultRecord] = []
     for record in results:
         at = len(out)

@@ -68,7 +68,8 @@ def event_of(question: str) -> EventRef | None:
             continue
         words = tuple(w for w in fold(text).split() if w not in STOPWORDS and len(w) >= 3
                       and not w.endswith("'s") and not w[:1].isdigit())
-        if re.match(r"(he|she|they|it|him|her|them)\b", text, re.I):
+        if re.match(r"(he|she|they|it|him|her|them|how|what|which|who|when|where)\b", text,
+                    re.I):
             continue  # "before she retired": the question's subject's life, not the user's
         if words and not set(words) <= _TIME_WORDS and not _A_DATE.search(text):
             return EventRef("during" if relation in ("on", "at") else relation, text, words)
