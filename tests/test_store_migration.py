@@ -49,7 +49,7 @@ async def test_old_items_move_to_the_default_tenant_without_embedding(settings, 
         async with memory._pool.connection() as conn:  # back to schema version 5
             await conn.execute(f"DROP TABLE {memory.schema}.store_vectors, "
                                f"{memory.schema}.store_items")
-            await conn.execute(f"DELETE FROM {memory.schema}.schema_version WHERE version = 6")
+            await conn.execute(f"DELETE FROM {memory.schema}.schema_version WHERE version >= 6")
         async with await AsyncConnection.connect(memory.url, autocommit=True) as conn:
             assert await migrate(conn, memory.schema, embedder.name, embedder.dim) == 7
 

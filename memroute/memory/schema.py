@@ -150,7 +150,7 @@ def _migrations(schema: str, dim: int) -> list[str]:
                                'WHERE scope_key = %L', 'sentences_entity_keys_' || k, k);
             END LOOP;
         END $$;
-        DROP INDEX {s}.sentences_embedding;
+        DROP INDEX IF EXISTS {s}.sentences_embedding;
         """,
     ]
 
