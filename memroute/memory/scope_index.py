@@ -31,6 +31,7 @@ from memroute._log import get_logger
 log = get_logger(__name__)
 
 _SCOPE_KEY = re.compile(r"^[0-9a-f]{32}$")
+KEPT_VALID = 10_000  # scopes a process remembers as indexed
 # a scope's own indexes: name prefix -> method and column(s), as the store's own
 OWN_INDEXES = {
     "sentences_embedding_": "hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)",
@@ -89,10 +90,23 @@ class ScopeIndexes:
         self._pool, self._url, self._schema = pool, url, schema
         self.min_sentences = min_sentences
         self._building: dict[str, asyncio.Task[bool]] = {}
+        self._valid: set[str] = set()  # scopes seen with their indexes valid (bounded)
+
+    def known_valid(self, scope_key: str) -> bool:
+        """Whether the scope's indexes were seen valid by this process (a write to it need
+        not look at them again)."""
+        return scope_key in self._valid
+
+    def _seen_valid(self, scope_key: str) -> None:
+        if len(self._valid) >= KEPT_VALID:
+            self._valid.clear()
+        self._valid.add(scope_key)
 
     def after_write(self, scope_key: str, sentences: int, valid: bool | None) -> None:
         """After a committed write: build the scope's indexes in the background when the scope
         (``sentences``, counted up to the bound) has reached the bound without them valid."""
+        if valid:
+            self._seen_valid(scope_key)
         if valid or sentences < self.min_sentences or scope_key in self._building:
             return
         task = asyncio.ensure_future(self.ensure(scope_key))
@@ -111,6 +125,8 @@ class ScopeIndexes:
             cur = await conn.execute(STATE_SQL.format(schema=self._schema),
                                      state_params(self._schema, scope_key, self.min_sentences))
             sentences, valid = await cur.fetchone()
+        if valid:
+            self._seen_valid(scope_key)
         if valid or sentences < self.min_sentences:
             return bool(valid)
         # CREATE INDEX CONCURRENTLY runs outside a transaction, on a connection of its own;
@@ -133,6 +149,7 @@ class ScopeIndexes:
                 await conn.execute(statement)
             log.info("memory.scope_index_built", scope=scope_key, schema=self._schema,
                      seconds=round(time.perf_counter() - start, 1))
+        self._seen_valid(scope_key)
         return True
 
     async def ensure_all(self) -> list[str]:

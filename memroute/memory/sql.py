@@ -51,14 +51,19 @@ class Nucleus:
 
 
 def _probe_cte(schema: str, where: str) -> str:
-    """``hits``: the HNSW probe (parameters: query vector, scope key, the filter's, query
-    vector, limit)."""
+    """``hits``: the vector probe, through the scope's own HNSW index or an exact scan of its
+    rows (`memroute.memory.scope_index`; parameters: query vector, scope key, the filter's,
+    query vector, limit). A zero vector (no direction, NaN distance, left out of an HNSW
+    index) is near nothing: an exact scan sorts it last, and it is dropped."""
     return f"""hits AS MATERIALIZED (
-            SELECT s.episode_uid, s.text, s.embedding <=> %s AS distance
-            FROM {schema}.sentences s
-            WHERE s.scope_key = %s AND {where}
-            ORDER BY s.embedding <=> %s
-            LIMIT %s
+            SELECT * FROM (
+                SELECT s.episode_uid, s.text, s.embedding <=> %s AS distance
+                FROM {schema}.sentences s
+                WHERE s.scope_key = %s AND {where}
+                ORDER BY s.embedding <=> %s
+                LIMIT %s
+            ) nearest
+            WHERE distance <> 'NaN'::float8
         )"""
 
 

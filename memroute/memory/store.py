@@ -397,8 +397,7 @@ class Memory:
     @property
     def _writer(self) -> EpisodeWriter:
         return EpisodeWriter(self._pool, self.schema, self.embedder,
-                             self.settings.extract_entities, self._scope_indexes.after_write,
-                             self._scope_indexes.min_sentences)
+                             self.settings.extract_entities, self._scope_indexes)
 
     async def add(self, scope: Scope | dict, episodes: list[Episode | dict]) -> list[str]:
         """Store episodes atomically; idempotent by uid. Returns the uids, in input order."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,7 +22,7 @@ from memroute.memory.entity_sql import entity_columns, sentence_entities
 from memroute.memory.limits import MAX_CHARS_PER_CALL, MAX_EPISODES_PER_CALL
 from memroute.memory.models import Episode, Scope, coerce_episode, with_default_uids
 from memroute.memory.retry import with_retry
-from memroute.memory.scope_index import STATE_SQL, state_params
+from memroute.memory.scope_index import STATE_SQL, ScopeIndexes, state_params
 from memroute.memory.splitter import split_sentences
 from memroute.nlp import Entity
 
@@ -80,9 +80,9 @@ class EpisodeWriter:
     schema: str
     embedder: Embedder
     extract_entities: bool = False
-    # called with the scope key and `PreparedAdd.scope_state` once a write is committed
-    after_commit: Callable[[str, int, bool | None], None] | None = None
-    scope_index_min: int = 0
+    # told the scope's `PreparedAdd.scope_state` once a write is committed, unless it knows
+    # the scope's own indexes are valid
+    scope_indexes: ScopeIndexes | None = None
 
     async def add(self, scope: Scope, episodes: list[Episode | dict]) -> list[str]:
         prepared = await self.prepare(scope, episodes)
@@ -187,8 +187,8 @@ class EpisodeWriter:
         if not prepared.new:
             return
         await with_retry(lambda: self._write(prepared), "add")
-        if self.after_commit is not None and prepared.scope_state is not None:
-            self.after_commit(prepared.scope.key, *prepared.scope_state)
+        if self.scope_indexes is not None and prepared.scope_state is not None:
+            self.scope_indexes.after_write(prepared.scope.key, *prepared.scope_state)
         log.debug("memory.add", episodes=len(prepared.new), sentences=len(prepared.sentences),
                   skipped=prepared.skipped)
 
@@ -246,9 +246,10 @@ class EpisodeWriter:
                     await copy.write_row([scope.key, e.uid, idx, text, vector, e.session_id,
                                           e.producer, e.produced_at, metadata[e.uid], keys,
                                           None if details is None else _json(details)])
-        if self.after_commit is not None:
+        indexes = self.scope_indexes
+        if indexes is not None and not indexes.known_valid(scope.key):
             cur = await conn.execute(STATE_SQL.format(schema=s), state_params(
-                s, scope.key, self.scope_index_min))
+                s, scope.key, indexes.min_sentences))
             prepared.scope_state = await cur.fetchone()
 
     @staticmethod
