@@ -118,15 +118,16 @@ class Standby:
                             "stop"], capture_output=True, timeout=60, **_as_server_user())
 
     def execute(self, statement: str) -> object:
-        """One statement on the standby; its first value. A statement cancelled by a conflict
-        with recovery (replay catching up after a pause) is run again."""
+        """One statement on the standby; its first value. A statement or a connection
+        cancelled by a conflict with recovery (replay catching up after a pause) is tried
+        again."""
         for attempt in range(50):
             try:
                 with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
                     row = conn.execute(statement).fetchone()
                     return row[0] if row else None
-            except psycopg.errors.SerializationFailure:
-                if attempt == 49:
+            except psycopg.OperationalError as exc:
+                if attempt == 49 or "conflict with recovery" not in str(exc):
                     raise
                 time.sleep(0.1)
         return None
