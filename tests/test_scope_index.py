@@ -135,7 +135,8 @@ async def test_the_migration_indexes_an_existing_stores_large_scopes(settings, e
         await memory.add(small, turns(30))
         async with memory._pool.connection() as conn:
             await conn.execute(
-                f"DELETE FROM {s}.schema_version WHERE version = 7; CREATE INDEX sentences_embedding "
+                f"DELETE FROM {s}.schema_version WHERE version = 7; "
+                f"CREATE INDEX sentences_embedding "
                 f"ON {s}.sentences USING hnsw (embedding vector_cosine_ops)")
             await conn.commit()
             await conn.set_autocommit(True)

@@ -23,7 +23,7 @@ from memroute.planners.offline.bridging import (
     bridge_query,
 )
 from memroute.planners.offline.dates import asks_now, date_window, newest_first, without_dates
-from memroute.planners.offline.events import event_of, event_question, event_span
+from memroute.planners.offline.events import event_of, event_span
 from memroute.planners.offline.entities import (
     CALENDAR,
     STOPWORDS,

@@ -441,7 +441,7 @@ def answered(question: str, bridge: str, evidence: list[str], entities: list[lis
     parts = [p for p in _plain(bridge) if len(p) >= 3 and p != "the"]
     stems = {_stem(w) for w in predicate if len(w) >= 3}
     for index in order if order is not None else range(len(evidence)):
-        text, ents = evidence[index], entities[index]
+        text = evidence[index]
         title = split_title(text.splitlines()[0] if text else text)[0]
         for sentence in sentences(text):
             if sentence.rstrip(" \"”')").endswith("?"):
