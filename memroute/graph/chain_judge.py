@@ -66,6 +66,15 @@ def _end(state: RetrievalState, decision: str, runtime: Runtime, cost: NodeCost 
     return Command(update=update, goto=goto)
 
 
+def accepted(judgment: ChainJudgment, uids: list[str], state: RetrievalState) -> list[str]:
+    """What the judge accepted, kept in the final top k: the item it names as the answer,
+    else the best hit of the hop it judged sufficient."""
+    at = judgment.answer_index
+    if at is not None and 0 <= at < len(uids):
+        return [uids[at]]
+    return hop_hits(state.get("last_searches") or [])[:1]
+
+
 def make_chain_judge(resolve: ContextResolver):
     async def chain_judge(state: RetrievalState, runtime: Runtime) -> Command:
         """Judge the evidence so far; stop, or search the grounded rewrite as the next hop."""
@@ -95,10 +104,9 @@ def make_chain_judge(resolve: ContextResolver):
         if decision == strategy.OUT_OF_TIME:
             decision = f"{decision} ({NODE})"
         if decision != strategy.CONTINUE:
-            answer = judgment.answer_index
             return _end(state, decision, runtime, decided.cost, judgment, chosen,
-                        answer=[uids[answer]] if decision == "sufficient" and answer is not None
-                        and 0 <= answer < len(uids) else [])
+                        answer=accepted(judgment, uids, state) if decision == "sufficient"
+                        else [])
         # the next hop: the rewrite and any independent queries beside it, sent at once
         searches = strategy.hop_searches(judgment, state["query"], previous, texts)
         goto = [send_search(state, s.query, "chain", hop + 1, slot=slot, producer=s.producer,

@@ -241,17 +241,21 @@ def without_expression(question: str, expression: str) -> str:
 PLANS_TOLD_DAYS = 30  # how far back a plan for a coming day is looked for
 
 
-def windowed_searches(question: str, as_of: datetime) -> tuple[list[ChainSearch], str]:
+def windowed_searches(question: str, as_of: datetime,
+                      skip: str = "") -> tuple[list[ChainSearch], str]:
     """The search of each window of time the question names (its words without the
     expression, among the turns produced in the window), and what they are in words
     ("'last week' = 2024-07-01..07-07"); ([], "") when it names none. A window still to come
     ("next Friday", "this weekend") is spoken of before it: the question naming its days,
-    among the turns of the `PLANS_TOLD_DAYS` before ``as_of``."""
+    among the turns of the `PLANS_TOLD_DAYS` before ``as_of``. An expression inside ``skip``
+    (a described thing: "the dentist I see on April 3") is part of it, not a window."""
     as_of = _utc(as_of)
     searches, said = [], []
     if date_window(question) is not None:
         return [], ""  # a full date it states ("on 3 May, 2023"): searched as stated
     for window in time_windows(question, as_of):
+        if skip and window.expression in skip:
+            continue  # the expression is part of a description the question gives
         said.append(window.label())
         if window.start > as_of:
             # still to come: told before it, by its days' names, among the recent turns

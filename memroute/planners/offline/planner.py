@@ -20,6 +20,8 @@ from memroute.planners.base import EvidenceEntities, EvidenceTimes, PlannerResul
 from memroute.planners.offline.bridging import ChainHeuristics, judge_evidence
 from memroute.planners.offline.dates import asks_now, windowed_searches
 from memroute.planners.offline.events import event_of, event_question
+from memroute.planners.offline.question_parse import read_question
+from memroute.planners.offline.resolve import descriptor
 from memroute.planners.offline.parsed import (
     SUBJECTS_AFTER_SEARCH,
     compared_subjects,
@@ -123,7 +125,11 @@ class OfflinePlanner:
                     # when it was, beside the question (over passages filed under titles the
                     # judge reads no event: their times are not the world's)
                     searches = [ChainSearch(query=event_question(query, event)), *searches]
-                timed, said = windowed_searches(query, as_of) if as_of else ([], "")
+                described = descriptor(query, read_question(query).named)
+                # a date inside a description ("the dentist I see on April 3") describes
+                timed, said = windowed_searches(
+                    query, as_of, skip=described.text if described else "") \
+                    if as_of else ([], "")
                 if route in ("chain", "direct") and timed:
                     searches = [*timed, *searches]
                     reason += f"; {said}, searched beside it"
