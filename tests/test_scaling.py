@@ -219,7 +219,7 @@ async def test_every_statement_of_the_memory_operations_reaches_one_scope_or_is_
     assert routes[MULTI_SCOPE] == set(MULTI_SCOPE_CALLERS)  # each listed one is real
     assert "memroute.memory.sql:read_search" in routes[ONE_SCOPE]
     assert "memroute.memory.sql:exact_lane" in routes[ONE_SCOPE]  # the filtered search's
-    assert "memroute.memory.writes:EpisodeWriter._write" in routes[PER_ROW]
+    assert "memroute.memory.writes:EpisodeWriter.write_in" in routes[PER_ROW]
     assert "memroute.memory.schema:migrate" in routes[SCHEMA_CHANGE]
     doc = SCALING_DOC.read_text()
     assert [name for name in MULTI_SCOPE_CALLERS.values() if name not in doc] == []
