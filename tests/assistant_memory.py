@@ -112,8 +112,19 @@ def added_words(question: str, query: str) -> list[list[str]]:
     return [r for r in runs if r]
 
 
+_NAME_CONNECTORS = frozenset({"and", "of", "the", "de", "&"})
+
+
+def _name_words(words: list[str]) -> bool:
+    """Capitalised words, with connectors between them ("Salt and Semaphore", "Bank of
+    Ireland")."""
+    return bool(words) and words[0][:1].isupper() and words[-1][:1].isupper() and all(
+        w[:1].isupper() or w.casefold() in _NAME_CONNECTORS for w in words)
+
+
 def _names_in_memory() -> set[str]:
-    """Every run of capitalised words of the stored turns (a name the memory holds)."""
+    """Every run of capitalised words of the stored turns, connectors between them allowed
+    (a name the memory holds)."""
     turns = [t for c in FIXTURE["conversations"] for s in c["sessions"] for _, t in s["turns"]]
     turns += [t for _, t in PADDING]
     names = set()
@@ -121,7 +132,7 @@ def _names_in_memory() -> set[str]:
         words = _words(text)
         for i in range(len(words)):
             for j in range(i + 1, min(len(words), i + 5) + 1):
-                if all(w[:1].isupper() for w in words[i:j]):
+                if _name_words(words[i:j]):
                     names.add(" ".join(words[i:j]).casefold())
     return names
 
@@ -137,8 +148,7 @@ def clean_rewrite(question: str, query: str) -> bool:
     if not runs:
         return True
     run = runs[0]
-    return (len(runs) == 1 and all(w[:1].isupper() for w in run)
-            and " ".join(run).casefold() in NAMES)
+    return len(runs) == 1 and _name_words(run) and " ".join(run).casefold() in NAMES
 
 
 @dataclass

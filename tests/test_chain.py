@@ -13,8 +13,9 @@ import pytest
 from memroute import RetrievalAgent, Scope
 from memroute.graph.final_rerank import QUESTION_SHARE, with_question_share
 from memroute.graph.state import QUESTION_RANK
-from memroute.planners.offline.parsed import judge_chain
-from memroute.planners.offline.resolve import descriptor, find_bridge, resolve
+from memroute.nlp import Entity
+from memroute.planners.offline.parsed import judge_chain, names_of
+from memroute.planners.offline.resolve import answered, descriptor, find_bridge, resolve
 
 LISBON = "What does the person who moved to Lisbon love to eat?"
 LISBON_HOP1 = ["Clara moved to Lisbon in 2023.", "People in Lisbon love to eat custard tarts.",
@@ -163,3 +164,38 @@ def test_kin_words_and_roles_of_everyday_life_are_relations() -> None:
                         ("When did my great-aunt emigrate?", "my great-aunt")]:
         assert descriptor(asked).text == text
     assert descriptor("What is my order number?") is None
+
+
+def test_an_irregular_verb_answers_its_question_and_an_interjection_names_nothing() -> None:
+    evidence = ["I started Spanish lessons with a tutor, Carmen Ruiz.",
+                "Carmen grew up in Valencia and still has family there."]
+    sentence, at = answered("Where did Carmen Ruiz grow up?", "Carmen Ruiz", evidence,
+                            [[], []], ["grow"])
+    assert (sentence, at) == (evidence[1], 1)
+    assert answered("Where did Carmen Ruiz work?", "Carmen Ruiz", evidence, [[], []],
+                    ["work"]) == ("", -1)
+    said = "Wow, that's great news. Congrats, Joanna!"
+    names = names_of(said, [Entity("Congrats", "congrats", "PERSON"),
+                            Entity("Joanna", "joanna", "PERSON")])
+    assert "Joanna" in names and "Congrats" not in names
+
+
+async def test_a_resolved_question_left_unanswered_searches_the_name_tied_to_it(memory) -> None:
+    """"the practice of the dentist I see on April 3": the dentist is resolved, and the
+    practice the booking names beside him is searched."""
+    scope = Scope(org_id=f"chain-{uuid.uuid4().hex[:8]}", project_id="chat", user_id="u")
+    turns = [("user", "I also need a dentist appointment for myself."),
+             ("assistant", "Is your dentist still Dr. Felix Brandt at Beacon Dental?"),
+             ("assistant", "Booked: Dr. Brandt at Beacon Dental on April 3 at 8:00."),
+             ("user", "My manager Ingrid Solberg needs to know my travel dates."),
+             ("user", "Ingrid is the one who recommended Beacon Dental to me."),
+             ("user", "Riverside Animal Clinic is where Biscuit sees Dr. Amara Okafor."),
+             ("user", "Dr. Okafor recommended a new food for Biscuit.")]
+    await memory.add(scope, [{"content": t, "producer": who, "session_id": "s1"}
+                             for who, t in turns])
+    agent = RetrievalAgent(memory, planner="offline", context=(0, 0))
+    question = "Who recommended the practice of the dentist that I see on April 3?"
+    auto = await agent.aretrieve(question, scope=scope, k=5)
+    assert auto.queries[-1] == "Beacon Dental", auto.queries
+    assert "searching Beacon Dental, named in" in auto.hops[-2]["reason"]
+    assert turns[4][1] in [r.nucleus.content for r in auto.results]

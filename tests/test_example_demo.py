@@ -45,5 +45,7 @@ async def test_demo_runs_end_to_end(monkeypatch: pytest.MonkeyPatch, pg_url: str
     spend = first[first.index("what auto spent"):]
     # one row per question, every column whole on an 80-column screen
     assert spend.count(" direct found ") == 1
-    rows = re.findall(r"│ +\d+ │ +\d+ │ +\d+ │ +\d/\d │ +\d/\d │", spend)
+    rows = re.findall(r"│ +\d+ │ +\d+ │ +\d+ │ +(\d)/\d │ +(\d)/\d │", spend)
     assert len(rows) == len(questions)
+    # auto finds what direct finds
+    assert all(int(auto) >= int(direct) for auto, direct in rows), rows

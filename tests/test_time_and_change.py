@@ -67,6 +67,18 @@ def test_an_event_is_named_then_dated_by_the_evidence_that_speaks_of_it() -> Non
     assert span.after < day(6, 20) and span.before == span.date
 
 
+def test_an_event_is_the_one_spoken_of_lately_and_undated_it_is_still_to_come() -> None:
+    event = event_of("What did I have to sort out before starting at the hospital?")
+    evidence = ["Last week I visited a veterans' hospital with my aunt.",
+                "I've accepted the pharmacist job at St Aldric's Hospital!",
+                "Monday 5 May. Before then there's an occupational health form."]
+    said = [datetime(2022, 12, 26, tzinfo=timezone.utc), day(4, 2), day(4, 2)]
+    span = event_span(event, evidence[:2], said[:2])
+    assert span.sentence == evidence[1] and not span.stated  # not the visit two years before
+    assert span.after == datetime(2024, 4, 1, tzinfo=timezone.utc) and span.before is None
+    assert "was spoken of on 2024-04-02" in span.said(event)
+
+
 @pytest.fixture
 async def diary(memory, scope):
     """A user's memory over a summer: bookings in several weeks, a trip, a fact that changed,

@@ -243,6 +243,16 @@ def window_first(spoken: list[ResultRecord], windowed: list[ResultRecord],
     return out
 
 
+def own_first(own: list[ResultRecord], pool: list[ResultRecord], k: int) -> list[ResultRecord]:
+    """The places the chain's own searches fill first: one speaker's turns, in their order,
+    with the question's own best hits kept among them (`with_question_share`), then a window
+    of time's hits (`window_first`)."""
+    spoken = [r for r in own if not r["extra"].get(WINDOW)][:k]
+    if spoken:
+        spoken = with_question_share(spoken, own + pool, k)
+    return window_first(spoken, [r for r in own if r["extra"].get(WINDOW)], pool, k)
+
+
 def own_turns_first(pool: list[ResultRecord]) -> tuple[list[ResultRecord], list[ResultRecord]]:
     """The hits of the chain's search of one speaker's turns, in that search's order, and the
     rest of the pool. A question about one speaker is answered from their own turns: fused
@@ -277,8 +287,7 @@ def make_final_rerank(resolve: ContextResolver):
         # the question is scored too when a chain's first search was a part of it
         queries = list(dict.fromkeys([state["query"], *(state.get("queries") or [])]))
         k = state["k"]
-        results = window_first([r for r in own if not r["extra"].get(WINDOW)][:k],
-                               [r for r in own if r["extra"].get(WINDOW)], pool, k)
+        results = own_first(own, pool, k)
         taken = {r["uid"] for r in results}
         pool = [r for r in pool if r["uid"] not in taken]
         left = k - len(results)

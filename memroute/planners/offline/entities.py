@@ -135,6 +135,13 @@ def _capitalized_phrases(text: str) -> tuple[str, ...]:
     return tuple(p for key, p in unique.items() if key)
 
 
+def only_interjections(phrase: str) -> bool:
+    """Whether ``phrase`` is interjections and greetings only ("Congrats", "Hey"), which the
+    entity model sometimes files as a name."""
+    words = [w.lower().strip("!,.") for w in phrase.split()]
+    return bool(words) and all(w in _INTERJECTIONS for w in words)
+
+
 def _without_interjections(phrase: str) -> str:
     """``phrase`` without the interjections that open it and the contractions at its ends
     ("Hey Maria" -> "Maria", "Yeah I'm" -> ""); "" when no capitalised word is left."""

@@ -45,6 +45,9 @@ _BEFORE = ("before", "until", "ahead of", "prior to")
 _AFTER = ("after", "since", "following")
 DURING_DAYS = 10  # an event's span when the evidence gives only its start
 SPEAKING_OF = 5  # the best hits of the event's own search speak of it, whatever their words
+# "the hospital", "the trip": the one spoken of lately; mentions more than this long before
+# the newest are of another such event
+RECENT_MENTIONS = timedelta(days=180)
 
 
 @dataclass(frozen=True)
@@ -101,12 +104,14 @@ class EventSpan:
     sentence: str  # what dated it
     after: datetime | None  # the window asked about, [after, before)
     before: datetime | None
+    stated: bool = True  # the evidence states the date (else it is when the event was spoken of)
 
     def said(self, event: EventRef) -> str:
         days = [d.date().isoformat() for d in (self.after, self.before) if d is not None]
         window = "..".join(days) if len(days) == 2 else (
             f"from {days[0]}" if self.after is not None else f"until {days[0]}")
-        return (f"'{event.text}' is dated {self.date.date().isoformat()} "
+        dated = "is dated" if self.stated else "was spoken of on"
+        return (f"'{event.text}' {dated} {self.date.date().isoformat()} "
                 f"(\"{self.sentence[:100]}\"): searching {event.relation} it, {window}")
 
 
@@ -164,10 +169,12 @@ def _nearest(span: str, said_at: datetime) -> datetime | None:
 
 def event_span(event: EventRef, evidence: list[str], times: list[datetime | None],
                entities: list[list[Entity] | None] | None = None) -> EventSpan | None:
-    """The event's date from the evidence that speaks of it (the items with most of its
-    words, best ranked first; a date the item states, else when it was said), and the window
-    its relation asks about: before it (from its first mention), after or since it, or
-    during it (`DURING_DAYS`). None when no dated item speaks of it."""
+    """The event's date from the evidence that speaks of it (said within `RECENT_MENTIONS`
+    of the newest such item; the items with most of its words, best ranked first; a date the
+    item states, else when it was said), and the window
+    its relation asks about: before it (from its first mention; open-ended when no item
+    states its date), after or since it, or during it (`DURING_DAYS`). None when no dated
+    item speaks of it."""
     entities = entities if entities is not None and len(entities) == len(evidence) \
         else [None] * len(evidence)
     stems = {w[:5] for w in event.words}
@@ -181,15 +188,18 @@ def event_span(event: EventRef, evidence: list[str], times: list[datetime | None
             scored.append((-hits, stated is None, i, stated))
     if not scored:
         return None
+    newest = max(_utc(times[s[2]]) for s in scored)
+    scored = [s for s in scored if _utc(times[s[2]]) >= newest - RECENT_MENTIONS]
     _, _, best, stated = min(scored, key=lambda s: s[:3])
     said_at = _utc(times[best])
     date = stated or said_at
     date = datetime(date.year, date.month, date.day, tzinfo=timezone.utc)
     first = min(_utc(times[s[2]]) for s in scored)
-    if event.relation in _BEFORE:
+    known = stated is not None
+    if event.relation in _BEFORE:  # an undated event is still to come when spoken of
         after = min(first, date) - timedelta(days=1)
-        return EventSpan(date, evidence[best], after, date)
+        return EventSpan(date, evidence[best], after, date if known else None, known)
     if event.relation in _AFTER:
-        return EventSpan(date, evidence[best], date, None)
+        return EventSpan(date, evidence[best], date, None, known)
     return EventSpan(date, evidence[best], date - timedelta(days=1),
-                     date + timedelta(days=DURING_DAYS))
+                     date + timedelta(days=DURING_DAYS), known)

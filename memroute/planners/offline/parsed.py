@@ -556,7 +556,19 @@ def _resolving_judgment(query: str, evidence: list[str], previous_queries: list[
                                  new_query=res.question, confidence=BRIDGE_SURE,
                                  reason=f"resolved: {said}; asking about {bridge}")
         if res.left is None:
-            # resolved and asked: whether the evidence answers it needs a reader
+            # resolved and asked, not answered in so many words: over a conversation, one
+            # search of a name a statement ties to the resolved question ("Booked: Dr. Brandt
+            # at Beacon Dental" for "the practice of Dr. Felix Brandt"); else a reader decides
+            asked_only = searched <= {query_key(query), query_key(res.question)}
+            name, sentence = tied_name(res.question, read_question(res.question), evidence,
+                                       stored, [query, *previous_queries]) \
+                if asked_only and not _titled(evidence) else ("", "")
+            if name:
+                return ChainJudgment(
+                    is_sufficient=False, evidence_indices=indices, new_query=name,
+                    confidence=BRIDGE_UNSURE,
+                    reason=f"resolved: {said}; no sentence names {bridge} with the question's "
+                           f"words: searching {name}, named in \"{sentence[:120]}\"")
             return ChainJudgment(
                 is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT,
                 reason=f"resolved: {said}; asked, but no sentence names {bridge} with the "

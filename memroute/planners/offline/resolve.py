@@ -26,7 +26,13 @@ from dataclasses import dataclass
 from memroute.memory.titles import split_title, without_disambiguation
 from memroute.errors import ModelUnavailableError
 from memroute.nlp import SPEAKER_LABEL, Entity, parse
-from memroute.planners.offline.entities import STOPWORDS, capitalized_phrases, fold, mentioned
+from memroute.planners.offline.entities import (
+    STOPWORDS,
+    capitalized_phrases,
+    fold,
+    mentioned,
+    only_interjections,
+)
 
 # Who or what a memory relates to someone: people by their role, pets by their kind.
 RELATION_NOUNS = frozenset(
@@ -281,7 +287,8 @@ def sentences(text: str) -> list[str]:
 def _names(sentence: str, entities: list[Entity], title: str | None) -> list[str]:
     """The names of a sentence: stored entities (not dates, amounts or speakers), the item's
     title, and capitalised phrases that do not start it (nor contractions)."""
-    names = [e.text for e in entities if e.label not in NOT_NAMES]
+    names = [e.text for e in entities
+             if e.label not in NOT_NAMES and not only_interjections(e.text)]
     if title:
         names.append(without_disambiguation(title))
     first = (_WORD.findall(sentence) or [""])[0]
@@ -440,6 +447,7 @@ def answered(question: str, bridge: str, evidence: list[str], entities: list[lis
     else as ranked. A question ("Where does Dana work now?") is no answer."""
     parts = [p for p in _plain(bridge) if len(p) >= 3 and p != "the"]
     stems = {_stem(w) for w in predicate if len(w) >= 3}
+    lemmas: set[str] | None = None
     for index in order if order is not None else range(len(evidence)):
         text = evidence[index]
         title = split_title(text.splitlines()[0] if text else text)[0]
@@ -449,6 +457,23 @@ def answered(question: str, bridge: str, evidence: list[str], entities: list[lis
             folded = f" {' '.join(_plain(sentence))} "
             names_it = any(f" {p} " in folded for p in parts) or (
                 title is not None and fold(bridge) in fold(title))
-            if names_it and any(_stem(w) in stems for w in folded.split()):
+            if not names_it:
+                continue
+            if any(_stem(w) in stems for w in folded.split()):
+                return sentence, index
+            if lemmas is None:
+                lemmas = _lemmas(" ".join(predicate))
+            if lemmas & _lemmas(sentence):  # "grew up" answers "grow up"
                 return sentence, index
     return "", -1
+
+
+def _lemmas(text: str) -> set[str]:
+    """The lemmas of ``text``'s content words ("grew" -> "grow"); empty without the parser."""
+    try:
+        doc = parse(text)
+    except ModelUnavailableError:
+        return set()
+    return {t.lemma_.lower() for t in doc
+            if t.pos_ in ("VERB", "NOUN", "ADJ") and len(t.lemma_) >= 3
+            and t.lemma_.lower() not in STOPWORDS}
