@@ -162,3 +162,23 @@ async def test_the_retriever_and_the_tool_are_asked_as_of_a_time(diary, memory, 
     tool = memory_search_tool(memory, scope, as_of=day(7, 1))
     text = await tool.ainvoke({"query": "What did I book?"})
     assert "Rosa" not in text and "dentist" in text
+
+
+async def test_a_turn_that_only_asks_gives_its_place_to_the_reply(memory, scope):
+    turns = [("user", "Isla's swimming is moving to Thursdays, 5pm, from this week."),
+             ("assistant", "All noted. Who's taking her on Thursdays?"),
+             ("user", "Me, I finish at half three on Thursdays now."),
+             ("user", "Did you book the car's MOT?"),
+             ("user", "And the boiler service too?")]
+    await memory.add(scope, [{"content": text, "producer": who, "session_id": "s1",
+                              "produced_at": day(5, 11, 9 + i), "uid": f"r{i}"}
+                             for i, (who, text) in enumerate(turns)])
+    replies = await memory.replies(scope, ["r1", "r3", "r4"])
+    # the same producer's next turn, and none after the last: no reply
+    assert {asked: r.episode.uid for asked, r in replies.items()} == {"r1": "r2"}
+    agent = RetrievalAgent(memory, planner="offline", context=(0, 0))
+    result = await agent.aretrieve("Who takes Isla to swimming on Thursdays?", scope=scope, k=2,
+                                   strategy="direct")
+    reply = next(r for r in result.results if r.uid == "r2")
+    assert [e.uid for e in reply.episodes] == ["r1", "r2"]  # the question kept as its context
+    assert "r1" not in [r.uid for r in result.results]

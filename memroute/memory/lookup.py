@@ -32,6 +32,22 @@ async def episodes_by_uid(conn: AsyncConnection, schema: str, scope_key: str,
     return {row[0]: _stored(row) for row in await cur.fetchall()}
 
 
+async def replies(conn: AsyncConnection, schema: str, scope_key: str,
+                  uids: list[str]) -> dict[str, StoredEpisode]:
+    """For each episode of ``uids``, the next episode of its session when another producer
+    said it (its reply), keyed by the uid replied to."""
+    cur = await conn.execute(
+        f"SELECT x.uid, {', '.join('r.' + c.strip() for c in _COLUMNS.split(','))} "
+        f"FROM {schema}.episodes x CROSS JOIN LATERAL ("
+        f" SELECT * FROM {schema}.episodes a"
+        "  WHERE a.scope_key = x.scope_key AND a.session_id = x.session_id"
+        "    AND (a.produced_at, a.seq) > (x.produced_at, x.seq)"
+        "  ORDER BY a.produced_at, a.seq LIMIT 1) r "
+        "WHERE x.scope_key = %s AND x.uid = ANY(%s::text[]) AND r.producer <> x.producer",
+        [scope_key, uids])
+    return {row[0]: _stored(row[1:]) for row in await cur.fetchall()}
+
+
 async def recent_episodes(conn: AsyncConnection, schema: str, scope_key: str,
                           filters: dict[str, Any] | None, limit: int,
                           offset: int) -> list[StoredEpisode]:
