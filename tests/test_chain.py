@@ -178,6 +178,8 @@ def test_an_irregular_verb_answers_its_question_and_an_interjection_names_nothin
     names = names_of(said, [Entity("Congrats", "congrats", "PERSON"),
                             Entity("Joanna", "joanna", "PERSON")])
     assert "Joanna" in names and "Congrats" not in names
+    names = names_of("Ruairí's up on Friday, he's booked Fallon's Table for half seven.", [])
+    assert "Fallon's Table" in names and "Table" not in names  # a possessive is no contraction
 
 
 async def test_a_resolved_question_left_unanswered_searches_the_name_tied_to_it(memory) -> None:

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from memroute import RetrievalAgent, Scope
-from memroute.graph.final_rerank import own_first, own_turns_first
+from memroute.graph.final_rerank import own_turns_first
 from memroute.graph.state import OWN_RANK, QUESTION_RANK, WINDOW, merge_pool
 
 SESSIONS = [
@@ -93,11 +93,3 @@ def test_a_window_hit_stays_one_when_the_question_found_it_too() -> None:
         assert (extra[OWN_RANK], extra[QUESTION_RANK], extra.get(WINDOW)) == (2, 0, True)
     spoken = {"a": _record("a", 0.5, **{OWN_RANK: 0})}  # a better rank without a window
     assert WINDOW not in merge_pool(windowed, spoken)["a"]["extra"]
-
-
-def test_a_speakers_turns_keep_the_questions_best_hits_among_them() -> None:
-    own = [_record(f"own{i}", 0.5, **{OWN_RANK: i}) for i in range(4)]
-    pool = [_record("q0", 0.9, **{QUESTION_RANK: 0}), _record("q1", 0.8, **{QUESTION_RANK: 1}),
-            _record("other", 0.95)]
-    assert [r["uid"] for r in own_first(own, pool, 4)] == ["own0", "own1", "q0", "q1"]
-    assert [r["uid"] for r in own_first(own[:1], pool, 4)] == ["own0", "q0", "q1"]

@@ -123,11 +123,11 @@ QUESTION_SHARE = 0.5
 
 
 def with_question_share(ranked: list[ResultRecord], pool: list[ResultRecord],
-                        places: int, share: float = QUESTION_SHARE) -> list[ResultRecord]:
+                        places: int) -> list[ResultRecord]:
     """``ranked`` (the fused order, ``places`` long at most) with the question's own best
-    hits (``share`` of ``places``, by `QUESTION_RANK`) put in where missing, in place of
-    the lowest-ranked others."""
-    share = math.ceil(share * places)
+    hits (`QUESTION_SHARE` of ``places``, by `QUESTION_RANK`) put in where missing, in
+    place of the lowest-ranked others."""
+    share = math.ceil(QUESTION_SHARE * places)
     reserved = sorted((r for r in pool if QUESTION_RANK in r["extra"]),
                       key=lambda r: r["extra"][QUESTION_RANK])[:share]
     ranked_uids = {r["uid"] for r in ranked}
@@ -163,10 +163,6 @@ def with_answer(results: list[ResultRecord], pool: list[ResultRecord], answer: l
     return out
 
 
-# Among one speaker's own turns, the question's best hit keeps a place in every five: the
-# evidence is usually theirs, but not always (LoCoMo, k = 3 / 5 / 10: at 0.5, auto below
-# direct 41/28/25 -> 22/23/18 questions, recall 0.733/0.791/0.840 -> 0.686/0.757/0.825).
-SPEAKER_QUESTION_SHARE = 0.2
 WINDOW_SHARE = 2  # of every three places, those of a window of time's hits
 # Results whose scores lie within ANSWER_BAND of each other match the question about as
 # well: among them a statement comes before a turn that only asks, and, for a question about
@@ -181,6 +177,10 @@ def _asks_only(record: ResultRecord) -> bool:
     sentences = [s for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
     return any(s.rstrip(" \"”')").endswith("?") for s in sentences) and all(
         s.rstrip(" \"”')").endswith("?") or len(s.split()) <= 2 for s in sentences)
+
+
+def _ends_asking(sentence: str) -> bool:
+    return sentence.rstrip(" \"”')").endswith("?")
 
 
 def _stems(text: str) -> set[str]:
@@ -249,10 +249,11 @@ def window_first(spoken: list[ResultRecord], windowed: list[ResultRecord],
 
 async def with_replies(memory: Any, scope: dict,
                        results: list[ResultRecord]) -> list[ResultRecord]:
-    """``results`` with each turn that only asks replaced by the reply that follows it in
-    its session (another producer's next turn), the question kept in its window: a question
-    is no answer, and its reply usually is. A reply already returned is left where it is."""
-    asking = [r["uid"] for r in results if _asks_only(r)]
+    """``results`` with each turn that only asks, or matched by its question, replaced by
+    the reply that follows it in its session (another producer's next turn), the question
+    kept in its window: a question is no answer, and its reply usually is. A reply already
+    returned is left where it is."""
+    asking = [r["uid"] for r in results if _asks_only(r) or _ends_asking(r["matched_sentence"])]
     if not asking:
         return results
     replies = await memory.replies(scope, asking)
@@ -275,12 +276,11 @@ async def with_replies(memory: Any, scope: dict,
 
 def own_first(own: list[ResultRecord], pool: list[ResultRecord], k: int) -> list[ResultRecord]:
     """The places the chain's own searches fill first: one speaker's turns, in their order,
-    with the question's own best hits kept among them (`with_question_share`), then a window
-    of time's hits (`window_first`)."""
-    spoken = [r for r in own if not r["extra"].get(WINDOW)][:k]
-    if spoken:
-        spoken = with_question_share(spoken, own + pool, k, SPEAKER_QUESTION_SHARE)
-    return window_first(spoken, [r for r in own if r["extra"].get(WINDOW)], pool, k)
+    then a window of time's hits (`window_first`). The question's own hits keep no place
+    among the speaker's turns (docs/research.md, "The question's share among a speaker's
+    turns")."""
+    return window_first([r for r in own if not r["extra"].get(WINDOW)][:k],
+                        [r for r in own if r["extra"].get(WINDOW)], pool, k)
 
 
 def own_turns_first(pool: list[ResultRecord]) -> tuple[list[ResultRecord], list[ResultRecord]]:

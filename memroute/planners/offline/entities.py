@@ -135,6 +135,12 @@ def _capitalized_phrases(text: str) -> tuple[str, ...]:
     return tuple(p for key, p in unique.items() if key)
 
 
+def is_contraction(word: str) -> bool:
+    """Whether ``word`` is a contraction ("I'm", "we've", "that's", "don't"); a name's
+    possessive ("Fallon's") is none."""
+    return bool(_CONTRACTION.fullmatch(word))
+
+
 def only_interjections(phrase: str) -> bool:
     """Whether ``phrase`` is interjections and greetings only ("Congrats", "Hey"), which the
     entity model sometimes files as a name."""

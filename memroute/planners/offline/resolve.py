@@ -30,6 +30,7 @@ from memroute.planners.offline.entities import (
     STOPWORDS,
     capitalized_phrases,
     fold,
+    is_contraction,
     mentioned,
     only_interjections,
 )
@@ -296,7 +297,7 @@ def _names(sentence: str, entities: list[Entity], title: str | None) -> list[str
         words = phrase.split()
         if words[0] == first and sentence.lstrip(" \"“'").startswith(phrase):
             words = words[1:]  # a sentence's first word names nothing by being first
-        phrase = " ".join(w for w in words if "'" not in w and "’" not in w)
+        phrase = " ".join(w for w in words if not is_contraction(w))
         if phrase:
             names.append(phrase)
     folded = " ".join(_plain(sentence))
