@@ -11,7 +11,7 @@ import pytest
 
 from memroute import RetrievalAgent, Scope
 from memroute.graph.final_rerank import own_turns_first
-from memroute.graph.state import OWN_RANK, QUESTION_RANK, WINDOW, merge_pool
+from memroute.graph.state import OWN_RANK, merge_pool
 
 SESSIONS = [
     [("Nadia", "Hi Oskar! Guess what, I started cello lessons last month and I practise "
@@ -82,14 +82,3 @@ def test_a_speakers_search_rank_survives_pooling_and_orders_the_top() -> None:
     assert pool["b"]["rerank_score"] == 0.8 and pool["b"]["extra"][OWN_RANK] == 1
     ranked, rest = own_turns_first(list(pool.values()))
     assert [r["uid"] for r in ranked] == ["c", "b"] and [r["uid"] for r in rest] == ["a"]
-
-
-
-def test_a_window_hit_stays_one_when_the_question_found_it_too() -> None:
-    asked = {"a": _record("a", 0.9, **{QUESTION_RANK: 0})}
-    windowed = {"a": _record("a", 0.4, **{OWN_RANK: 2, WINDOW: True})}
-    for pool in (merge_pool(asked, windowed), merge_pool(windowed, asked)):
-        extra = pool["a"]["extra"]
-        assert (extra[OWN_RANK], extra[QUESTION_RANK], extra.get(WINDOW)) == (2, 0, True)
-    spoken = {"a": _record("a", 0.5, **{OWN_RANK: 0})}  # a better rank without a window
-    assert WINDOW not in merge_pool(windowed, spoken)["a"]["extra"]

@@ -277,8 +277,7 @@ async def with_replies(memory: Any, scope: dict,
 def own_first(own: list[ResultRecord], pool: list[ResultRecord], k: int) -> list[ResultRecord]:
     """The places the chain's own searches fill first: one speaker's turns, in their order,
     then a window of time's hits (`window_first`). The question's own hits keep no place
-    among the speaker's turns (docs/research.md, "The question's share among a speaker's
-    turns")."""
+    among the speaker's turns (docs/research.md, "Time and change")."""
     return window_first([r for r in own if not r["extra"].get(WINDOW)][:k],
                         [r for r in own if r["extra"].get(WINDOW)], pool, k)
 

@@ -112,7 +112,7 @@ WINDOW = "window"
 def merge_pool(left: dict[str, ResultRecord] | None,
                right: dict[str, ResultRecord] | None) -> dict[str, ResultRecord]:
     """Pool evidence by episode uid, keeping the better-scored copy (the earlier one on ties)
-    and the best `OWN_RANK` (with its `WINDOW`) and `QUESTION_RANK` either copy carries."""
+    and the best `OWN_RANK` and `QUESTION_RANK` either copy carries."""
     merged = dict(left or {})
     for uid, result in (right or {}).items():
         kept = merged.get(uid)
@@ -120,17 +120,10 @@ def merge_pool(left: dict[str, ResultRecord] | None,
             merged[uid] = result
         if kept is not None:
             for key in (OWN_RANK, QUESTION_RANK):
-                copies = [r for r in (kept, result) if key in r["extra"]]
-                if not copies:
-                    continue
-                best = min(copies, key=lambda r: r["extra"][key])
-                extra = {**merged[uid]["extra"], key: best["extra"][key]}
-                if key == OWN_RANK:  # the window of time goes with the rank it gave
-                    extra.pop(WINDOW, None)
-                    if best["extra"].get(WINDOW):
-                        extra[WINDOW] = True
-                if extra != merged[uid]["extra"]:
-                    merged[uid] = {**merged[uid], "extra": extra}
+                ranks = [r["extra"][key] for r in (kept, result) if key in r["extra"]]
+                if ranks and merged[uid]["extra"].get(key) != min(ranks):
+                    merged[uid] = {**merged[uid], "extra": {**merged[uid]["extra"],
+                                                            key: min(ranks)}}
     return merged
 
 

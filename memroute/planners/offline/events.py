@@ -45,9 +45,9 @@ _BEFORE = ("before", "until", "ahead of", "prior to")
 _AFTER = ("after", "since", "following")
 DURING_DAYS = 10  # an event's span when the evidence gives only its start
 SPEAKING_OF = 5  # the best hits of the event's own search speak of it, whatever their words
-# "the hospital", "the trip": the one spoken of lately; mentions more than this long before
+# "the hospital", "the trip": the one spoken of lately; mentions more than a year before
 # the newest are of another such event
-RECENT_MENTIONS = timedelta(days=180)
+RECENT_MENTIONS = timedelta(days=365)
 
 
 @dataclass(frozen=True)
