@@ -47,8 +47,9 @@ _SENTENCE_STARTERS = frozenset(
 )
 # Interjections and greetings: never part of a name ("Hey Maria" names Maria, "Wow" nothing).
 _INTERJECTIONS = frozenset(
-    """hey hi hello oh ooh wow whoa yeah yes yep yup nope ok okay ugh argh hmm um uh ah aw aww
-    haha lol omg thanks congrats congratulations btw""".split()
+    """hey hi hello oh ooh wow whoa woah yeah yes yep yup nope ok okay ugh argh hmm um uh ah aw
+    aww haha lol omg thanks congrats congratulations btw yay woohoo hooray yikes oops phew
+    ouch gosh geez jeez dang darn bummer aha huh meh cheers""".split()
 )
 # "I'm", "we've", "that's": a contraction is never a name.
 _CONTRACTION = re.compile(  # a name's possessive ("Jason's") is none
@@ -141,11 +142,13 @@ def is_contraction(word: str) -> bool:
     return bool(_CONTRACTION.fullmatch(word))
 
 
-def only_interjections(phrase: str) -> bool:
-    """Whether ``phrase`` is interjections and greetings only ("Congrats", "Hey"), which the
-    entity model sometimes files as a name."""
-    words = [w.lower().strip("!,.") for w in phrase.split()]
-    return bool(words) and all(w in _INTERJECTIONS for w in words)
+def without_opening_interjections(phrase: str) -> str:
+    """``phrase`` without the interjections and greetings that open it, which the entity model
+    sometimes files as (part of) a name: "Woah Joanna" -> "Joanna", "Congrats" -> ""."""
+    words = phrase.split()
+    while words and words[0].lower().strip("!,.") in _INTERJECTIONS:
+        words.pop(0)
+    return " ".join(words)
 
 
 def _without_interjections(phrase: str) -> str:

@@ -32,7 +32,7 @@ from memroute.planners.offline.entities import (
     fold,
     is_contraction,
     mentioned,
-    only_interjections,
+    without_opening_interjections,
 )
 
 # Who or what a memory relates to someone: people by their role, pets by their kind.
@@ -288,8 +288,8 @@ def sentences(text: str) -> list[str]:
 def _names(sentence: str, entities: list[Entity], title: str | None) -> list[str]:
     """The names of a sentence: stored entities (not dates, amounts or speakers), the item's
     title, and capitalised phrases that do not start it (nor contractions)."""
-    names = [e.text for e in entities
-             if e.label not in NOT_NAMES and not only_interjections(e.text)]
+    names = [without_opening_interjections(e.text) for e in entities
+             if e.label not in NOT_NAMES]
     if title:
         names.append(without_disambiguation(title))
     first = (_WORD.findall(sentence) or [""])[0]
