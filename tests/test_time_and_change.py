@@ -164,6 +164,10 @@ async def test_the_retriever_and_the_tool_are_asked_as_of_a_time(diary, memory, 
     assert "Rosa" not in text and "dentist" in text
 
 
+def diary_agent(memory) -> RetrievalAgent:
+    return RetrievalAgent(memory, planner="offline", context=(0, 0))
+
+
 async def test_a_turn_that_only_asks_gives_its_place_to_the_reply(memory, scope):
     turns = [("user", "Isla's swimming is moving to Thursdays, 5pm, from this week."),
              ("assistant", "All noted. Who's taking her on Thursdays?"),
@@ -176,9 +180,14 @@ async def test_a_turn_that_only_asks_gives_its_place_to_the_reply(memory, scope)
     replies = await memory.replies(scope, ["r1", "r3", "r4"])
     # the same producer's next turn, and none after the last: no reply
     assert {asked: r.episode.uid for asked, r in replies.items()} == {"r1": "r2"}
+    # a reply the retrieval's filters or as_of leave out is none
+    assert await memory.replies(scope, ["r1"], filters={"producer": "assistant"}) == {}
+    before = await diary_agent(memory).aretrieve(
+        "Who takes Isla to swimming on Thursdays?", scope=scope, k=2,
+        as_of=day(5, 11, 10) + timedelta(minutes=30))
+    assert "r2" not in [r.uid for r in before.results]
     agent = RetrievalAgent(memory, planner="offline", context=(0, 0))
-    result = await agent.aretrieve("Who takes Isla to swimming on Thursdays?", scope=scope, k=2,
-                                   strategy="direct")
+    result = await agent.aretrieve("Who takes Isla to swimming on Thursdays?", scope=scope, k=2)
     reply = next(r for r in result.results if r.uid == "r2")
     assert [e.uid for e in reply.episodes] == ["r1", "r2"]  # the question kept as its context
     assert "r1" not in [r.uid for r in result.results]

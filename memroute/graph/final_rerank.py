@@ -247,16 +247,16 @@ def window_first(spoken: list[ResultRecord], windowed: list[ResultRecord],
     return out
 
 
-async def with_replies(memory: Any, scope: dict,
-                       results: list[ResultRecord]) -> list[ResultRecord]:
+async def with_replies(memory: Any, scope: dict, results: list[ResultRecord],
+                       filters: dict[str, Any] | None = None) -> list[ResultRecord]:
     """``results`` with each turn that only asks, or matched by its question, replaced by
-    the reply that follows it in its session (another producer's next turn), the question
-    kept in its window: a question is no answer, and its reply usually is. A reply already
-    returned is left where it is."""
+    the reply that follows it in its session (another producer's next turn, when it passes
+    the retrieval's ``filters``), the question kept in its window: a question is no answer,
+    and its reply usually is. A reply already returned is left where it is."""
     asking = [r["uid"] for r in results if _asks_only(r) or _ends_asking(r["matched_sentence"])]
     if not asking:
         return results
-    replies = await memory.replies(scope, asking)
+    replies = await memory.replies(scope, asking, filters=filters)
     nuclei = {r["uid"] for r in results}
     out = []
     for record in results:
@@ -348,7 +348,12 @@ def make_final_rerank(resolve: ContextResolver):
             results += with_question_share(answers_first(fused, newest, state["query"]), pool,
                                            left)
         results = with_answer(results, own + pool, list(state.get("answer") or []), k)
-        results = await with_replies(ctx.memory, state["scope"], results)
+        if state.get("strategy") != "direct":  # "direct" stays the plain search
+            filters = state.get("filters")
+            if state.get("as_of"):  # a reply after as_of was not said yet
+                bound = {"produced_at": {"$lte": state["as_of"]}}
+                filters = {"$and": [filters, bound]} if filters else bound
+            results = await with_replies(ctx.memory, state["scope"], results, filters)
         results = deduplicated([for_output(r) for r in results])
         stop_reason = state.get("stop_reason") or "done"
         await record_decision(state, stop_reason)

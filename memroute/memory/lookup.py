@@ -32,10 +32,11 @@ async def episodes_by_uid(conn: AsyncConnection, schema: str, scope_key: str,
     return {row[0]: _stored(row) for row in await cur.fetchall()}
 
 
-async def replies(conn: AsyncConnection, schema: str, scope_key: str,
-                  uids: list[str]) -> dict[str, StoredEpisode]:
+async def replies(conn: AsyncConnection, schema: str, scope_key: str, uids: list[str],
+                  filters: dict[str, Any] | None = None) -> dict[str, StoredEpisode]:
     """For each episode of ``uids``, the next episode of its session when another producer
-    said it (its reply), keyed by the uid replied to."""
+    said it (its reply) and it matches ``filters``, keyed by the uid replied to."""
+    where, params = compile_filter(filters, "r")
     cur = await conn.execute(
         f"SELECT x.uid, {', '.join('r.' + c.strip() for c in _COLUMNS.split(','))} "
         f"FROM {schema}.episodes x CROSS JOIN LATERAL ("
@@ -43,8 +44,9 @@ async def replies(conn: AsyncConnection, schema: str, scope_key: str,
         "  WHERE a.scope_key = x.scope_key AND a.session_id = x.session_id"
         "    AND (a.produced_at, a.seq) > (x.produced_at, x.seq)"
         "  ORDER BY a.produced_at, a.seq LIMIT 1) r "
-        "WHERE x.scope_key = %s AND x.uid = ANY(%s::text[]) AND r.producer <> x.producer",
-        [scope_key, uids])
+        f"WHERE x.scope_key = %s AND x.uid = ANY(%s::text[]) AND r.producer <> x.producer "
+        f"AND {where}",
+        [scope_key, uids, *params])
     return {row[0]: _stored(row[1:]) for row in await cur.fetchall()}
 
 

@@ -452,15 +452,17 @@ class Memory:
         found = await with_retry(run, "get")
         return [found[u] for u in dict.fromkeys(uids) if u in found]
 
-    async def replies(self, scope: Scope | dict, uids: list[str]) -> dict[str, StoredEpisode]:
+    async def replies(self, scope: Scope | dict, uids: list[str], *,
+                      filters: dict[str, Any] | None = None) -> dict[str, StoredEpisode]:
         """For each of these episodes, the next turn of its session when another producer
-        said it (the reply to a question), keyed by the uid replied to."""
+        said it (the reply to a question) and it matches ``filters`` (as a search's), keyed
+        by the uid replied to."""
         scope = coerce_scope(scope)
         uids = _check_uids(uids)
 
         async def run() -> dict[str, StoredEpisode]:
             async with self._reads.connection(scope.key) as conn:
-                return await lookup.replies(conn, self.schema, scope.key, uids)
+                return await lookup.replies(conn, self.schema, scope.key, uids, filters)
 
         return await with_retry(run, "replies")
 

@@ -74,6 +74,10 @@ class SyncMemory:
     def get(self, scope: Scope | dict, uids: list[str]) -> list[StoredEpisode]:
         return self.loop.run_as_sync(self.memory.get(scope, uids))
 
+    def replies(self, scope: Scope | dict, uids: list[str],
+                **kwargs: Any) -> dict[str, StoredEpisode]:
+        return self.loop.run_as_sync(self.memory.replies(scope, uids, **kwargs))
+
     def recent(self, scope: Scope | dict, **kwargs: Any) -> list[StoredEpisode]:
         return self.loop.run_as_sync(self.memory.recent(scope, **kwargs))
 
