@@ -75,6 +75,31 @@ async def test_offline_reranker_prefers_relevant_clusters(embedder) -> None:
     assert scores[0].argmax() == 0 and scores[0].argmin() == 1
 
 
+def test_embedder_batches_texts_of_like_length(embedder, monkeypatch) -> None:
+    """Texts of mixed lengths go to the model in batches padded at most `MAX_PADDING`
+    times their own tokens, with the vectors each text gets alone."""
+    from memroute.memory.embedders import minilm_onnx
+
+    texts = ["Rain.", "A grey cat sleeps.", "Paris hosts the Eiffel Tower, a tower of iron.",
+             "Yes.", " ".join(["The long sentence goes on and on"] * 6), "A red car.",
+             "Bananas are yellow and sweet.", "Tea."]
+    alone = np.vstack([embedder.encode([t]) for t in texts])
+    session = embedder._session
+    shapes: list[tuple[int, int, int]] = []
+
+    class Recording:
+        def run(self, names, feeds):
+            mask = feeds["attention_mask"]
+            shapes.append((*mask.shape, int(mask.sum())))
+            return session.run(names, feeds)
+
+    monkeypatch.setattr(embedder, "_session", Recording())
+    batched = embedder.encode(texts)
+    assert np.allclose(batched, alone, atol=1e-5)
+    assert sum(rows for rows, _, _ in shapes) == len(texts) and len(shapes) < len(texts)
+    assert all(rows * width <= minilm_onnx.MAX_PADDING * tokens for rows, width, tokens in shapes)
+
+
 def test_fuse_scores() -> None:
     matrix = np.array([[0.9, 0.1, 0.5], [0.2, 0.8, 0.5]])
     assert fuse_scores(matrix, "max").tolist() == [0.9, 0.8, 0.5]

@@ -97,6 +97,28 @@ async def test_a_write_past_the_bound_gives_the_scope_its_own_index_and_small_on
         await memory.close()
 
 
+async def test_store_items_past_the_bound_give_the_scope_its_own_index(settings,
+                                                                       embedder) -> None:
+    """Items put through LangGraph's store face are episodes of the tenant's scope: a put
+    that takes the scope past the bound builds its indexes, as `Memory.add` does."""
+    from langgraph.store.base import PutOp
+
+    from memroute.langgraph_store import MemrouteStore
+
+    memory = await open_memory(settings, embedder, 60)
+    store = MemrouteStore(memory, tenant=Scope(org_id="items", project_id="p"))
+    try:
+        await store.abatch([PutOp(("notes",), f"n{i}", {"text": turns(50)[i].content})
+                            for i in range(50)])
+        assert await own_indexes(memory) == {} and not memory._scope_indexes._building
+        await store.abatch([PutOp(("notes",), f"n{i}", {"text": turns(70)[i].content})
+                            for i in range(50, 70)])
+        await wait_for_index(memory, store.tenant)
+        assert await own_indexes(memory) == dict.fromkeys(index_names(store.tenant.key), True)
+    finally:
+        await memory.close()
+
+
 async def test_builders_of_one_scope_take_turns_and_a_broken_build_is_redone(
         settings, embedder) -> None:
     writer = await open_memory(settings, embedder, 10**6)  # writes without building

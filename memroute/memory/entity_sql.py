@@ -23,6 +23,7 @@ from psycopg import AsyncConnection
 
 from memroute._log import get_logger
 from memroute.errors import ModelUnavailableError
+from memroute.memory.coalesce import Coalescer
 from memroute.memory.filters import compile_filter
 from memroute.memory.limits import ENTITY_CANDIDATES_PER_KEY
 from memroute.memory.sql import ENTITY_ORDER, Lane
@@ -48,9 +49,18 @@ def speaker_entity(producer: str) -> Entity | None:
     return Entity(producer.strip(), key, SPEAKER_LABEL)
 
 
+async def _extract_in_thread(texts: list[str]) -> list[list[Entity]]:
+    return await asyncio.to_thread(extract_entities, texts)
+
+
+# concurrent adds' sentences go through spaCy as one batch
+_extract_batched: Coalescer[str, list[list[Entity]]] = Coalescer(_extract_in_thread)
+
+
 async def sentence_entities(texts: list[str], producers: list[str]) -> list[list[Entity]]:
-    """The entities of each sentence (spaCy NER, off the event loop) and its speaker."""
-    found = await asyncio.to_thread(extract_entities, texts) if texts else []
+    """The entities of each sentence (spaCy NER, off the event loop; concurrent calls' in
+    one batch) and its speaker."""
+    found = await _extract_batched(texts) if texts else []
     out = []
     for entities, producer in zip(found, producers, strict=True):
         speaker = speaker_entity(producer)

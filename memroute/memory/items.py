@@ -222,6 +222,8 @@ class StoreItems:
                     await writer.write_in(conn, part)
 
         await self._run("store write", write)
+        for part in prepared:
+            writer.after_commit(part)
 
     async def _keep_vectors(self, conn: AsyncConnection, tenant: Scope,
                             kept: list[Episode]) -> None:

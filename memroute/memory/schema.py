@@ -142,7 +142,7 @@ def _migrations(schema: str, dim: int) -> list[str]:
         BEGIN
             FOREACH k IN ARRAY large LOOP
                 EXECUTE format('CREATE INDEX %I ON {s}.sentences USING hnsw '
-                               '(embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64) '
+                               '(embedding vector_cosine_ops) WITH (m = 32, ef_construction = 128) '
                                'WHERE scope_key = %L', 'sentences_embedding_' || k, k);
                 EXECUTE format('CREATE INDEX %I ON {s}.sentences USING gin (tsv) '
                                'WHERE scope_key = %L', 'sentences_tsv_' || k, k);

@@ -26,6 +26,7 @@ from memroute.errors import InvalidInputError
 
 from memroute.memory import connect, entity_sql, lookup, sql
 from memroute.memory.embedders import Embedder
+from memroute.memory.embedders.coalescing import CoalescingEmbedder
 from memroute.memory.items import StoreItems
 from memroute.memory.limits import (
     MAX_CONTEXT,
@@ -209,6 +210,8 @@ class Memory:
         self._stop_warming = threading.Event()
         self._warming: asyncio.Task[WarmReport] | None = None
         self._scope_indexes = ScopeIndexes(pool, url, schema, settings.scope_index_min_sentences)
+        # the embedder as writes use it: concurrent adds' sentences embedded as one batch
+        self._document_embedder = CoalescingEmbedder(embedder)
 
     async def embed_queries(self, texts: list[str]) -> list[np.ndarray]:
         """Query vectors, reusing the last ``settings.query_cache_size`` computed (a final
@@ -396,7 +399,9 @@ class Memory:
 
     @property
     def _writer(self) -> EpisodeWriter:
-        return EpisodeWriter(self._pool, self.schema, self.embedder,
+        if self._document_embedder.inner is not self.embedder:  # the embedder was replaced
+            self._document_embedder = CoalescingEmbedder(self.embedder)
+        return EpisodeWriter(self._pool, self.schema, self._document_embedder,
                              self.settings.extract_entities, self._scope_indexes)
 
     async def add(self, scope: Scope | dict, episodes: list[Episode | dict]) -> list[str]:

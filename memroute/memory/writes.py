@@ -187,10 +187,15 @@ class EpisodeWriter:
         if not prepared.new:
             return
         await with_retry(lambda: self._write(prepared), "add")
-        if self.scope_indexes is not None and prepared.scope_state is not None:
-            self.scope_indexes.after_write(prepared.scope.key, *prepared.scope_state)
+        self.after_commit(prepared)
         log.debug("memory.add", episodes=len(prepared.new), sentences=len(prepared.sentences),
                   skipped=prepared.skipped)
+
+    def after_commit(self, prepared: PreparedAdd) -> None:
+        """Once a `write_in` of ``prepared`` is committed: a scope it took past the index
+        bound gets its own indexes, built in the background (`ScopeIndexes.after_write`)."""
+        if self.scope_indexes is not None and prepared.scope_state is not None:
+            self.scope_indexes.after_write(prepared.scope.key, *prepared.scope_state)
 
     async def _write(self, prepared: PreparedAdd) -> None:
         async with self.pool.connection() as conn, conn.transaction():

@@ -27,6 +27,10 @@ MAX_TOKENS = 256
 # memory. Two texts of 256 tokens, or 16 sentences of up to 90 tokens (the usual ones, at
 # full speed); 16 texts of 256 tokens took ~600 MB at their peak.
 MAX_BATCH_ATTENTION = 2 * MAX_TOKENS**2
+# A batch's padded tokens are at most this many times its texts' own: ten sentences of mixed
+# lengths padded to the longest took ~1.6x the time of the same sentences embedded in batches
+# of like length (docs/benchmarks.md)
+MAX_PADDING = 1.2
 
 
 def _default_model_path() -> tuple[Path, str | None]:
@@ -175,8 +179,8 @@ class MiniLMOnnxEmbedder:
         """Synchronous batch encoding (runs in a worker thread from the async methods), with
         the query model when ``queries``.
 
-        Batches hold at most ``batch_size`` texts and ``MAX_BATCH_ATTENTION``, which bounds
-        the memory one batch of long texts takes."""
+        Batches hold at most ``batch_size`` texts of like length (``MAX_PADDING``) and
+        ``MAX_BATCH_ATTENTION``, which bounds the memory one batch of long texts takes."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         session = self._query_session if queries else self._session
@@ -186,10 +190,13 @@ class MiniLMOnnxEmbedder:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         start = 0
         while start < len(order):
-            end = start + 1
-            while (end < len(order) and end - start < self.batch_size
-                   and (end - start + 1) * len(encodings[order[end]].ids) ** 2
-                   <= MAX_BATCH_ATTENTION):
+            end, tokens = start + 1, len(encodings[order[start]].ids)
+            while end < len(order) and end - start < self.batch_size:
+                width = len(encodings[order[end]].ids)
+                if ((end - start + 1) * width ** 2 > MAX_BATCH_ATTENTION
+                        or (end - start + 1) * width > MAX_PADDING * (tokens + width)):
+                    break
+                tokens += width
                 end += 1
             idx = order[start:end]
             start = end
