@@ -285,35 +285,45 @@ def synthetic_corpus(texts: list[str], vectors: np.ndarray,
     return names, l2_normalize(mixed)
 
 
-async def bulk_load(memory: Memory, scope: Scope, texts: list[str], batch: int = 5000) -> None:
-    """Load through `Memory.add` with the sentence table's secondary indexes dropped, then
-    rebuild them from their own definitions (how any large Postgres load is done)."""
+@contextlib.asynccontextmanager
+async def indexes_rebuilt_after(memory: Memory, table: str | None = None):
+    """A bulk load with the secondary indexes (of ``table``, else of every table) dropped;
+    after it, the indexes built from their own definitions, the tables analyzed (so that
+    autovacuum does not analyze them during the timing: a 10k store without statistics was
+    searched by a sequential scan, 10x slower) and the large scopes' own indexes built."""
+    schema = memory.schema
     async with memory._pool.connection() as conn:
         cur = await conn.execute(
             "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s "
-            "AND tablename = 'sentences' AND indexname <> 'sentences_pkey'", [memory.schema])
+            "AND indexname NOT LIKE '%%_pkey' AND (%s::text IS NULL OR tablename = %s)",
+            [schema, table, table])
         indexes = await cur.fetchall()
         for name, _ in indexes:
-            await conn.execute(f"DROP INDEX {memory.schema}.{name}")
-    for i in range(0, len(texts), batch):
-        await memory.add(scope, episodes_for(texts[i:i + batch], i))
-        print(f"  loaded {i + batch:,} of {len(texts):,}", file=sys.stderr, flush=True)
-    async with memory._pool.connection() as conn:
-        await conn.execute("SET maintenance_work_mem = '4GB'")
-        for _, definition in indexes:
-            start = time.perf_counter()
-            await conn.execute(definition)
-            print(f"  {definition[:60]}... {time.perf_counter() - start:.0f} s", file=sys.stderr,
-                  flush=True)
-        # Statistics now, so autovacuum does not analyze the new tables during the timing
-        # (a 10k store without statistics was searched by a sequential scan, 10x slower).
+            await conn.execute(f"DROP INDEX {schema}.{name}")
         await conn.commit()
+    yield
+    async with memory._pool.connection() as conn:
         await conn.set_autocommit(True)
         try:
-            await conn.execute(f"VACUUM (ANALYZE) {memory.schema}.episodes, {memory.schema}.sentences")
+            await conn.execute("SET maintenance_work_mem = '4GB'")
+            for _, definition in indexes:
+                start = time.perf_counter()
+                await conn.execute(definition)
+                print(f"  {definition[:70]}... {time.perf_counter() - start:.0f} s",
+                      file=sys.stderr, flush=True)
+            await conn.execute(f"VACUUM (ANALYZE) {schema}.episodes, {schema}.sentences")
         finally:
             await conn.set_autocommit(False)
-    await memory.index_scopes()  # the loaded scope's own indexes
+    await memory.index_scopes()
+
+
+async def bulk_load(memory: Memory, scope: Scope, texts: list[str], batch: int = 5000) -> None:
+    """Load through `Memory.add` with the sentence table's secondary indexes dropped, then
+    rebuild them (how any large Postgres load is done)."""
+    async with indexes_rebuilt_after(memory, "sentences"):
+        for i in range(0, len(texts), batch):
+            await memory.add(scope, episodes_for(texts[i:i + batch], i))
+            print(f"  loaded {i + batch:,} of {len(texts):,}", file=sys.stderr, flush=True)
 
 
 async def build_store(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder, size: int,

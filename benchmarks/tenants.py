@@ -31,6 +31,7 @@ import numpy as np
 from benchmarks.memory import (
     OUT,
     cached_embeddings,
+    indexes_rebuilt_after,
     load_average,
     machine_info,
     percentiles,
@@ -152,35 +153,20 @@ async def build(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder, schema
     await memory.close()
     memory = await Memory.open(settings=settings, schema=schema, embedder=embedder)
     start = time.perf_counter()
-    async with memory._pool.connection() as conn:
-        cur = await conn.execute(
-            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s "
-            "AND indexname NOT LIKE '%%_pkey'", [schema])
-        indexes = await cur.fetchall()
-        for name, _ in indexes:
-            await conn.execute(f"DROP INDEX {schema}.{name}")
-        await conn.commit()
     sessions = [(name, n) for name, size in sizes.items()
                 for n in range((size + SESSION - 1) // SESSION)]
     if interleave:
         random.Random(0).shuffle(sessions)
     total = sum(sizes.values())
-    for i in range(0, len(sessions), 2000):
-        await write_sessions(memory, corpus, sessions[i:i + 2000], sizes)
-        print(f"  {schema}: {min(i + 2000, len(sessions)) * SESSION:,} of ~{total:,} rows",
-              file=sys.stderr, flush=True)
+    async with indexes_rebuilt_after(memory):
+        for i in range(0, len(sessions), 2000):
+            await write_sessions(memory, corpus, sessions[i:i + 2000], sizes)
+            print(f"  {schema}: {min(i + 2000, len(sessions)) * SESSION:,} of ~{total:,} rows",
+                  file=sys.stderr, flush=True)
     async with memory._pool.connection() as conn:
-        await conn.set_autocommit(True)
-        await conn.execute("SET maintenance_work_mem = '4GB'")
-        for _, definition in indexes:
-            t = time.perf_counter()
-            await conn.execute(definition)
-            print(f"  {definition[:70]}... {time.perf_counter() - t:.0f} s", file=sys.stderr,
-                  flush=True)
-        await conn.execute(f"VACUUM (ANALYZE) {schema}.episodes, {schema}.sentences")
-        await memory.index_scopes()  # the large scopes' own indexes
         await conn.execute(f"INSERT INTO {schema}.store_info VALUES ('layout', %s)",
                            [signature])
+        await conn.commit()
     print(f"built {schema} ({total:,} sentences) in {time.perf_counter() - start:.0f} s",
           file=sys.stderr, flush=True)
     return memory
