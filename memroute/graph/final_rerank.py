@@ -20,6 +20,7 @@ from memroute.graph.state import (
     WINDOW,
     ResultRecord,
     RetrievalState,
+    as_of_filters,
     as_record,
     for_output,
     from_record,
@@ -32,7 +33,7 @@ from memroute.memory.limits import MAX_LIST
 from memroute.memory.models import ScoredResult, disjoint_windows
 from memroute.memory.titles import titles_of
 from memroute.nlp import SPEAKER_LABEL, Entity, entity_key, query_entity_keys
-from memroute.planners.offline.entities import STOPWORDS
+from memroute.planners.offline.entities import STOPWORDS, asks
 
 NODE = "final_rerank"
 _EPOCH = datetime.min.replace(tzinfo=timezone.utc)
@@ -175,12 +176,8 @@ def _asks_only(record: ResultRecord) -> bool:
     word or two ("Nice! Is she still at Tidewave Labs?")."""
     text = _nucleus_text(record).strip()
     sentences = [s for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
-    return any(s.rstrip(" \"”')").endswith("?") for s in sentences) and all(
-        s.rstrip(" \"”')").endswith("?") or len(s.split()) <= 2 for s in sentences)
-
-
-def _ends_asking(sentence: str) -> bool:
-    return sentence.rstrip(" \"”')").endswith("?")
+    return any(asks(s) for s in sentences) and all(
+        asks(s) or len(s.split()) <= 2 for s in sentences)
 
 
 def _stems(text: str) -> set[str]:
@@ -253,7 +250,7 @@ async def with_replies(memory: Any, scope: dict, results: list[ResultRecord],
     the reply that follows it in its session (another producer's next turn, when it passes
     the retrieval's ``filters``), the question kept in its window: a question is no answer,
     and its reply usually is. A reply already returned is left where it is."""
-    asking = [r["uid"] for r in results if _asks_only(r) or _ends_asking(r["matched_sentence"])]
+    asking = [r["uid"] for r in results if _asks_only(r) or asks(r["matched_sentence"])]
     if not asking:
         return results
     replies = await memory.replies(scope, asking, filters=filters)
@@ -272,14 +269,6 @@ async def with_replies(memory: Any, scope: dict, results: list[ResultRecord],
                     "extra": {**record["extra"], "reply_to": record["uid"]}})
         nuclei.add(uid)
     return out
-
-
-def own_first(own: list[ResultRecord], pool: list[ResultRecord], k: int) -> list[ResultRecord]:
-    """The places the chain's own searches fill first: one speaker's turns, in their order,
-    then a window of time's hits (`window_first`). The question's own hits keep no place
-    among the speaker's turns (docs/research.md, "Time and change")."""
-    return window_first([r for r in own if not r["extra"].get(WINDOW)][:k],
-                        [r for r in own if r["extra"].get(WINDOW)], pool, k)
 
 
 def own_turns_first(pool: list[ResultRecord]) -> tuple[list[ResultRecord], list[ResultRecord]]:
@@ -316,7 +305,8 @@ def make_final_rerank(resolve: ContextResolver):
         # the question is scored too when a chain's first search was a part of it
         queries = list(dict.fromkeys([state["query"], *(state.get("queries") or [])]))
         k = state["k"]
-        results = own_first(own, pool, k)
+        results = window_first([r for r in own if not r["extra"].get(WINDOW)][:k],
+                               [r for r in own if r["extra"].get(WINDOW)], pool, k)
         taken = {r["uid"] for r in results}
         pool = [r for r in pool if r["uid"] not in taken]
         left = k - len(results)
@@ -349,11 +339,8 @@ def make_final_rerank(resolve: ContextResolver):
                                            left)
         results = with_answer(results, own + pool, list(state.get("answer") or []), k)
         if state.get("strategy") != "direct":  # "direct" stays the plain search
-            filters = state.get("filters")
-            if state.get("as_of"):  # a reply after as_of was not said yet
-                bound = {"produced_at": {"$lte": state["as_of"]}}
-                filters = {"$and": [filters, bound]} if filters else bound
-            results = await with_replies(ctx.memory, state["scope"], results, filters)
+            results = await with_replies(ctx.memory, state["scope"], results,
+                                         as_of_filters(state))
         results = deduplicated([for_output(r) for r in results])
         stop_reason = state.get("stop_reason") or "done"
         await record_decision(state, stop_reason)

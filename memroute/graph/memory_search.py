@@ -18,6 +18,7 @@ from memroute.graph.state import (
     WINDOW,
     HopSearch,
     RetrievalState,
+    as_of_filters,
     as_record,
     node_cost,
 )
@@ -69,14 +70,12 @@ def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0, *,
     searches it belongs to (by default a chain's hop, else 1); ``slot``: its place among
     the searches one chain hop sends at once. A query other than the question carries its
     composed query (`final_rerank.composed_queries`), which the search embeds beside it."""
-    filters = state.get("filters")
+    filters = as_of_filters(state)
     narrower = [{"producer": producer}] if producer else []
     if produced_after:
         narrower.append({"produced_at": {"$gte": produced_after}})
     if produced_before:
         narrower.append({"produced_at": {"$lt": produced_before}})
-    if state.get("as_of"):  # as of a given time: nothing produced after it exists yet
-        narrower.append({"produced_at": {"$lte": state["as_of"]}})
     if narrower:
         parts = [filters, *narrower] if filters else narrower
         filters = {"$and": parts} if len(parts) > 1 else parts[0]

@@ -136,6 +136,11 @@ def _capitalized_phrases(text: str) -> tuple[str, ...]:
     return tuple(p for key, p in unique.items() if key)
 
 
+def asks(sentence: str) -> bool:
+    """Whether ``sentence`` asks: it ends with a question mark (closing quotes aside)."""
+    return sentence.rstrip(" \"”')").endswith("?")
+
+
 def is_contraction(word: str) -> bool:
     """Whether ``word`` is a contraction ("I'm", "we've", "that's", "don't"); a name's
     possessive ("Fallon's") is none."""

@@ -18,7 +18,7 @@ from memroute.errors import ModelUnavailableError
 from memroute.nlp import Entity, parse
 from memroute.planners.offline.dates import _MONTH as _MONTH_NAMES
 from memroute.planners.offline.dates import _SOFTENERS, _resolve, _utc
-from memroute.planners.offline.entities import STOPWORDS, fold
+from memroute.planners.offline.entities import STOPWORDS, asks, fold
 
 _EVENT = re.compile(
     r"\b(?P<relation>before|after|since|during|until|ahead of|prior to|following|on|at)\s+"
@@ -180,7 +180,7 @@ def event_span(event: EventRef, evidence: list[str], times: list[datetime | None
     stems = {w[:5] for w in event.words}
     scored = []
     for i, (text, when) in enumerate(zip(evidence, times, strict=True)):
-        if when is None or text.rstrip(" \"”')").endswith("?"):
+        if when is None or asks(text):
             continue
         hits = len(stems & {w[:5] for w in fold(text).split()})
         if hits or i < SPEAKING_OF:  # its words, or among the best hits of its own search

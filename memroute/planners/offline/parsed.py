@@ -27,6 +27,7 @@ from memroute.planners.offline.events import event_of, event_span
 from memroute.planners.offline.entities import (
     CALENDAR,
     STOPWORDS,
+    asks,
     first_person,
     fold,
     key_terms,
@@ -397,7 +398,7 @@ def tied_name(query: str, qp: QuestionParse, evidence: list[str], stored: Eviden
     entities = _item_entities(evidence, stored)
     for text, ents in zip(evidence, entities, strict=True):
         for sentence in resolve_sentences(text):
-            if sentence.rstrip(" \"”')").endswith("?"):
+            if asks(sentence):
                 continue
             if not words & {w[:5] for w in fold(sentence).split()}:
                 continue

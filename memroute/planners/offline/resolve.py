@@ -28,6 +28,7 @@ from memroute.errors import ModelUnavailableError
 from memroute.nlp import SPEAKER_LABEL, Entity, parse
 from memroute.planners.offline.entities import (
     STOPWORDS,
+    asks,
     capitalized_phrases,
     fold,
     is_contraction,
@@ -453,7 +454,7 @@ def answered(question: str, bridge: str, evidence: list[str], entities: list[lis
         text = evidence[index]
         title = split_title(text.splitlines()[0] if text else text)[0]
         for sentence in sentences(text):
-            if sentence.rstrip(" \"”')").endswith("?"):
+            if asks(sentence):
                 continue
             folded = f" {' '.join(_plain(sentence))} "
             names_it = any(f" {p} " in folded for p in parts) or (
