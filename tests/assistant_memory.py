@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from lemminflect import getAllLemmas
+
 from memroute import RetrievalAgent, Scope
 from memroute.memory import Memory
 
@@ -91,7 +93,14 @@ _SINGULAR = {"do": "does", "are": "is", "were": "was", "have": "has"}
 
 # the words a whole question is asked with ("When was the camping trip?", "Who is my wife's
 # sister?"): never a run of added words
-_ASKING = {"when", "who", "what", "where", "is", "was", "are", "were", "called", "did", "does"}
+_ASKING = {"when", "who", "what", "where", "is", "was", "are", "were", "called", "did", "does",
+           "have", "has"}
+
+
+def _lemmas(word: str) -> set[str]:
+    """The lemmas of a word as a verb ("booked" -> "book", "rung" -> "ring"): another form of
+    the question's own word adds nothing to it."""
+    return {lemma for lemma in getAllLemmas(word, upos="VERB").get("VERB", ())}
 # the days a time expression names, as a person says them ("Saturday 28 or Sunday 29 June")
 _CALENDAR = re.compile(r"(?i)\d{1,4}|or|and|of|the|week|(?:mon|tues|wednes|thurs|fri|satur|sun)day|"
                        r"january|february|march|april|may|june|july|august|september|"
@@ -103,9 +112,10 @@ def added_words(question: str, query: str) -> list[list[str]]:
     the words a question is asked with aside."""
     known = {w.casefold() for w in _words(question)} | _ASKING
     known |= {_SINGULAR[w] for w in known if w in _SINGULAR}
+    known |= {lemma for w in known for lemma in _lemmas(w)}
     runs: list[list[str]] = [[]]
     for word in _words(query):
-        if word.casefold() in known or not word:
+        if not word or word.casefold() in known or _lemmas(word.casefold()) & known:
             runs.append([])
         else:
             runs[-1].append(word)

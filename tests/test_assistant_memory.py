@@ -68,14 +68,14 @@ def test_each_half_meets_the_targets(outcomes, half: str) -> None:
 @pytest.mark.parametrize("part", ["tune", "check"])
 def test_half_d_reads_time_and_change(outcomes, part: str) -> None:
     """Half D (time and change, asked as of a time): auto finds more of the gold turns than
-    direct by at least 10 points and at least 80 % of them, loses no question to direct,
+    direct by at least 10 points and at least 85 % of them, loses no question to direct,
     never puts a superseded statement above the newest on the part tuned on, rewrites like a
-    person and stays within 1.8 searches a question. (The issue's target of 90 % of gold
-    turns is not met: the figures and the misses are in docs/evaluation.md.)"""
+    person and stays within 1.8 searches a question. (The figures, 90 % on the part tuned on
+    and 89 % on the other, and the misses are in docs/evaluation.md.)"""
     d = [o for o in am.half(outcomes, "D") if am.PARTS[o.question["conv"]] == part]
     s = am.summary(d)
     assert s["gold_turns_auto"] >= s["gold_turns_direct"] + 0.1 * s["gold_turns"], s
-    assert s["gold_turns_auto"] >= 0.8 * s["gold_turns"], s
+    assert s["gold_turns_auto"] >= 0.85 * s["gold_turns"], s
     assert s["unclean_rewrites"] == []
     assert s["searches"] <= 1.8
     assert s["auto_lost"] == [], s["auto_lost"]

@@ -10,7 +10,7 @@ import pytest
 
 from memroute import RetrievalAgent
 from memroute.errors import InvalidInputError
-from memroute.planners.offline.dates import asks_now, time_windows, windowed_searches
+from memroute.planners.offline.dates import as_told, asks_now, time_windows, windowed_searches
 from memroute.planners.offline.events import event_of, event_question, event_span
 
 AS_OF = datetime(2024, 7, 10, 15, tzinfo=timezone.utc)  # a Wednesday
@@ -47,10 +47,44 @@ def test_a_past_window_searches_its_turns_and_a_coming_one_the_plans_told_before
     past, said = windowed_searches("What did I book last week?", AS_OF)
     assert said == "'last week' = 2024-07-01..07-07"
     assert [(s.query, s.produced_after[:10], s.produced_before[:10]) for s in past] == [
-        ("What did I book?", "2024-07-01", "2024-07-08")]
+        ("What have I booked?", "2024-07-01", "2024-07-08")]
     coming, _ = windowed_searches("What do I have next Friday?", AS_OF)
     assert coming[0].query == "What do I have Friday 12 July?"
     assert coming[0].produced_before <= (AS_OF + timedelta(seconds=1)).isoformat()
+
+
+@pytest.mark.parametrize("question, told", [
+    ("What did I book?", "What have I booked?"),  # "book" alone reads as the noun
+    ("Who did I ring?", "Who have I rung?"),
+    ("what did we buy", "what have we bought"),
+    ("What did I get up to?", "What have I got up to?"),
+    ("Where did Tom eat?", "Where has Tom eaten?"),
+    ("Did I pay the plumber?", "Have I paid the plumber?"),
+    ("When did I ring Mum?", "When did I ring Mum?"),  # the perfect takes no time
+    ("What didn't I pack?", "What didn't I pack?"),
+    ("What does Tom do?", "What does Tom do?"),
+])
+def test_a_past_question_is_searched_as_a_turn_tells_the_deed(question: str, told: str) -> None:
+    assert as_told(question) == told
+
+
+async def test_a_window_finds_the_deeds_a_turn_tells_in_the_past_form(memory, scope):
+    turns = [(day(7, 1), "Booked the movers for the 28th, 8am."),
+             (day(7, 2), "Booked Lisbon! Flights on the 14th."),
+             (day(7, 3), "Finished the book club novel, loved the ending."),
+             (day(7, 4), "The library wants two of my books back by Friday."),
+             (day(7, 5), "Tomás lent me a book on Portuguese cooking."),
+             (day(6, 5), "I gave Ana the book about Lisbon's tram lines."),
+             (day(6, 9), "My book group meets on Thursdays at the café.")]
+    await memory.add(scope, [{"content": text, "producer": "user", "session_id": f"s{i}",
+                              "produced_at": when, "uid": f"b{i}"}
+                             for i, (when, text) in enumerate(turns)])
+    agent = RetrievalAgent(memory, planner="offline", context=(0, 0))
+    result = await agent.aretrieve("What did I book last week?", scope=scope, k=3, as_of=AS_OF)
+    assert {"b0", "b1"} <= {r.uid for r in result.results}
+    plain = await memory.search_scored(scope, "What did I book?", k=3, context=(0, 0),
+                                       filters={"produced_at": {"$gte": "2024-07-01"}})
+    assert not {"b0", "b1"} & {r.uid for r in plain}  # the base form finds the books
 
 
 def test_an_event_is_named_then_dated_by_the_evidence_that_speaks_of_it() -> None:

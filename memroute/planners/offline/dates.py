@@ -238,6 +238,48 @@ def without_expression(question: str, expression: str) -> str:
     return re.sub(r"\s+([?,.!])", r"\1", " ".join(text.split()))
 
 
+# the participles lemminflect gives in American English only: the form British speakers use
+# as well ("What have I got up to?")
+_PARTICIPLES = {"get": "got"}
+# subjects that take "have" (any other subject, a name or "my sister", takes "has")
+_HAVE_SUBJECTS = frozenset({"i", "we", "you", "they"})
+
+
+def as_told(question: str) -> str:
+    """A past question asked in the perfect, in the form turns tell a deed ("What did I book?"
+    -> "What have I booked?": a turn says "Booked the movers", and "book" alone reads as the
+    noun); ``question`` unchanged when it asks no "did <subject> <verb>", asks when (the
+    perfect takes no time: "When did I ring?"), or the model is missing."""
+    if re.match(r"\s*when\b", question, re.I):
+        return question
+    try:
+        doc = parse(question)
+    except ModelUnavailableError:
+        return question
+    from lemminflect import getInflection
+
+    for did in doc:
+        if did.lower_ != "did" or did.i + 2 >= len(doc):
+            continue
+        if did.dep_ == "aux" and did.head.tag_ == "VB" and did.head.i > did.i + 1:
+            verb = did.head  # "What did my sister book?"
+        elif doc[did.i + 1].tag_ in ("PRP", "NNP") and doc[did.i + 2].is_alpha:
+            verb = doc[did.i + 2]  # "What did I book?", where the parse reads "book" as a noun
+        else:
+            continue
+        subject = doc[did.i + 1:verb.i]
+        participle = _PARTICIPLES.get(verb.lower_) or next(
+            iter(getInflection(verb.lower_, "VBN") or ()), None)
+        if participle is None or any(t.dep_ == "neg" for t in subject):
+            return question
+        have = "have" if len(subject) == 1 and subject[0].lower_ in _HAVE_SUBJECTS else "has"
+        words = [t.text_with_ws for t in doc]
+        words[did.i] = (have.capitalize() if did.text[0].isupper() else have) + did.whitespace_
+        words[verb.i] = participle + verb.whitespace_
+        return "".join(words)
+    return question
+
+
 PLANS_TOLD_DAYS = 30  # how far back a plan for a coming day is looked for
 
 
@@ -248,7 +290,9 @@ def windowed_searches(question: str, as_of: datetime,
     ("'last week' = 2024-07-01..07-07"); ([], "") when it names none. A window still to come
     ("next Friday", "this weekend") is spoken of before it: the question naming its days,
     among the turns of the `PLANS_TOLD_DAYS` before ``as_of``. An expression inside ``skip``
-    (a described thing: "the dentist I see on April 3") is part of it, not a window."""
+    (a described thing: "the dentist I see on April 3") is part of it, not a window. A past
+    window is searched with the question `as_told` ("What did I book last week?" -> "What
+    have I booked?" among last week's turns)."""
     as_of = _utc(as_of)
     searches, said = [], []
     if date_window(question) is not None:
@@ -266,7 +310,7 @@ def windowed_searches(question: str, as_of: datetime,
                 query=named, produced_after=(as_of - timedelta(days=PLANS_TOLD_DAYS)).isoformat(),
                 produced_before=(as_of + timedelta(seconds=1)).isoformat()))
             continue
-        words = without_expression(question, window.expression)
+        words = as_told(without_expression(question, window.expression))
         searches.append(ChainSearch(query=words if len(words.split()) >= 2 else question,
                                     produced_after=window.start.isoformat(),
                                     produced_before=min(window.end, as_of + timedelta(
