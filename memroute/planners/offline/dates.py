@@ -241,7 +241,8 @@ def without_expression(question: str, expression: str) -> str:
 # the participles lemminflect gives in American English only: the form British speakers use
 # as well ("What have I got up to?")
 _PARTICIPLES = {"get": "got"}
-# subjects that take "have" (any other subject, a name or "my sister", takes "has")
+# subjects that take "have" (as do several joined by "and"; any other subject, a name or
+# "my sister", takes "has")
 _HAVE_SUBJECTS = frozenset({"i", "we", "you", "they"})
 
 
@@ -261,9 +262,9 @@ def as_told(question: str) -> str:
     for did in doc:
         if did.lower_ != "did" or did.i + 2 >= len(doc):
             continue
-        if did.dep_ == "aux" and did.head.tag_ == "VB" and did.head.i > did.i + 1:
+        if did.dep_ == "aux" and did.head.tag_ in ("VB", "VBP") and did.head.i > did.i + 1:
             verb = did.head  # "What did my sister book?"
-        elif doc[did.i + 1].tag_ in ("PRP", "NNP") and doc[did.i + 2].is_alpha:
+        elif doc[did.i + 1].tag_ in ("PRP", "NNP") and doc[did.i + 2].tag_ in ("VB", "NN"):
             verb = doc[did.i + 2]  # "What did I book?", where the parse reads "book" as a noun
         else:
             continue
@@ -272,7 +273,8 @@ def as_told(question: str) -> str:
             iter(getInflection(verb.lower_, "VBN") or ()), None)
         if participle is None or any(t.dep_ == "neg" for t in subject):
             return question
-        have = "have" if len(subject) == 1 and subject[0].lower_ in _HAVE_SUBJECTS else "has"
+        have = "have" if (len(subject) == 1 and subject[0].lower_ in _HAVE_SUBJECTS) or any(
+            t.dep_ == "cc" or t.lower_ == "and" for t in subject) else "has"
         words = [t.text_with_ws for t in doc]
         words[did.i] = (have.capitalize() if did.text[0].isupper() else have) + did.whitespace_
         words[verb.i] = participle + verb.whitespace_
