@@ -63,6 +63,7 @@ def test_a_past_window_searches_its_turns_and_a_coming_one_the_plans_told_before
     ("What did Melanie and her family see on the trip?",
      "What have Melanie and her family seen on the trip?"),
     ("Which country did James visit?", "Which country has James visited?"),
+    ("What did John's teammates give him?", "What have John's teammates given him?"),
     ("When did I ring Mum?", "When did I ring Mum?"),  # the perfect takes no time
     ("What didn't I pack?", "What didn't I pack?"),
     ("What does Tom do?", "What does Tom do?"),

@@ -241,8 +241,8 @@ def without_expression(question: str, expression: str) -> str:
 # the participles lemminflect gives in American English only: the form British speakers use
 # as well ("What have I got up to?")
 _PARTICIPLES = {"get": "got"}
-# subjects that take "have" (as do several joined by "and"; any other subject, a name or
-# "my sister", takes "has")
+# subjects that take "have", as do plural nouns and several joined by "and" (a name or "my
+# sister" takes "has")
 _HAVE_SUBJECTS = frozenset({"i", "we", "you", "they"})
 
 
@@ -273,8 +273,10 @@ def as_told(question: str) -> str:
             iter(getInflection(verb.lower_, "VBN") or ()), None)
         if participle is None or any(t.dep_ == "neg" for t in subject):
             return question
-        have = "have" if (len(subject) == 1 and subject[0].lower_ in _HAVE_SUBJECTS) or any(
-            t.dep_ == "cc" or t.lower_ == "and" for t in subject) else "has"
+        head = next((t for t in subject if t.dep_ in ("nsubj", "nsubjpass")), subject[-1])
+        plural = head.lower_ in _HAVE_SUBJECTS or head.tag_ in ("NNS", "NNPS") or any(
+            t.dep_ == "cc" or t.lower_ == "and" for t in subject)
+        have = "have" if plural else "has"
         words = [t.text_with_ws for t in doc]
         words[did.i] = (have.capitalize() if did.text[0].isupper() else have) + did.whitespace_
         words[verb.i] = participle + verb.whitespace_
