@@ -100,7 +100,9 @@ _ASKING = {"when", "who", "what", "where", "is", "was", "are", "were", "called",
 def _lemmas(word: str) -> set[str]:
     """The lemmas of a word as a verb ("booked" -> "book", "rung" -> "ring"): another form of
     the question's own word adds nothing to it."""
-    return {lemma for lemma in getAllLemmas(word, upos="VERB").get("VERB", ())}
+    return set(getAllLemmas(word, upos="VERB").get("VERB", ()))
+
+
 # the days a time expression names, as a person says them ("Saturday 28 or Sunday 29 June")
 _CALENDAR = re.compile(r"(?i)\d{1,4}|or|and|of|the|week|(?:mon|tues|wednes|thurs|fri|satur|sun)day|"
                        r"january|february|march|april|may|june|july|august|september|"

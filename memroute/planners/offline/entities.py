@@ -147,25 +147,45 @@ def is_contraction(word: str) -> bool:
     return bool(_CONTRACTION.fullmatch(word))
 
 
+def _opening_dropped(words: list[str], contractions: bool) -> list[str]:
+    """``words`` without the interjections (and, when ``contractions``, the contractions)
+    that open them."""
+    at = 0
+    while at < len(words) and (words[at].lower().strip("!,.") in _INTERJECTIONS
+                               or contractions and is_contraction(words[at])):
+        at += 1
+    return words[at:]
+
+
 def without_opening_interjections(phrase: str) -> str:
     """``phrase`` without the interjections and greetings that open it, which the entity model
     sometimes files as (part of) a name: "Woah Joanna" -> "Joanna", "Congrats" -> ""."""
-    words = phrase.split()
-    while words and words[0].lower().strip("!,.") in _INTERJECTIONS:
-        words.pop(0)
-    return " ".join(words)
+    return " ".join(_opening_dropped(phrase.split(), contractions=False))
 
 
 def _without_interjections(phrase: str) -> str:
     """``phrase`` without the interjections that open it and the contractions at its ends
     ("Hey Maria" -> "Maria", "Yeah I'm" -> ""); "" when no capitalised word is left."""
-    words = phrase.split()
-    while words and (words[0].lower().strip("!,.") in _INTERJECTIONS
-                     or _CONTRACTION.fullmatch(words[0])):
-        words.pop(0)
-    while words and _CONTRACTION.fullmatch(words[-1]):
+    words = _opening_dropped(phrase.split(), contractions=True)
+    while words and is_contraction(words[-1]):
         words.pop()
     return " ".join(words) if words and words[0][:1].isupper() else ""
+
+
+_CONTENT_POS = ("VERB", "NOUN", "ADJ")
+
+
+def lemmas(text: str) -> set[str]:
+    """The lemmas ``text``'s words can have as a verb, noun or adjective ("grew" -> "grow",
+    "booked" -> "book"), from lemminflect's tables: no parse, and a word the tables do not
+    know adds nothing. Stop words and lemmas under three letters are left out."""
+    from lemminflect import getAllLemmas
+
+    out: set[str] = set()
+    for word in re.findall(r"[a-z]+", text.lower()):
+        found = getAllLemmas(word)
+        out.update(lemma for pos in _CONTENT_POS for lemma in found.get(pos, ()))
+    return {lemma for lemma in out if len(lemma) >= 3 and lemma not in STOPWORDS}
 
 
 def _strip_article(folded: str) -> str:

@@ -32,6 +32,7 @@ from memroute.planners.offline.entities import (
     capitalized_phrases,
     fold,
     is_contraction,
+    lemmas,
     mentioned,
     without_opening_interjections,
 )
@@ -449,7 +450,7 @@ def answered(question: str, bridge: str, evidence: list[str], entities: list[lis
     else as ranked. A question ("Where does Dana work now?") is no answer."""
     parts = [p for p in _plain(bridge) if len(p) >= 3 and p != "the"]
     stems = {_stem(w) for w in predicate if len(w) >= 3}
-    lemmas: set[str] | None = None
+    asked_lemmas: set[str] | None = None
     for index in order if order is not None else range(len(evidence)):
         text = evidence[index]
         title = split_title(text.splitlines()[0] if text else text)[0]
@@ -463,19 +464,8 @@ def answered(question: str, bridge: str, evidence: list[str], entities: list[lis
                 continue
             if any(_stem(w) in stems for w in folded.split()):
                 return sentence, index
-            if lemmas is None:
-                lemmas = _lemmas(" ".join(predicate))
-            if lemmas & _lemmas(sentence):  # "grew up" answers "grow up"
+            if asked_lemmas is None:
+                asked_lemmas = lemmas(" ".join(predicate))
+            if asked_lemmas & lemmas(sentence):  # "grew up" answers "grow up"
                 return sentence, index
     return "", -1
-
-
-def _lemmas(text: str) -> set[str]:
-    """The lemmas of ``text``'s content words ("grew" -> "grow"); empty without the parser."""
-    try:
-        doc = parse(text)
-    except ModelUnavailableError:
-        return set()
-    return {t.lemma_.lower() for t in doc
-            if t.pos_ in ("VERB", "NOUN", "ADJ") and len(t.lemma_) >= 3
-            and t.lemma_.lower() not in STOPWORDS}
