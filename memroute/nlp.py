@@ -247,6 +247,52 @@ def extract_entities(texts: list[str], batch_size: int = 64) -> list[list[Entity
         return found
 
 
+# a day after one of these is ahead of the deed ("booked for Saturday", "has the kids from
+# Friday"), after "since" behind it, whatever the verb's tense
+_AHEAD = frozenset({"for", "until", "till", "from", "by", "before"})
+
+
+def dates_told_in_past(text: str, expressions: Iterable[str]) -> frozenset[str]:
+    """Those of ``expressions`` (date entities of ``text``) that ``text`` tells in the past:
+    the verb they hang from is in the past tense ("We moved on Saturday", "Op was Tuesday",
+    "He's been there since Saturday"), and no "for"/"from"/"until"/"before" puts the day
+    ahead of it ("Booked Saltwater for Saturday"). A full parse of ``text`` (the ingestion
+    pipeline, one BLAS thread).
+
+    Raises:
+        ModelUnavailableError: the model is not installed.
+    """
+    wanted = set(expressions)
+    nlp = load_pipeline(INGEST)
+    past = set()
+    with _use[INGEST], _blas_threads().limit(limits=1, user_api="blas"), nlp.memory_zone():
+        for ent in nlp(text[:MAX_PARSED_QUERY_CHARS]).ents:
+            if ent.text in wanted and _told_in_past(ent):
+                past.add(ent.text)
+    return frozenset(past)
+
+
+def _told_in_past(ent: Span) -> bool:
+    token, prepositions = ent.root, []
+    while token.head.i != token.i:
+        token = token.head
+        if token.dep_ == "prep" or token.pos_ == "ADP":
+            prepositions.append(token.lower_)
+        elif token.pos_ in ("VERB", "AUX"):
+            break
+    else:
+        if token.pos_ not in ("VERB", "AUX"):
+            return False  # no verb: "the chemist on Saturday"
+    if prepositions[:1] == ["since"]:
+        return True
+    if _AHEAD.intersection(prepositions):
+        return False  # "booked the car in for its service on the 19th"
+    auxiliaries = [t for t in token.children if t.dep_ in ("aux", "auxpass")]
+    if any(t.lower_ in ("will", "'ll", "shall", "gonna") for t in auxiliaries):
+        return False
+    return token.tag_ in ("VBD", "VBN") or any(t.tag_ == "VBD" for t in auxiliaries)
+
+
 _parses: OrderedDict[str, Doc] = OrderedDict()  # the last PARSE_CACHE_SIZE parses
 _parses_lock = threading.Lock()
 

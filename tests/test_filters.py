@@ -75,6 +75,10 @@ async def test_operator(memory: Memory, seeded: Scope, filters, expected) -> Non
     {"producer": 5},
     {"produced_at": {"$gt": "yesterday"}},
     {"vip": {"$exists": "yes"}},
+    {"mentions_day": {"$in": ["next Saturday"]}},
+    {"mentions_day": {"$nin": ["2025-11-29"]}},
+    {"mentions_day": "2025-02-30"},
+    {"mentions_day": {"$in": [20251129]}},
     {"$and": []},
     {"$or": {"topic": "x"}},
     {"topic": {}},
@@ -84,6 +88,20 @@ async def test_operator(memory: Memory, seeded: Scope, filters, expected) -> Non
 async def test_bad_filters_are_rejected(memory: Memory, seeded: Scope, bad) -> None:
     with pytest.raises(FilterError):
         await memory.search_scored(seeded, "order", filters=bad)
+
+
+async def test_an_episode_names_the_days_its_sentences_name(memory: Memory) -> None:
+    scope = Scope(org_id=f"days-{datetime.now().timestamp()}")
+    tuesday = datetime(2025, 11, 25, 13, tzinfo=timezone.utc)
+    await memory.add(scope, [
+        Episode(uid="plan", content="Great news. Booked Saltwater for Saturday at 8.",
+                produced_at=tuesday),
+        Episode(uid="other", content="Nell's lesson moved to Thursdays.", produced_at=tuesday)])
+    named = await memory.recent(scope, filters={"mentions_day": "2025-11-29"})
+    assert [e.episode.uid for e in named] == ["plan"]
+    assert await memory.recent(scope, filters={"mentions_day": "2025-11-22"}) == []
+    with pytest.raises(FilterError, match="filters the sentences of a search"):
+        compile_filter({"mentions_day": "2025-11-29"}, "e")
 
 
 def test_deep_nesting_is_rejected() -> None:

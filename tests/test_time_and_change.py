@@ -10,8 +10,10 @@ import pytest
 
 from memroute import RetrievalAgent
 from memroute.errors import InvalidInputError
+from memroute.nlp import dates_told_in_past
 from memroute.planners.offline.dates import as_told, asks_now, time_windows, windowed_searches
 from memroute.planners.offline.events import event_of, event_question, event_span
+from memroute.time_expressions import days_named
 
 AS_OF = datetime(2024, 7, 10, 15, tzinfo=timezone.utc)  # a Wednesday
 
@@ -43,14 +45,93 @@ def test_present_markers_name_no_window_and_ask_about_now() -> None:
     assert not asks_now("Where did Ana live before?")
 
 
-def test_a_past_window_searches_its_turns_and_a_coming_one_the_plans_told_before() -> None:
+def test_a_window_searches_the_turns_said_in_it_and_those_naming_its_days() -> None:
     past, said = windowed_searches("What did I book last week?", AS_OF)
     assert said == "'last week' = 2024-07-01..07-07"
     assert [(s.query, s.produced_after[:10], s.produced_before[:10]) for s in past] == [
         ("What have I booked?", "2024-07-01", "2024-07-08")]
+    assert past[0].mentions_days == [f"2024-07-0{d}" for d in range(1, 8)]
     coming, _ = windowed_searches("What do I have next Friday?", AS_OF)
     assert coming[0].query == "What do I have Friday 12 July?"
-    assert coming[0].produced_before <= (AS_OF + timedelta(seconds=1)).isoformat()
+    assert (coming[0].produced_after, coming[0].mentions_days) == ("", ["2024-07-12"])
+    weekend, _ = windowed_searches("What's on this weekend?", AS_OF)
+    # a weekend begins on Friday evening
+    assert weekend[0].mentions_days == ["2024-07-12", "2024-07-13", "2024-07-14"]
+    # a year is spoken of more than said in: no window
+    assert time_windows("Which country did I visit last year?", AS_OF)
+    assert windowed_searches("Which country did I visit last year?", AS_OF) == ([], "")
+
+
+TUESDAY = datetime(2025, 11, 25, 13, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize("expression, past, named", [
+    ("Saturday", False, ["2025-11-29"]),
+    ("on Saturday", True, ["2025-11-22"]),  # "We moved on Saturday"
+    ("this weekend", False, ["2025-11-29", "2025-11-30"]),
+    ("last weekend", False, ["2025-11-22", "2025-11-23"]),
+    ("the 19th", False, ["2025-12-19"]),
+    ("the 19th", True, ["2025-11-19"]),
+    ("tomorrow", False, ["2025-11-26"]),
+    ("Saturday 29 November", False, ["2025-11-29"]),
+    ("14 to 20 April", False, ["2026-04-14"]),  # a range: its first day
+    ("six weeks", False, []),
+    ("May", False, []),
+    ("Saturdays", False, []),
+    ("18 March 1862", False, []),
+])
+def test_the_days_a_sentence_names_are_read_against_when_it_was_said(
+        expression: str, past: bool, named: list[str]) -> None:
+    told = frozenset([expression]) if past else frozenset()
+    assert [d.date().isoformat() for d in days_named([expression], TUESDAY, told)] == named
+
+
+@pytest.mark.parametrize("sentence, day, past", [
+    ("We moved on Saturday.", "Saturday", True),
+    ("He's been in Ardmore Lodge since Saturday.", "Saturday", True),
+    ("Op was Tuesday and they let me out this morning.", "Tuesday", True),
+    ("Booked Saltwater in Howth for Saturday at 8.", "Saturday", False),
+    ("Morag's booked the car in for its service on the 19th.", "the 19th", False),
+    ("Tamsin's coming up on Sunday to collect her bike.", "Sunday", False),
+    ("I'll ask the consultant on the 19th.", "the 19th", False),
+    ("Not yet, the chemist on Saturday.", "Saturday", False),
+])
+def test_the_tense_of_a_sentence_places_a_weekday_before_or_after_it_was_said(
+        sentence: str, day: str, past: bool) -> None:
+    assert (day in dates_told_in_past(sentence, [day])) is past
+
+
+async def test_a_window_finds_the_turns_that_name_its_days(memory, scope):
+    """Plans told before a coming weekend, and deeds told after a past one, are found by the
+    days they name, not by when they were said."""
+    turns = [
+        ((11, 18, 9), "Booked Saltwater in Howth for me and Ruairí, Saturday at 8."),
+        ((11, 18, 10), "Declan has the kids from Friday."),
+        ((11, 18, 11), "Nell's guitar lesson moved to Thursdays."),
+        ((11, 19, 9), "What a week, the flood report is finally in."),
+        ((11, 19, 10), "Happening at work: a new hydrology lead starts in January."),
+        ((11, 24, 9), "Came off my bike on the coast road on Saturday, just bruises."),
+        ((11, 24, 10), "The bike shop says the wheel will take a week."),
+    ]
+    turns = [(datetime(2025, *at, tzinfo=timezone.utc), text) for at, text in turns]
+    await memory.add(scope, [{"content": text, "producer": "user", "session_id": f"s{i}",
+                              "produced_at": when, "uid": f"w{i}"}
+                             for i, (when, text) in enumerate(turns)])
+    agent = RetrievalAgent(memory, planner="offline", context=(0, 0))
+    coming = await agent.aretrieve("What's happening this weekend?", scope=scope, k=2,
+                                   as_of=datetime(2025, 11, 20, 18, tzinfo=timezone.utc))
+    assert "'this weekend' = 2025-11-22..11-23" in coming.route_reason
+    assert {r.uid for r in coming.results} == {"w0", "w1"}
+    past = await agent.aretrieve("What happened last weekend?", scope=scope, k=1,
+                                 as_of=datetime(2025, 11, 25, 18, tzinfo=timezone.utc))
+    assert [r.uid for r in past.results] == ["w5"]  # told on the Monday after
+    plain = await memory.search_scored(scope, "What's happening this weekend?", k=2,
+                                       context=(0, 0))
+    assert {r.uid for r in plain} != {"w0", "w1"}
+    assert await memory.search_scored(scope, "bike", k=5, context=(0, 0), filters={
+        "mentions_day": {"$in": ["2025-11-22"]}}) and all(
+        r.uid in ("w0", "w5") for r in await memory.search_scored(
+            scope, "bike", k=5, context=(0, 0), filters={"mentions_day": "2025-11-22"}))
 
 
 @pytest.mark.parametrize("question, told", [

@@ -26,7 +26,7 @@ from memroute.memory.embedders import Embedder
 
 log = get_logger(__name__)
 
-STORE_FORMAT = "v1"  # bump when the way episodes are built changes
+STORE_FORMAT = "v2"  # bump when what a store keeps changes (v2: the days sentences name)
 POOLED_SESSION = "pooled"
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 BATCH = 512

@@ -11,7 +11,7 @@ from langgraph.types import Command
 
 from memroute.graph.context import ContextResolver, RetrievalContext
 from memroute.graph.events import HopJudged, as_payload
-from memroute.graph.memory_search import send_search
+from memroute.graph.memory_search import send_planned
 from memroute.graph.planner_step import PlannerStep
 from memroute.graph.state import (
     HopRecord,
@@ -107,8 +107,7 @@ def make_chain_judge(resolve: ContextResolver):
                         answer=accepted(judgment, uids) if decision == "sufficient" else [])
         # the next hop: the rewrite and any independent queries beside it, sent at once
         searches = strategy.hop_searches(judgment, state["query"], previous, texts)
-        goto = [send_search(state, s.query, "chain", hop + 1, slot=slot, producer=s.producer,
-                            produced_after=s.produced_after, produced_before=s.produced_before)
+        goto = [send_planned(state, s, "chain", hop + 1, slot=slot)
                 for slot, s in enumerate(searches)]
         return _end(state, decision, runtime, decided.cost, judgment, chosen, goto,
                     [s.query for s in searches])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -22,10 +23,11 @@ from memroute.graph.state import (
     as_record,
     node_cost,
 )
+from memroute.memory.filters import MENTIONS_DAY
 from memroute.memory.limits import MAX_K
 from memroute.memory.models import ScoredResult
 from memroute.nlp import SPEAKER_LABEL, Entity
-from memroute.strategies.base import Route, search_k
+from memroute.strategies.base import ChainSearch, Route, search_k
 from memroute.strategies.chain_of_query import stop_before_judging
 
 NODE = "memory_search"
@@ -62,20 +64,27 @@ class SearchTask(TypedDict):
 
 def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0, *,
                 beside_planner: bool = False, producer: str = "", produced_after: str = "",
-                produced_before: str = "", search_round: int | None = None,
-                slot: int = 0) -> Send:
+                produced_before: str = "", mentions_days: Sequence[str] = (),
+                search_round: int | None = None, slot: int = 0) -> Send:
     """One search of ``query`` (a rewrite fetches more results: `search_k`), among
     ``producer``'s episodes only when one is given, and among those produced in
-    ``[produced_after, produced_before)`` when given. ``search_round``: the round of
-    searches it belongs to (by default a chain's hop, else 1); ``slot``: its place among
-    the searches one chain hop sends at once. A query other than the question carries its
-    composed query (`final_rerank.composed_queries`), which the search embeds beside it."""
+    ``[produced_after, produced_before)`` or naming one of ``mentions_days`` when given.
+    ``search_round``: the round of searches it belongs to (by default a chain's hop, else
+    1); ``slot``: its place among the searches one chain hop sends at once. A query other
+    than the question carries its composed query (`final_rerank.composed_queries`), which
+    the search embeds beside it."""
     filters = as_of_filters(state)
-    narrower = [{"producer": producer}] if producer else []
+    narrower: list[dict[str, Any]] = [{"producer": producer}] if producer else []
+    window = []
     if produced_after:
-        narrower.append({"produced_at": {"$gte": produced_after}})
+        window.append({"produced_at": {"$gte": produced_after}})
     if produced_before:
-        narrower.append({"produced_at": {"$lt": produced_before}})
+        window.append({"produced_at": {"$lt": produced_before}})
+    if mentions_days:
+        said = window[0] if len(window) == 1 else {"$and": window}
+        named = {MENTIONS_DAY: {"$in": list(mentions_days)}}
+        window = [{"$or": [said, named]} if window else named]
+    narrower += window
     if narrower:
         parts = [filters, *narrower] if filters else narrower
         filters = {"$and": parts} if len(parts) > 1 else parts[0]
@@ -86,7 +95,7 @@ def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0, *,
         task["slot"] = slot
     if beside_planner:
         task["beside_planner"] = True
-    if producer or produced_after or produced_before:
+    if producer or window:
         # confined to one speaker's turns or to a window of time: its order stands, first
         task["producer"] = producer
         if not producer:
@@ -98,6 +107,15 @@ def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0, *,
     if composed:
         task["composed"] = composed[0]
     return Send(NODE, task)
+
+
+def send_planned(state: RetrievalState, search: ChainSearch, role: Route, hop: int = 0, *,
+                 slot: int = 0) -> Send:
+    """`send_search` of a search a planner laid out (its speaker, window and days)."""
+    return send_search(state, search.query, role, hop, slot=slot, producer=search.producer,
+                       produced_after=search.produced_after,
+                       produced_before=search.produced_before,
+                       mentions_days=search.mentions_days)
 
 
 def hit_entities(result: ScoredResult, stored: dict[str, list[Entity]]) -> list[Entity]:

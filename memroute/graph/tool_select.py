@@ -17,15 +17,15 @@ from memroute._log import get_logger
 from memroute.errors import InvalidInputError
 from memroute.graph.context import ContextResolver, RetrievalContext, scope_speakers
 from memroute.graph.events import RouteChosen, as_payload
-from memroute.graph.memory_search import send_search
+from memroute.graph.memory_search import send_planned, send_search
 from memroute.graph.planner_step import PlannerStep, first_attempt_time, limits_for
 from memroute.graph.state import NodeCost, RetrievalState, node_cost
 from memroute.memory.limits import MAX_K, MAX_QUERY_CHARS
 from memroute.memory.models import coerce_scope, text_problem
 from memroute.strategies import tool_select as strategy
 from memroute.strategies.base import STRATEGIES, ChainJudgment, ChainSearch, Route
-from memroute.strategies.chain_of_query import hop_searches
 from memroute.strategies.budget import Budget
+from memroute.strategies.chain_of_query import hop_searches
 
 log = get_logger(__name__)
 NODE = "tool_select"
@@ -121,8 +121,7 @@ def _take_route(request: dict[str, Any], route: Route, reason: str, source: str,
         judgment = ChainJudgment(is_sufficient=False, new_query=first,
                                  concurrent_searches=list(first_searches))
         searches = hop_searches(judgment, request["query"], [], [])
-        goto = [send_search(update, s.query, route, hop=1, slot=slot, producer=s.producer,
-                            produced_after=s.produced_after, produced_before=s.produced_before)
+        goto = [send_planned(update, s, route, hop=1, slot=slot)
                 for slot, s in enumerate(searches)]
         goto = goto[0] if len(goto) == 1 else goto
     else:
@@ -130,10 +129,7 @@ def _take_route(request: dict[str, Any], route: Route, reason: str, source: str,
         # named speaker's own turns)
         goto = send_search(update, request["query"], route, hop=0)
         if first_searches:
-            goto = [goto, *(send_search(update, s.query, route, hop=0, producer=s.producer,
-                                        produced_after=s.produced_after,
-                                        produced_before=s.produced_before)
-                            for s in first_searches)]
+            goto = [goto, *(send_planned(update, s, route, hop=0) for s in first_searches)]
     return Command(update=update, goto=goto)
 
 

@@ -17,6 +17,7 @@ import asyncio
 import json
 import threading
 from collections import OrderedDict
+from datetime import datetime
 
 import numpy as np
 from psycopg import AsyncConnection
@@ -30,10 +31,16 @@ from memroute.memory.sql import ENTITY_ORDER, Lane
 from memroute.nlp import (
     SPEAKER_LABEL,
     Entity,
+    dates_told_in_past,
     entity_key,
     extract_entities,
     query_entity_keys,
 )
+from memroute.time_expressions import day_key, days_named, is_bare_day, names_a_day
+
+DAY_LABEL = "DAY"
+"""The label of a day a sentence names (key ``day:2025-06-28``), stored among its entity
+keys only."""
 
 log = get_logger(__name__)
 # Producers that are roles, not names a question could mention.
@@ -57,9 +64,11 @@ async def _extract_in_thread(texts: list[str]) -> list[list[Entity]]:
 _extract_batched: Coalescer[str, list[list[Entity]]] = Coalescer(_extract_in_thread)
 
 
-async def sentence_entities(texts: list[str], producers: list[str]) -> list[list[Entity]]:
+async def sentence_entities(texts: list[str], producers: list[str],
+                            said_at: list[datetime | None] | None = None) -> list[list[Entity]]:
     """The entities of each sentence (spaCy NER, off the event loop; concurrent calls' in
-    one batch) and its speaker."""
+    one batch), its speaker, and the days it names read against when it was said
+    (``said_at``; `memroute.time_expressions.days_named`)."""
     found = await _extract_batched(texts) if texts else []
     out = []
     for entities, producer in zip(found, producers, strict=True):
@@ -67,6 +76,32 @@ async def sentence_entities(texts: list[str], producers: list[str]) -> list[list
         if speaker is not None and all(e.key != speaker.key for e in entities):
             entities = [*entities, speaker]
         out.append(entities)
+    if said_at is not None and any(_may_name_days(e, at) for e, at in zip(out, said_at)):
+        out = await asyncio.to_thread(_with_days, texts, out, said_at)
+    return out
+
+
+def _may_name_days(entities: list[Entity], said_at: datetime | None) -> bool:
+    return said_at is not None and any(
+        e.label == "DATE" and names_a_day(e.text, said_at) for e in entities)
+
+
+def _with_days(texts: list[str], found: list[list[Entity]],
+               said_at: list[datetime | None]) -> list[list[Entity]]:
+    """Each sentence's entities and a `DAY_LABEL` entity per day it names; a sentence naming a
+    weekday or a day of the month alone is parsed for its tense (`dates_told_in_past`)."""
+    out = []
+    for text, entities, at in zip(texts, found, said_at, strict=True):
+        if not _may_name_days(entities, at):
+            out.append(entities)
+            continue
+        expressions = [e.text for e in entities
+                       if e.label == "DATE" and names_a_day(e.text, at)]
+        bare = [x for x in expressions if is_bare_day(x)]
+        past = dates_told_in_past(text, bare) if bare else frozenset()
+        days = [Entity(day.date().isoformat(), day_key(day), DAY_LABEL)
+                for day in days_named(expressions, at, past)]
+        out.append([*entities, *days])
     return out
 
 
@@ -110,8 +145,10 @@ def forget_query_keys() -> None:
 
 
 def entity_columns(entities: list[Entity]) -> tuple[list[str], str]:
-    """The ``entity_keys`` and ``entities`` values of one sentence."""
-    return [e.key for e in entities], json.dumps([e.as_json() for e in entities])
+    """The ``entity_keys`` and ``entities`` values of one sentence (the days it names are
+    keys only: `entities_of` gives what it names)."""
+    return [e.key for e in entities], json.dumps(
+        [e.as_json() for e in entities if e.label != DAY_LABEL])
 
 
 def entity_lane_sql(schema: str, scope_key: str, keys: list[str], embedding: np.ndarray,
@@ -124,7 +161,7 @@ def entity_lane_sql(schema: str, scope_key: str, keys: list[str], embedding: np.
     conversation, "American" in an encyclopedia) costs the lane a bounded time, and the
     vector probe still finds the nearest of the rest. A sentence's matched keys are counted
     with one containment test per key, and only the best ``limit`` are numbered."""
-    where, params = compile_filter(filters, "s")
+    where, params = compile_filter(filters, "s", sentences=True)
     matched = " + ".join(["(c.entity_keys @> ARRAY[%s]::text[])::int"] * len(keys))
     ctes = f"""entity_candidates AS (
             SELECT DISTINCT ON (c.episode_uid, c.idx) c.*
@@ -152,12 +189,14 @@ async def backfill(conn: AsyncConnection, schema: str, batch: int = 256) -> int:
     filled = 0
     while True:
         cur = await conn.execute(
-            f"SELECT scope_key, episode_uid, idx, text, producer FROM {schema}.sentences "
+            f"SELECT scope_key, episode_uid, idx, text, producer, produced_at "
+            f"FROM {schema}.sentences "
             "WHERE entity_keys IS NULL LIMIT %s", [batch])
         rows = await cur.fetchall()
         if not rows:
             return filled
-        found = await sentence_entities([r[3] for r in rows], [r[4] for r in rows])
+        found = await sentence_entities([r[3] for r in rows], [r[4] for r in rows],
+                                        [r[5] for r in rows])
         async with conn.transaction():
             async with conn.cursor() as update:
                 await update.executemany(

@@ -8,7 +8,10 @@ A filter is a mapping. Each key is a field, or ``$and`` / ``$or`` with a list of
     {"produced_at": {"$gte": "2024-01-01T00:00:00Z"}}
 
 Fields ``session_id``, ``producer`` and ``produced_at`` are columns; any other name is a key
-of the episode's metadata (``a.b`` reaches into nested objects). Operators: ``$eq``, ``$ne``,
+of the episode's metadata (``a.b`` reaches into nested objects). In a search, ``mentions_day``
+(``$in`` a list of ISO dates, or ``$eq`` one) keeps the sentences that name one of those days,
+read against when each was said ("on Saturday", said on Tuesday 24 June 2025, names
+"2025-06-28"; `memroute.time_expressions.days_named`). Operators: ``$eq``, ``$ne``,
 ``$in``, ``$nin``, ``$gt``, ``$gte``, ``$lt``, ``$lte``, ``$exists``. Values are always bound
 as parameters; names are validated; anything else raises `FilterError`.
 """
@@ -21,6 +24,7 @@ from typing import Any
 
 from memroute.errors import FilterError
 from memroute.memory.models import json_text, text_problem
+from memroute.time_expressions import day_key
 
 MAX_DEPTH = 8
 MAX_CLAUSES = 64
@@ -31,13 +35,18 @@ _COMPARE = {"$eq": "=", "$ne": "IS DISTINCT FROM", "$gt": ">", "$gte": ">=", "$l
 _OPERATORS = frozenset([*_COMPARE, "$in", "$nin", "$exists"])
 _TEXT_COLUMNS = frozenset(["session_id", "producer"])
 _SCALAR = (str, int, float, bool, type(None))
+MENTIONS_DAY = "mentions_day"
+_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 class _Compiler:
-    def __init__(self, alias: str, document: str, columns: bool) -> None:
+    def __init__(self, alias: str, document: str, columns: bool, sentences: bool,
+                 sentences_table: str) -> None:
         self.alias = alias
         self.document = document
         self.columns = columns
+        self.sentences = sentences
+        self.sentences_table = sentences_table
         self.params: list[Any] = []
         self.clauses = 0
 
@@ -80,6 +89,8 @@ class _Compiler:
             return self.text_column(name, op, value)
         if self.columns and name == "produced_at":
             return self.time_column(op, value)
+        if self.columns and name == MENTIONS_DAY:
+            return self.days_named(op, value)
         return self.metadata(name, op, value)
 
     def bind(self, value: Any) -> str:
@@ -103,6 +114,28 @@ class _Compiler:
         if op in ("$exists", "$in", "$nin"):
             raise FilterError(f"{op} does not apply to produced_at")
         return f"{column} {_COMPARE[op]} {self.bind(parse_time(value))}"
+
+    def days_named(self, op: str, value: Any) -> str:
+        if not (self.sentences or self.sentences_table):
+            raise FilterError(f"{MENTIONS_DAY} filters the sentences of a search, not episodes")
+        if op not in ("$eq", "$in"):
+            raise FilterError(f"{MENTIONS_DAY} takes $in (a list of ISO dates) or $eq (one)")
+        days = self.list_of(MENTIONS_DAY, op, value, str) if op == "$in" else [value]
+        keys = []
+        for day in days:
+            try:
+                keys.append(day_key(datetime.fromisoformat(day)) if isinstance(day, str)
+                            and _ISO_DAY.fullmatch(day) else None)
+            except ValueError:
+                keys.append(None)
+            if keys[-1] is None:
+                raise FilterError(f"{MENTIONS_DAY} takes ISO dates (2025-06-28), got {day!r:.40}")
+        if self.sentences:
+            return f"({self.alias}.entity_keys && {self.bind(keys)}::text[])"
+        # an episode names a day when one of its sentences does
+        return (f"EXISTS (SELECT 1 FROM {self.sentences_table} d WHERE d.scope_key = "
+                f"{self.alias}.scope_key AND d.episode_uid = {self.alias}.uid "
+                f"AND d.entity_keys && {self.bind(keys)}::text[])")
 
     def metadata(self, name: str, op: str, value: Any) -> str:
         path = name.split(".")
@@ -166,11 +199,14 @@ def parse_time(value: Any) -> datetime:
 
 
 def compile_filter(filters: dict[str, Any] | None, alias: str, *, document: str = "metadata",
-                   columns: bool = True) -> tuple[str, list[Any]]:
+                   columns: bool = True, sentences: bool = False,
+                   sentences_table: str = "") -> tuple[str, list[Any]]:
     """SQL (``TRUE`` when there is no filter) and its parameters, for the table ``alias``:
     fields are keys of its jsonb column ``document``, and (``columns``) the names of the
-    episode columns are those columns."""
+    episode columns are those columns. ``sentences``: ``alias`` is the sentences table, whose
+    rows know the days they name (``mentions_day``); else ``sentences_table`` (an episodes
+    table's): an episode names the days its sentences name."""
     if filters is None or (isinstance(filters, dict) and not filters):
         return "TRUE", []
-    compiler = _Compiler(alias, document, columns)
+    compiler = _Compiler(alias, document, columns, sentences, sentences_table)
     return compiler.compile(filters, 1), compiler.params

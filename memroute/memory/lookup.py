@@ -36,7 +36,7 @@ async def replies(conn: AsyncConnection, schema: str, scope_key: str, uids: list
                   filters: dict[str, Any] | None = None) -> dict[str, StoredEpisode]:
     """For each episode of ``uids``, the next episode of its session when another producer
     said it (its reply) and it matches ``filters``, keyed by the uid replied to."""
-    where, params = compile_filter(filters, "r")
+    where, params = compile_filter(filters, "r", sentences_table=f"{schema}.sentences")
     cur = await conn.execute(
         f"SELECT x.uid, {', '.join('r.' + c.strip() for c in _COLUMNS.split(','))} "
         f"FROM {schema}.episodes x CROSS JOIN LATERAL ("
@@ -54,7 +54,7 @@ async def recent_episodes(conn: AsyncConnection, schema: str, scope_key: str,
                           filters: dict[str, Any] | None, limit: int,
                           offset: int) -> list[StoredEpisode]:
     """The scope's episodes matching ``filters``, newest first."""
-    where, params = compile_filter(filters, "e")
+    where, params = compile_filter(filters, "e", sentences_table=f"{schema}.sentences")
     cur = await conn.execute(
         f"SELECT {', '.join('e.' + c.strip() for c in _COLUMNS.split(','))} "
         f"FROM {schema}.episodes e WHERE e.scope_key = %s AND {where} "

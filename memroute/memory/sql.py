@@ -75,7 +75,7 @@ async def vector_lane(conn: AsyncConnection, schema: str, scope_key: str, embedd
     ``hnsw.ef_search`` is clamped to pgvector's range; the iterative scan goes on past it
     until ``limit`` rows pass the filters or ``max_scan_tuples`` index tuples were visited.
     """
-    where, params = compile_filter(filters, "s")
+    where, params = compile_filter(filters, "s", sentences=True)
     await conn.execute(*hnsw_settings(limit, max_scan_tuples))
     # never prepared: a plan for any scope could not use the scope's own index
     # (memroute.memory.scope_index), whose predicate names the scope key
@@ -151,7 +151,7 @@ def lexical_lane_sql(schema: str, scope_key: str, query: str, filters: dict | No
     sentences are scored, an equal share per searched term (a constant, so the planner knows
     the bound and takes the term's index).
     """
-    where, params = compile_filter(filters, "s")
+    where, params = compile_filter(filters, "s", sentences=True)
     read_stats = (_TERM_STATS_CTE if stats is None
                   else "SELECT %s::text[] AS elems, %s::float4[] AS freqs")
     ctes = f"""lexical_stats AS MATERIALIZED (
@@ -251,7 +251,7 @@ async def exact_lane(conn: AsyncConnection, schema: str, scope_key: str,
     the filtered sentences (no HNSW index: ``OFFSET 0`` keeps the planner from ordering by it).
     Its cost grows with the filtered rows, so it serves only what the index cannot settle.
     A zero vector (no direction, NaN distance, left out of the index too) is near nothing."""
-    where, params = compile_filter(filters, "s")
+    where, params = compile_filter(filters, "s", sentences=True)
     cur = await conn.execute(
         f"""
         SELECT episode_uid, text, distance FROM (
@@ -435,7 +435,7 @@ def search_statement(schema: str, scope_key: str, embedding: np.ndarray,
     (an episode) counts in each lane at its best sentence, and the windows and vectors of
     every nucleus are read by the same statement, with ``with_entities`` the stored entities
     of their sentences too (from the same rows as the vectors)."""
-    where, params = compile_filter(filters, "s")
+    where, params = compile_filter(filters, "s", sentences=True)
     no_context = before == 0 and after == 0
     members = ("SELECT n.uid AS nucleus, x.* FROM nuclei n JOIN "
                f"{schema}.episodes x ON x.scope_key = %s AND x.uid = n.uid"

@@ -9,6 +9,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import numpy as np
 from psycopg import AsyncConnection
@@ -42,12 +43,13 @@ async def _none() -> None:
     return None
 
 
-async def _entities_or_none(texts: list[str], producers: list[str]) -> list[list[Entity]] | None:
+async def _entities_or_none(texts: list[str], producers: list[str],
+                            said_at: list[datetime | None]) -> list[list[Entity]] | None:
     """The sentences' entities, or ``None`` (with one warning) when the spaCy model is
     missing: the episodes are stored anyway and `memroute db backfill-entities` adds them."""
     global _warned_no_entities
     try:
-        return await sentence_entities(texts, producers)
+        return await sentence_entities(texts, producers, said_at)
     except ModelUnavailableError as exc:
         if not _warned_no_entities:
             log.warning("memory.entities_skipped", reason=str(exc))
@@ -171,7 +173,8 @@ class EpisodeWriter:
         texts = [t for _, _, t in prepared.sentences]
         vectors, prepared.entities = await asyncio.gather(
             self.embedder.embed_documents(texts),
-            _entities_or_none(texts, [e.producer for e, _, _ in prepared.sentences])
+            _entities_or_none(texts, [e.producer for e, _, _ in prepared.sentences],
+                              [e.produced_at for e, _, _ in prepared.sentences])
             if self.extract_entities else _none())
         if getattr(vectors, "shape", None) != (len(prepared.sentences), self.embedder.dim):
             raise ModelUnavailableError(

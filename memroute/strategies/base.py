@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -22,6 +22,7 @@ STRATEGIES: tuple[Strategy, ...] = ("auto", "direct", "split", "chain")
 MAX_REASON_CHARS = 500  # of a route decision's reason
 MAX_PRODUCER_CHARS = 200  # of the speaker a chain's rewrite is confined to
 MAX_HOP_QUERIES = 4  # searches one chain hop may send at once
+MAX_WINDOW_DAYS = 31  # days a window search looks for in the sentences (a month's)
 # A search for a rewritten query (a sub-query, a bridge that may pack several entities)
 # fetches this many times the k asked for: the final multi-query rerank cuts the pooled
 # evidence to k anyway (docs/research.md, "Fewer searches, same recall").
@@ -42,12 +43,16 @@ def query_key(text: str) -> str:
 class ChainSearch(BaseModel):
     """One more search of a chain hop (`ChainJudgment.concurrent_searches`): a query, among
     ``producer``'s episodes when given, among those produced in
-    ``[produced_after, produced_before)`` when given."""
+    ``[produced_after, produced_before)`` or naming one of ``mentions_days`` when given."""
 
     query: str
     producer: str = Field(default="", max_length=MAX_PRODUCER_CHARS)
     produced_after: str = Field(default="", max_length=40)
     produced_before: str = Field(default="", max_length=40)
+    # and, besides the episodes produced in that window, the sentences that name one of these
+    # days (ISO dates: a window's days, which turns told before or after it name)
+    mentions_days: list[Annotated[str, Field(pattern=r"^\d{4}-\d{2}-\d{2}$")]] = Field(
+        default_factory=list, max_length=MAX_WINDOW_DAYS)
 
 
 class RouteDecision(BaseModel):

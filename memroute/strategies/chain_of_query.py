@@ -93,7 +93,9 @@ def windowed_again(search: ChainJudgment | ChainSearch, question: str,
     if query_key(query) != query_key(question):
         return False
     done = [query_key(q) for q in previous].count(query_key(question))
-    return done == 0 or (done == 1 and bool(search.produced_after or search.produced_before))
+    windowed = bool(search.produced_after or search.produced_before) or (
+        isinstance(search, ChainSearch) and bool(search.mentions_days))
+    return done == 0 or (done == 1 and windowed)
 
 
 def hop_searches(judgment: ChainJudgment, question: str, previous: list[str],

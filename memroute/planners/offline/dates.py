@@ -17,14 +17,13 @@ from datetime import datetime, timedelta, timezone
 
 from memroute.errors import ModelUnavailableError
 from memroute.nlp import parse
-from memroute.strategies.base import ChainSearch
+from memroute.strategies.base import MAX_WINDOW_DAYS, ChainSearch
+from memroute.time_expressions import MONTH_NAMES, MONTHS, span_of, utc
 
-_MONTHS = {name.lower(): n for n, name in enumerate(calendar.month_name) if name}
-_MONTH = "|".join(calendar.month_name[1:])
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?(?!\d)"
-_DAY_MONTH_YEAR = re.compile(rf"\b{_DAY}\s+(?:of\s+)?({_MONTH}),?\s+(\d{{4}})\b")
-_MONTH_DAY_YEAR = re.compile(rf"\b({_MONTH})\s+{_DAY},?\s+(\d{{4}})\b")
-_MONTH_YEAR = re.compile(rf"\b({_MONTH}),?\s+(\d{{4}})\b")
+_DAY_MONTH_YEAR = re.compile(rf"\b{_DAY}\s+(?:of\s+)?({MONTH_NAMES}),?\s+(\d{{4}})\b")
+_MONTH_DAY_YEAR = re.compile(rf"\b({MONTH_NAMES})\s+{_DAY},?\s+(\d{{4}})\b")
+_MONTH_YEAR = re.compile(rf"\b({MONTH_NAMES}),?\s+(\d{{4}})\b")
 # a full date with its preposition, for the words left to search
 _STATED = re.compile(r"(?:\s*,?\s*\b(?:on|in|during|of)\s+)?(?:\bthe\s+)?(?:"
                      + "|".join(p.pattern for p in (_DAY_MONTH_YEAR, _MONTH_DAY_YEAR, _MONTH_YEAR))
@@ -37,11 +36,11 @@ def date_window(text: str, pad_days: int = 7) -> tuple[datetime, datetime] | Non
     (a month without its year, a bare year and relative dates are no window)."""
     pad = timedelta(days=pad_days)
     if m := _DAY_MONTH_YEAR.search(text):
-        day, month, year = int(m[1]), _MONTHS[m[2].lower()], int(m[3])
+        day, month, year = int(m[1]), MONTHS[m[2].lower()], int(m[3])
     elif m := _MONTH_DAY_YEAR.search(text):
-        day, month, year = int(m[2]), _MONTHS[m[1].lower()], int(m[3])
+        day, month, year = int(m[2]), MONTHS[m[1].lower()], int(m[3])
     elif m := _MONTH_YEAR.search(text):
-        month, year = _MONTHS[m[1].lower()], int(m[2])
+        month, year = MONTHS[m[1].lower()], int(m[2])
         start = datetime(year, month, 1, tzinfo=timezone.utc)
         end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=timezone.utc)
         return start - pad, end + pad
@@ -80,6 +79,18 @@ class Window:
             return f"the week of {self.start:%-d %B}"
         return self.start.strftime("%B %Y")
 
+    def days(self) -> list[str]:
+        """The days a turn may name to speak of the window (ISO dates; [] past
+        `MAX_WINDOW_DAYS`): its own, and for a weekend the Friday before, whose evening
+        begins it ("Declan has the kids from Friday")."""
+        count = (self.end - self.start).days
+        if not 0 < count <= MAX_WINDOW_DAYS:
+            return []
+        first = self.start - timedelta(days=1) if "weekend" in self.expression.lower() \
+            and count == 2 and self.start.weekday() == 5 else self.start
+        return [(first + timedelta(days=n)).date().isoformat()
+                for n in range((self.end - first).days)]
+
     def label(self) -> str:
         """"'last week' = 2024-07-01..07-07" (the last day included)."""
         last = self.end - timedelta(days=1) if self.end - self.start >= timedelta(days=1) \
@@ -95,9 +106,6 @@ class Window:
 # Words that make the question ask about the future ("What do I have next Friday?").
 _FUTURE = re.compile(r"\b(will|going to|gonna|next|upcoming|coming|tomorrow|plan|planned|"
                      r"planning|have on|'s on|is on|happening)\b", re.I)
-_SOFTENERS = re.compile(r"^(?:(?:earlier|later|early|late|sometime|over|during|in|on|at|"
-                        r"from|since|the|this past)\s+)+", re.I)
-_WEEKDAYS = {name.lower(): i for i, name in enumerate(calendar.day_name)}
 # a window that ended this many years before as_of names history ("in 1958"), not the time
 # a memory was told
 HISTORY_YEARS = 10
@@ -109,90 +117,6 @@ _RELATIVE = re.compile(
     + "|".join(calendar.day_name) + r")|yesterday|today|tonight|tomorrow|"
     r"(?:\d+|a|one|two|three|four|five|six|seven|eight|nine|ten)\s+(?:days?|weeks?|months?)"
     r"\s+ago)\b", re.I)
-_SEASONAL = re.compile(r"\b(morning|afternoon|evening|night|tonight)\b", re.I)
-
-
-def _utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None \
-        else moment.astimezone(timezone.utc)
-
-
-def _day(moment: datetime) -> datetime:
-    return datetime(moment.year, moment.month, moment.day, tzinfo=timezone.utc)
-
-
-def _month(year: int, month: int) -> tuple[datetime, datetime]:
-    start = datetime(year, month, 1, tzinfo=timezone.utc)
-    return start, datetime(year + month // 12, month % 12 + 1, 1, tzinfo=timezone.utc)
-
-
-def _weekend(as_of: datetime, text: str) -> tuple[datetime, datetime]:
-    """The Saturday and Sunday "this"/"last"/"next" weekend names."""
-    today = _day(as_of)
-    saturday = today + timedelta(days=(5 - today.weekday()) % 7)
-    if today.weekday() == 6:  # on a Sunday, "this weekend" is the one under way
-        saturday = today - timedelta(days=1)
-    if re.search(r"\blast\b|\bpast\b", text, re.I):
-        saturday -= timedelta(days=7)
-    elif re.search(r"\bnext\b", text, re.I):
-        saturday += timedelta(days=7)
-    return saturday, saturday + timedelta(days=2)
-
-
-def _resolve(expression: str, as_of: datetime, future: bool) -> datetime | None:
-    """The moment dateparser's grammar reads in ``expression`` relative to ``as_of``."""
-    import dateparser
-
-    settings = {"RELATIVE_BASE": as_of.replace(tzinfo=None),
-                "PREFER_DATES_FROM": "future" if future else "past",
-                "RETURN_AS_TIMEZONE_AWARE": False}
-    moment = dateparser.parse(expression, languages=["en"], settings=settings)
-    return None if moment is None else moment.replace(tzinfo=timezone.utc)
-
-
-def _span(expression: str, as_of: datetime, future: bool) -> tuple[datetime, datetime] | None:
-    """The window an expression names: its moment widened to its grain."""
-    text = _SOFTENERS.sub("", expression.strip()).strip()
-    folded = text.lower()
-    if not text or _SEASONAL.search(folded) and not re.search(r"\d|day|week|month", folded):
-        return (_day(as_of), _day(as_of) + timedelta(days=1)) if re.search(
-            r"this|tonight", folded) else None
-    if "weekend" in folded:
-        return _weekend(as_of, folded)
-    if folded in ("today", "now"):
-        return _day(as_of), _day(as_of) + timedelta(days=1)
-    if folded in ("this week", "the week"):
-        monday = _day(as_of) - timedelta(days=as_of.weekday())
-        return monday, monday + timedelta(days=7)
-    if folded in ("this month",):
-        return _month(as_of.year, as_of.month)
-    if folded in ("this year",):
-        return datetime(as_of.year, 1, 1, tzinfo=timezone.utc), datetime(
-            as_of.year + 1, 1, 1, tzinfo=timezone.utc)
-    moment = _resolve(text, as_of, future)
-    if moment is None:
-        return None
-    if not future and moment > as_of and not re.search(r"\d{4}", folded):
-        # "on the 14th", "in December" asked in the past tense: the last one before as_of
-        if folded.rstrip("s") in _WEEKDAYS or re.fullmatch(r"(on )?\w+day", folded):
-            moment -= timedelta(days=7)
-        elif re.search(r"\b(" + _MONTH.lower() + r")\b", folded) and not re.search(r"\d", folded):
-            moment = moment.replace(year=moment.year - 1)
-        elif re.fullmatch(r"(the )?\d{1,2}(st|nd|rd|th)?", folded):
-            month = moment.month - 1 or 12
-            moment = moment.replace(year=moment.year - (month == 12), month=month)
-    if "week" in folded:
-        monday = _day(moment) - timedelta(days=moment.weekday())
-        return monday, monday + timedelta(days=7)
-    if "month" in folded or (re.search(r"\b(" + _MONTH.lower() + r")\b", folded)
-                             and not re.search(r"\d{1,2}(st|nd|rd|th)?\b(?!\d)", folded)):
-        return _month(moment.year, moment.month)
-    if "year" in folded or re.fullmatch(r"(in )?\d{4}", folded):
-        return datetime(moment.year, 1, 1, tzinfo=timezone.utc), datetime(
-            moment.year + 1, 1, 1, tzinfo=timezone.utc)
-    return _day(moment), _day(moment) + timedelta(days=1)
-
-
 def time_windows(question: str, as_of: datetime) -> list[Window]:
     """Every span of time ``question`` names, resolved against ``as_of`` ("What did I book
     last week?" asked on 2024-07-10 -> 'last week' = 2024-07-01..07-07); [] when it names
@@ -202,7 +126,7 @@ def time_windows(question: str, as_of: datetime) -> list[Window]:
         doc = parse(question)
     except ModelUnavailableError:
         return []
-    as_of = _utc(as_of)
+    as_of = utc(as_of)
     future = bool(_FUTURE.search(question))
     out = []
     expressions = [ent.text for ent in doc.ents if ent.label_ in ("DATE", "TIME")]
@@ -219,7 +143,7 @@ def time_windows(question: str, as_of: datetime) -> list[Window]:
         if re.fullmatch(r"(these|those) days|now|currently|the (past|future)|\d{1,2}", text,
                         re.I):
             continue
-        span = _span(text, as_of, future)
+        span = span_of(text, as_of, future)
         if span is not None and span[1] > as_of - timedelta(days=365 * HISTORY_YEARS):
             out.append(Window(text, span[0], span[1]))
     return out
@@ -284,41 +208,40 @@ def as_told(question: str) -> str:
     return question
 
 
-PLANS_TOLD_DAYS = 30  # how far back a plan for a coming day is looked for
-
-
 def windowed_searches(question: str, as_of: datetime,
                       skip: str = "") -> tuple[list[ChainSearch], str]:
-    """The search of each window of time the question names (its words without the
-    expression, among the turns produced in the window), and what they are in words
-    ("'last week' = 2024-07-01..07-07"); ([], "") when it names none. A window still to come
-    ("next Friday", "this weekend") is spoken of before it: the question naming its days,
-    among the turns of the `PLANS_TOLD_DAYS` before ``as_of``. An expression inside ``skip``
-    (a described thing: "the dentist I see on April 3") is part of it, not a window. A past
-    window is searched with the question `as_told` ("What did I book last week?" -> "What
-    have I booked?" among last week's turns)."""
-    as_of = _utc(as_of)
+    """The search of each window of time the question names, and what they are in words
+    ("'last week' = 2024-07-01..07-07"); ([], "") when it names none. A window holds the
+    turns said in it and the turns that name one of its days (`ChainSearch.mentions_days`:
+    "Moved on Saturday", told on the Monday after; "Booked Saltwater for Saturday", told
+    on the Tuesday before). A past window is searched with the question `as_told`, without
+    the expression ("What did I book last week?" -> "What have I booked?"); a window still
+    to come ("next Friday", "this weekend") with the question naming its days ("What's on
+    Saturday 28 or Sunday 29 June?"), among the turns that name them. An expression inside
+    ``skip`` (a described thing: "the dentist I see on April 3") is part of it, not a
+    window."""
+    as_of = utc(as_of)
     searches, said = [], []
     if date_window(question) is not None:
         return [], ""  # a full date it states ("on 3 May, 2023"): searched as stated
     for window in time_windows(question, as_of):
         if skip and window.expression in skip:
             continue  # the expression is part of a description the question gives
+        days = window.days()
+        if not days:
+            continue  # a year: turns speak of it more than they are said in it
         said.append(window.label())
         if window.start > as_of:
-            # still to come: told before it, by its days' names, among the recent turns
             at = question.find(window.expression)
             named = (question[:at] + window.spoken() + question[at + len(window.expression):]
                      if at >= 0 else question)
-            searches.append(ChainSearch(
-                query=named, produced_after=(as_of - timedelta(days=PLANS_TOLD_DAYS)).isoformat(),
-                produced_before=(as_of + timedelta(seconds=1)).isoformat()))
+            searches.append(ChainSearch(query=named, mentions_days=days))
             continue
         words = as_told(without_expression(question, window.expression))
         searches.append(ChainSearch(query=words if len(words.split()) >= 2 else question,
                                     produced_after=window.start.isoformat(),
                                     produced_before=min(window.end, as_of + timedelta(
-                                        seconds=1)).isoformat()))
+                                        seconds=1)).isoformat(), mentions_days=days))
     return searches, "; ".join(said)
 
 

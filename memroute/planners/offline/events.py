@@ -16,9 +16,8 @@ from datetime import datetime, timedelta, timezone
 
 from memroute.errors import ModelUnavailableError
 from memroute.nlp import Entity, parse
-from memroute.planners.offline.dates import _MONTH as _MONTH_NAMES
-from memroute.planners.offline.dates import _SOFTENERS, _resolve, _utc
 from memroute.planners.offline.entities import STOPWORDS, asks, fold
+from memroute.time_expressions import nearest, utc
 
 _EVENT = re.compile(
     r"\b(?P<relation>before|after|since|during|until|ahead of|prior to|following|on|at)\s+"
@@ -128,42 +127,9 @@ def _stated_date(text: str, entities: list[Entity] | None, said_at: datetime) ->
     for span in spans:
         if re.fullmatch(r"(today|now|these days|\d{4}s?)", span.strip(), re.I):
             continue
-        moment = _nearest(span, said_at)
+        moment = nearest(span, said_at)
         if moment is not None:
             return moment
-    return None
-
-
-def _nearest(span: str, said_at: datetime) -> datetime | None:
-    """The moment a date expression names, read against when it was said: a date without its
-    year ("on 8 October") is the one nearest to then; a range ("Friday 23rd to Monday 26th",
-    "23-26 May") is its start."""
-    span = _SOFTENERS.sub("", span.strip()).strip()
-    parts = [p for p in re.split(r"\s*(?:\bto\b|–|—|-|\buntil\b|\bthrough\b)\s*", span) if p]
-    if not parts:
-        return None
-    weekday_day = re.fullmatch(r"(?:on\s+)?(?P<weekday>" + "|".join(calendar.day_name)
-                               + r")\s+(?:the\s+)?(?P<day>\d{1,2})(?:st|nd|rd|th)?",
-                               parts[0], re.I)
-    month = re.search(r"\b(" + _MONTH_NAMES + r")\b", parts[-1], re.I)
-    if weekday_day and not month:  # "Friday 23rd": the nearest month whose 23rd is a Friday
-        weekday = [d.lower() for d in calendar.day_name].index(weekday_day["weekday"].lower())
-        day = int(weekday_day["day"])
-        for shift in sorted(range(-6, 13), key=abs):
-            year, m = divmod(said_at.month - 1 + shift, 12)
-            try:
-                candidate = datetime(said_at.year + year, m + 1, day, tzinfo=timezone.utc)
-            except ValueError:
-                continue
-            if candidate.weekday() == weekday:
-                return candidate
-    tries = [parts[0]] + ([f"{parts[0]} {month.group(1)}"] if month and month.group(1)
-                          not in parts[0] else [])
-    for expression in reversed(tries):
-        found = [m for m in (_resolve(expression, said_at, future) for future in (True, False))
-                 if m is not None and abs(m - said_at) < timedelta(days=400)]
-        if found:
-            return min(found, key=lambda m: abs(m - said_at))
     return None
 
 
@@ -184,17 +150,17 @@ def event_span(event: EventRef, evidence: list[str], times: list[datetime | None
             continue
         hits = len(stems & {w[:5] for w in fold(text).split()})
         if hits or i < SPEAKING_OF:  # its words, or among the best hits of its own search
-            stated = _stated_date(text, entities[i], _utc(when))
+            stated = _stated_date(text, entities[i], utc(when))
             scored.append((-hits, stated is None, i, stated))
     if not scored:
         return None
-    newest = max(_utc(times[s[2]]) for s in scored)
-    scored = [s for s in scored if _utc(times[s[2]]) >= newest - RECENT_MENTIONS]
+    newest = max(utc(times[s[2]]) for s in scored)
+    scored = [s for s in scored if utc(times[s[2]]) >= newest - RECENT_MENTIONS]
     _, _, best, stated = min(scored, key=lambda s: s[:3])
-    said_at = _utc(times[best])
+    said_at = utc(times[best])
     date = stated or said_at
     date = datetime(date.year, date.month, date.day, tzinfo=timezone.utc)
-    first = min(_utc(times[s[2]]) for s in scored)
+    first = min(utc(times[s[2]]) for s in scored)
     known = stated is not None
     if event.relation in _BEFORE:  # an undated event is still to come when spoken of
         after = min(first, date) - timedelta(days=1)
