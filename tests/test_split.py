@@ -16,6 +16,7 @@ from memroute.planners.offline.parsed import (
     whole_sub_questions,
 )
 from memroute.planners.offline.planner import OfflinePlanner
+from memroute.planners.offline.question_syntax import comparison_subjects
 from memroute.strategies.base import SplitPlan
 
 COMPARED = "Which was founded first, Oakridge College or Pinecrest University?"
@@ -127,3 +128,21 @@ async def test_a_split_searches_its_sub_questions_alone(memory) -> None:
     # fewer than two sub-queries left: the question is searched with it
     route, queries = await _searched(memory, facts, COORDINATED, _OneSubQuery())
     assert route == "split" and COORDINATED in queries and len(queries) == 2
+
+
+@pytest.mark.parametrize(("question", "subs"), [
+    ("Are Janise Yntema and Bianca Halstead from the same country?",
+     ["Which country is Janise Yntema from?", "Which country is Bianca Halstead from?"]),
+    ("Do Ana and Tom have the same nationality?",
+     ["Which nationality does Ana have?", "Which nationality does Tom have?"]),
+    ("Were Ana and Tom born in the same city?",
+     ["Which city was Ana born in?", "Which city was Tom born in?"]),
+    ("Are Mila and Zara in the same class?", ["Which class is Mila in?", "Which class is Zara in?"]),
+])
+def test_a_subjects_share_of_the_same_thing_asks_which(question: str, subs: list[str]) -> None:
+    assert split_by_parse(question) == subs
+
+
+def test_a_parenthesis_after_a_name_is_part_of_it() -> None:
+    assert comparison_subjects("Are Hop (Film) and Faces In The Crowd (Film) from the same "
+                               "country?")[0] == ["Hop (Film)", "Faces In The Crowd (Film)"]

@@ -163,7 +163,24 @@ def whole_sub_questions(query: str, subjects: list[str]) -> list[str]:
     elif len(words) == 1 and words[0] in _SINGULAR:
         before = f"{_SINGULAR[words[0]]} "
     before = _SHARED_WORDS.sub("", before)
-    return [re.sub(r"\s+", " ", f"{before}{s}{after}").strip() for s in subjects]
+    return [_asking_which(re.sub(r"\s+", " ", f"{before}{s}{after}").strip())
+            for s in subjects]
+
+
+_SAME = re.compile(r"^(?P<aux>is|are|was|were|do|does|did|has|have)\s+(?P<body>.+?)\s+"
+                   r"(?:the\s+)?same\s+(?P<noun>[a-z]+)(?P<tail>[^?]*)\?$", re.I)
+
+
+def _asking_which(question: str) -> str:
+    """A subject's share of "the same" comparison asked as the attribute it compares ("Is
+    Ana from the same country?" -> "Which country is Ana from?"); other questions as they
+    are."""
+    m = _SAME.match(question)
+    if m is None:
+        return question
+    body = re.sub(r",\s+", " ", m["body"]).strip()
+    tail = m["tail"].strip(" ,")
+    return f"Which {m['noun']} {m['aux'].lower()} {body}{' ' + tail if tail else ''}?"
 
 
 def split_by_parse(query: str) -> list[str]:

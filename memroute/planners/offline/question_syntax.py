@@ -73,6 +73,10 @@ _DESCRIPTOR = re.compile(rf"\b(starring|alongside|featuring|by|with)\s+(both\s+)
 COMPARISON = "comparison of several subjects"  # a route reason
 
 
+# a parenthesis right after a name qualifies it ("Hop (Film)", "Paris (Texas)")
+_QUALIFIER = re.compile(r"\s*\([^()]{1,40}\)")
+
+
 def _phrase_spans(query: str) -> list[tuple[int, int, str]]:
     spans: list[tuple[int, int, str]] = []
     cursor = 0
@@ -83,7 +87,14 @@ def _phrase_spans(query: str) -> list[tuple[int, int, str]]:
         if at >= 0:
             spans.append((at, at + len(phrase), phrase))
             cursor = at + len(phrase)
-    return sorted(spans)
+    merged: list[tuple[int, int, str]] = []
+    for start, end, phrase in sorted(spans):
+        if merged and start < merged[-1][1]:
+            continue  # inside the qualifier of the name before it
+        if qualifier := _QUALIFIER.match(query, end):
+            end = qualifier.end()
+        merged.append((start, end, query[start:end]))
+    return merged
 
 
 def coordinated_groups(query: str) -> list[tuple[list[str], bool]]:
