@@ -32,6 +32,7 @@ MULTI_SCOPE_CALLERS = {
     "memroute.memory.lookup:scopes": "`Memory.list_scopes`",
     "memroute.memory.store:Memory.delete": "`Memory.delete(..., all=True, sub_scopes=True)`",
     "memroute.memory.entity_sql:backfill": "`Memory.backfill_entities`",
+    "memroute.memory.entity_sql:_backfill_days": "`Memory.backfill_entities`",
     "memroute.memory.scope_index:ScopeIndexes.ensure_all": "`Memory.index_scopes`",
     "memroute.memory.schema:migrate": "Migration 6",
 }

@@ -310,3 +310,24 @@ async def test_a_turn_that_only_asks_gives_its_place_to_the_reply(memory, scope)
     reply = next(r for r in result.results if r.uid == "r2")
     assert [e.uid for e in reply.episodes] == ["r1", "r2"]  # the question kept as its context
     assert "r1" not in [r.uid for r in result.results]
+
+
+async def test_a_store_written_before_days_were_kept_gets_them_from_the_backfill(memory, scope):
+    tuesday = datetime(2025, 11, 25, 13, tzinfo=timezone.utc)
+    await memory.add(scope, [
+        {"content": "Booked Saltwater in Howth for Saturday at 8.", "produced_at": tuesday,
+         "uid": "plan"},
+        {"content": "Nell's lesson moved to Thursdays.", "produced_at": tuesday, "uid": "other"}])
+    saturday = {"mentions_day": "2025-11-29"}
+    assert [r.uid for r in await memory.search_scored(scope, "plans", filters=saturday)] == [
+        "plan"]
+    async with memory._pool.connection() as conn:  # as an older version stored them
+        await conn.execute(
+            f"UPDATE {memory.schema}.sentences SET entity_keys = ARRAY(SELECT k FROM "
+            "unnest(entity_keys) AS k WHERE k NOT LIKE 'day:%%') WHERE scope_key = %s",
+            [scope.key])
+    assert await memory.search_scored(scope, "plans", filters=saturday) == []
+    assert await memory.backfill_entities() >= 1
+    assert [r.uid for r in await memory.search_scored(scope, "plans", filters=saturday)] == [
+        "plan"]
+    assert await memory.backfill_entities() == 0

@@ -193,7 +193,8 @@ def db_backfill_entities(
     debug: DebugOpt = False,
 ) -> None:
     """Extract the named entities of sentences stored without them (stores written before
-    the entity index existed); the store works meanwhile. Safe to interrupt and rerun."""
+    the entity index existed), and the days that sentences stored before days were kept
+    name; the store works meanwhile. Safe to interrupt and rerun."""
     setup_command(json_output, debug)
     filled = run(_backfill(batch))
     if json_output:

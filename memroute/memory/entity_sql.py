@@ -36,7 +36,13 @@ from memroute.nlp import (
     extract_entities,
     query_entity_keys,
 )
-from memroute.time_expressions import day_key, days_named, is_bare_day, names_a_day
+from memroute.time_expressions import (
+    DAY_KEY_PREFIX,
+    day_key,
+    days_named,
+    is_bare_day,
+    names_a_day,
+)
 
 DAY_LABEL = "DAY"
 """The label of a day a sentence names (key ``day:2025-06-28``), stored among its entity
@@ -184,8 +190,9 @@ def entity_lane_sql(schema: str, scope_key: str, keys: list[str], embedding: np.
 
 
 async def backfill(conn: AsyncConnection, schema: str, batch: int = 256) -> int:
-    """Extract the entities of sentences stored without them, ``batch`` at a time; returns
-    how many sentences were filled. Safe to interrupt and rerun."""
+    """Extract the entities of sentences stored without them, then add the days named by
+    sentences stored before days were kept, ``batch`` at a time; returns how many sentences
+    were filled. Safe to interrupt and rerun."""
     filled = 0
     while True:
         cur = await conn.execute(
@@ -194,7 +201,7 @@ async def backfill(conn: AsyncConnection, schema: str, batch: int = 256) -> int:
             "WHERE entity_keys IS NULL LIMIT %s", [batch])
         rows = await cur.fetchall()
         if not rows:
-            return filled
+            break
         found = await sentence_entities([r[3] for r in rows], [r[4] for r in rows],
                                         [r[5] for r in rows])
         async with conn.transaction():
@@ -205,6 +212,36 @@ async def backfill(conn: AsyncConnection, schema: str, batch: int = 256) -> int:
                     [(*entity_columns(entities), r[0], r[1], r[2])
                      for r, entities in zip(rows, found, strict=True)])
         filled += len(rows)
+    return filled + await _backfill_days(conn, schema, batch)
+
+
+async def _backfill_days(conn: AsyncConnection, schema: str, batch: int) -> int:
+    """Add the days its DATE entities name to each sentence that has none among its keys."""
+    filled, after = 0, ("", "", -1)
+    while True:
+        cur = await conn.execute(
+            f"SELECT scope_key, episode_uid, idx, text, produced_at, entities "
+            f"FROM {schema}.sentences "
+            "WHERE (scope_key, episode_uid, idx) > (%s, %s, %s) AND entities @> %s::jsonb "
+            "AND NOT EXISTS (SELECT 1 FROM unnest(entity_keys) AS k WHERE k LIKE %s) "
+            "ORDER BY scope_key, episode_uid, idx LIMIT %s",
+            [*after, json.dumps([{"label": "DATE"}]), f"{DAY_KEY_PREFIX}%", batch])
+        rows = await cur.fetchall()
+        if not rows:
+            return filled
+        after = rows[-1][:3]
+        stored = [[Entity(e["text"], e["key"], e["label"]) for e in r[5]] for r in rows]
+        dated = await asyncio.to_thread(_with_days, [r[3] for r in rows], stored,
+                                        [r[4] for r in rows])
+        days = [[e.key for e in entities if e.label == DAY_LABEL] for entities in dated]
+        updates = [(keys, *r[:3]) for r, keys in zip(rows, days, strict=True) if keys]
+        if updates:
+            async with conn.transaction():
+                async with conn.cursor() as update:
+                    await update.executemany(
+                        f"UPDATE {schema}.sentences SET entity_keys = entity_keys || %s::text[] "
+                        "WHERE scope_key = %s AND episode_uid = %s AND idx = %s", updates)
+        filled += len(updates)
 
 
 async def entities_of(conn: AsyncConnection, schema: str, scope_key: str,

@@ -612,8 +612,9 @@ class Memory:
 
     async def backfill_entities(self, batch: int = 256) -> int:
         """Extract and store the entities of sentences written without them (stores created
-        before schema version 2, or written while the spaCy model was missing). Returns how
-        many sentences were filled; safe to interrupt and rerun."""
+        before schema version 2, or written while the spaCy model was missing), and the days
+        named by sentences written before days were kept. Returns how many sentences were
+        filled; safe to interrupt and rerun."""
         batch = _check_int(batch, "batch", 1, 10_000)
         async with self._pool.connection() as conn:
             filled = await entity_sql.backfill(conn, self.schema, batch)

@@ -1,11 +1,13 @@
 """Time in a question: calendar dates it states ("on 3 May, 2023", "in October 2023") and
 relative expressions ("last week", "yesterday", "in March", "two days ago", "this weekend",
 "next Friday") resolved against the time the question is asked (``as_of``), each a window
-of time to search memory in (`ChainSearch.produced_after` / ``produced_before``).
+of time to search memory in: the turns produced in it (`ChainSearch.produced_after` /
+``produced_before``) and those that name one of its days (`ChainSearch.mentions_days`).
 
 The expression is found by the parse (spaCy's DATE entities) and resolved by dateparser's
-grammar against ``as_of``; the window is the expression's grain around that point: a day, a
-week (Monday to Sunday), a weekend, a month or a year.
+grammar against ``as_of`` (`memroute.time_expressions`); the window is the expression's
+grain around that point: a day, a week (Monday to Sunday), a weekend, a month or a year (a
+year is named in no search: `windowed_searches`).
 """
 
 from __future__ import annotations
