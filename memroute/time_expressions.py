@@ -138,8 +138,6 @@ def nearest(span: str, said_at: datetime) -> datetime | None:
 DAY_KEY_PREFIX = "day:"
 """What marks a day among a sentence's entity keys ("day:2025-06-28"); an `entity_key` has
 no colon, so no name can take this form."""
-# a day a sentence names is kept when it is this close to when the sentence was said
-DAYS_NAMED_WITHIN = timedelta(days=400)
 _WEEKDAY = "|".join(calendar.day_name)
 # an expression that names one day or a weekend (not a month, a season or a stretch of weeks)
 _A_DAY = re.compile(rf"\b(?:{_WEEKDAY}|today|tomorrow|tonight|yesterday|weekend)\b", re.I)
@@ -213,7 +211,7 @@ def days_named(expressions: list[str], said_at: datetime,
                 moment = _of_month(int(ordinal.group(1)), today, past)
             else:
                 moment = nearest(text, said_at)
-            if moment is not None and abs(moment - said_at) < DAYS_NAMED_WITHIN:
+            if moment is not None:  # `nearest` keeps within 400 days of said_at
                 days.append(day_of(moment))
         except (OverflowError, ValueError):
             continue  # a time at the ends of the calendar (year 1 or 9999)

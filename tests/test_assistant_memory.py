@@ -70,8 +70,9 @@ def test_half_d_reads_time_and_change(outcomes, part: str) -> None:
     """Half D (time and change, asked as of a time): auto finds more of the gold turns than
     direct by at least 10 points and at least 85 % of them, loses no question to direct,
     never puts a superseded statement above the newest on the part tuned on, rewrites like a
-    person and stays within 1.8 searches a question. (The figures, 90 % on the part tuned on
-    and 89 % on the other, and the misses are in docs/evaluation.md.)"""
+    person and stays within 1.8 searches a question. (The figures, 94 % on the part tuned on
+    and 91 % on the other against the issue's 90 %, and the misses are in
+    docs/evaluation.md; the floor leaves room for a turn that moves between store builds.)"""
     d = [o for o in am.half(outcomes, "D") if am.PARTS[o.question["conv"]] == part]
     s = am.summary(d)
     assert s["gold_turns_auto"] >= s["gold_turns_direct"] + 0.1 * s["gold_turns"], s

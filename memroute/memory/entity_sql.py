@@ -82,14 +82,16 @@ async def sentence_entities(texts: list[str], producers: list[str],
         if speaker is not None and all(e.key != speaker.key for e in entities):
             entities = [*entities, speaker]
         out.append(entities)
-    if said_at is not None and any(_may_name_days(e, at) for e, at in zip(out, said_at)):
+    if said_at is not None and any(_day_expressions(e, at) for e, at in zip(out, said_at)):
         out = await asyncio.to_thread(_with_days, texts, out, said_at)
     return out
 
 
-def _may_name_days(entities: list[Entity], said_at: datetime | None) -> bool:
-    return said_at is not None and any(
-        e.label == "DATE" and names_a_day(e.text, said_at) for e in entities)
+def _day_expressions(entities: list[Entity], said_at: datetime | None) -> list[str]:
+    """The DATE entities of a sentence that may name a day (`names_a_day`)."""
+    if said_at is None:
+        return []
+    return [e.text for e in entities if e.label == "DATE" and names_a_day(e.text, said_at)]
 
 
 def _with_days(texts: list[str], found: list[list[Entity]],
@@ -98,11 +100,10 @@ def _with_days(texts: list[str], found: list[list[Entity]],
     weekday or a day of the month alone is parsed for its tense (`dates_told_in_past`)."""
     out = []
     for text, entities, at in zip(texts, found, said_at, strict=True):
-        if not _may_name_days(entities, at):
+        expressions = _day_expressions(entities, at)
+        if not expressions:
             out.append(entities)
             continue
-        expressions = [e.text for e in entities
-                       if e.label == "DATE" and names_a_day(e.text, at)]
         bare = [x for x in expressions if is_bare_day(x)]
         past = dates_told_in_past(text, bare) if bare else frozenset()
         days = [Entity(day.date().isoformat(), day_key(day), DAY_LABEL)

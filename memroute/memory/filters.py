@@ -90,7 +90,7 @@ class _Compiler:
         if self.columns and name == "produced_at":
             return self.time_column(op, value)
         if self.columns and name == MENTIONS_DAY:
-            return self.days_named(op, value)
+            return self.mentions_day(op, value)
         return self.metadata(name, op, value)
 
     def bind(self, value: Any) -> str:
@@ -115,7 +115,7 @@ class _Compiler:
             raise FilterError(f"{op} does not apply to produced_at")
         return f"{column} {_COMPARE[op]} {self.bind(parse_time(value))}"
 
-    def days_named(self, op: str, value: Any) -> str:
+    def mentions_day(self, op: str, value: Any) -> str:
         if not (self.sentences or self.sentences_table):
             raise FilterError(f"{MENTIONS_DAY} filters the sentences of a search, not episodes")
         if op not in ("$eq", "$in"):
