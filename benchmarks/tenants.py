@@ -5,8 +5,9 @@ written interleaved in sessions of 10, as tenants write over time), and beside i
 measured scope (200, 5,000 and 50,000 sentences), the same rows in a store of their own. Per
 scope size: search p50/p95 alone and among the tenants (the two taking turns query by
 query), and the vector lane's recall@10 against an exact scan of the scope. Then ingestion
-from 16 tenants at once against the embedder alone on the same texts. Prints a table and
-one JSON line, and writes ``bench-out/tenants.json``.
+from 16 tenants at once against the embedder alone on the same texts (``--ingest-only``: that
+alone, into a store of its own). Prints a table and one JSON line, and writes
+``bench-out/tenants.json``.
 
 Rows are synthetic neighbours of the real sentences' vectors (`benchmarks.memory`); each
 scope's rows are a function of its name, so the store is rebuilt only when the layout
@@ -271,6 +272,15 @@ async def run(args: argparse.Namespace) -> dict:
     texts = shared_sentences(Path(args.data_dir))
     random.Random(0).shuffle(texts)
     texts = texts[:100_000]  # as benchmarks.memory: its cached embeddings serve both
+    if args.ingest_only:
+        memory = await Memory.open(settings=settings, schema=f"{SCHEMA}_ingestion",
+                                   embedder=embedder)
+        try:
+            return {"machine": machine_info(args.threads), "store": {"sentences": 0, "scopes": 0},
+                    "search": {}, "ingestion": await measure_ingestion(
+                        memory, texts, args.tenants, args.ingest_per_tenant, args.ingest_rounds)}
+        finally:
+            await memory.close()
     vectors = await cached_embeddings(embedder, texts)
     corpus = Corpus(texts, vectors, await cached_entity_keys(texts))
     sizes = scope_sizes(args.small)
@@ -332,6 +342,8 @@ def main() -> None:
     parser.add_argument("--ingest-per-tenant", type=int, default=60,
                         help="sentences each tenant adds (0: no ingestion)")
     parser.add_argument("--ingest-rounds", type=int, default=3)
+    parser.add_argument("--ingest-only", action="store_true",
+                        help="only the ingestion from many tenants, into a store of its own")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     write_report(asyncio.run(run(args)), "tenants", print_report)

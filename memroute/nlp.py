@@ -51,6 +51,40 @@ _NOT_NEEDED_FOR_KEYS = ["parser", "lemmatizer", "attribute_ruler"]
 PROPER_NOUN_TAGS = frozenset({"NNP", "NNPS"})
 # the ingestion pipeline's entity decoding (None: spaCy's own loop)
 _decoders: dict[str, GreedyEntityDecoder | None] = {}
+# words (text between spaces, up to KEPT_WORD_CHARS long) the ingestion pipeline keeps in its
+# vocabulary and tokenizer cache for good once seen in two batches; the rest leave with their
+# batch's memory zone
+KEPT_WORDS_MAX = 100_000
+KEPT_WORD_CHARS = 40
+
+
+class _KeptWords:
+    """The words of past batches worth keeping: a word met again is looked up in later
+    batches instead of being made anew in each memory zone (~13 % of NER's CPU on the
+    shared sets' sentences, docs/benchmarks.md). At most `KEPT_WORDS_MAX` are kept; the
+    words seen once are forgotten when they outnumber that."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+        self.kept: set[str] = set()
+
+    def keep_repeated(self, nlp: Language, texts: list[str]) -> None:
+        """Keep the words of ``texts`` seen in an earlier batch (outside a memory zone)."""
+        if len(self.kept) >= KEPT_WORDS_MAX:
+            return
+        words = {word for text in texts for word in text.split(" ")
+                 if 0 < len(word) <= KEPT_WORD_CHARS}
+        for word in (words & self.seen) - self.kept:
+            nlp.tokenizer(word)
+            self.kept.add(word)
+            if len(self.kept) >= KEPT_WORDS_MAX:
+                break
+        self.seen |= words
+        if len(self.seen) > KEPT_WORDS_MAX:
+            self.seen.clear()
+
+
+_kept_words = _KeptWords()
 
 
 def load_pipeline(role: str = QUERY) -> Language:
@@ -231,20 +265,22 @@ def extract_entities(texts: list[str], batch_size: int = 64) -> list[list[Entity
     nlp = load_pipeline(INGEST)
     decoder = _decoders.get(INGEST)
     # the memory zone frees the words these texts added to the vocabulary (~4 per Wikipedia
-    # sentence, without bound over a long ingestion); the Docs die inside it, as plain
-    # `Entity` values leave it
-    with _use[INGEST], _blas_threads().limit(limits=1, user_api="blas"), nlp.memory_zone():
-        if decoder is None:
-            return [entities_of(doc) for doc in nlp.pipe(
-                texts, batch_size=batch_size, disable=not_needed_for_entities(nlp))]
-        found: list[list[Entity]] = []
-        for start in range(0, len(texts), batch_size):
-            docs = [nlp.make_doc(text) for text in texts[start:start + batch_size]]
-            spans = decoder.decode(docs)
-            if spans is None:  # preset annotations: spaCy's loop honours them
-                spans = [doc.ents for doc in decoder.ner.pipe(docs)]
-            found.extend(entities_of(s) for s in spans)
-        return found
+    # sentence, without bound over a long ingestion) but the kept ones; the Docs die inside
+    # it, as plain `Entity` values leave it
+    with _use[INGEST], _blas_threads().limit(limits=1, user_api="blas"):
+        _kept_words.keep_repeated(nlp, texts)
+        with nlp.memory_zone():
+            if decoder is None:
+                return [entities_of(doc) for doc in nlp.pipe(
+                    texts, batch_size=batch_size, disable=not_needed_for_entities(nlp))]
+            found: list[list[Entity]] = []
+            for start in range(0, len(texts), batch_size):
+                docs = [nlp.make_doc(text) for text in texts[start:start + batch_size]]
+                spans = decoder.decode(docs)
+                if spans is None:  # preset annotations: spaCy's loop honours them
+                    spans = [doc.ents for doc in decoder.ner.pipe(docs)]
+                found.extend(entities_of(s) for s in spans)
+            return found
 
 
 # a day after one of these is ahead of the deed ("booked for Saturday", "has the kids from

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
 from memroute.memory import ModelUnavailableError, make_embedder, make_reranker
-from memroute.memory.embedders.minilm_onnx import MiniLMOnnxEmbedder
+from memroute.memory.embedders.minilm_onnx import MiniLMOnnxEmbedder, MiniLMWindows
 from memroute.memory.rerankers import OfflineReranker, RerankCandidate, RerankQuery, fuse_scores
 from memroute.memory.rerankers.offline import bm25_okapi, term_ids
 from memroute.memory.splitter import split_sentences
@@ -76,8 +76,8 @@ async def test_offline_reranker_prefers_relevant_clusters(embedder) -> None:
 
 
 def test_embedder_batches_texts_of_like_length(embedder, monkeypatch) -> None:
-    """Texts of mixed lengths go to the model in batches padded at most `MAX_PADDING`
-    times their own tokens, with the vectors each text gets alone."""
+    """Texts of mixed lengths go to the model in few batches of like length (as
+    `like_length_batches` cuts them), with the vectors each text gets alone."""
     from memroute.memory.embedders import minilm_onnx
 
     texts = ["Rain.", "A grey cat sleeps.", "Paris hosts the Eiffel Tower, a tower of iron.",
@@ -85,19 +85,62 @@ def test_embedder_batches_texts_of_like_length(embedder, monkeypatch) -> None:
              "Bananas are yellow and sweet.", "Tea."]
     alone = np.vstack([embedder.encode([t]) for t in texts])
     session = embedder._session
-    shapes: list[tuple[int, int, int]] = []
+    shapes: list[tuple[int, int]] = []
 
     class Recording:
         def run(self, names, feeds):
-            mask = feeds["attention_mask"]
-            shapes.append((*mask.shape, int(mask.sum())))
+            shapes.append(feeds["attention_mask"].shape)
             return session.run(names, feeds)
 
     monkeypatch.setattr(embedder, "_session", Recording())
     batched = embedder.encode(texts)
     assert np.allclose(batched, alone, atol=1e-5)
-    assert sum(rows for rows, _, _ in shapes) == len(texts) and len(shapes) < len(texts)
-    assert all(rows * width <= minilm_onnx.MAX_PADDING * tokens for rows, width, tokens in shapes)
+    lengths = [len(e.ids) for e in embedder._tokenizer.encode_batch(texts)]
+    cut = minilm_onnx.like_length_batches(lengths, embedder.batch_size)
+    assert shapes == [(len(b), max(lengths[i] for i in b)) for b in cut]
+    assert 1 < len(shapes) < len(texts)
+
+
+@given(st.lists(st.integers(1, 256), min_size=1, max_size=9), st.integers(1, 5))
+def test_like_length_batches_cut_at_the_least_cost(lengths: list[int], batch_size: int) -> None:
+    """Every text in one batch; each batch within ``batch_size`` and the attention bound; no
+    cut of the sorted texts into batches costs less (all 2^(n-1) cuts tried)."""
+    from itertools import combinations
+
+    from memroute.memory.embedders.minilm_onnx import (
+        MAX_BATCH_ATTENTION,
+        RUN_COST_TOKENS,
+        like_length_batches,
+    )
+
+    def cost(batches: list[list[int]]) -> int:
+        return sum(RUN_COST_TOKENS + len(b) * max(b) for b in batches)
+
+    def allowed(batch: list[int]) -> bool:
+        return len(batch) <= batch_size and (len(batch) == 1
+                                             or len(batch) * max(batch) ** 2 <= MAX_BATCH_ATTENTION)
+
+    batches = like_length_batches(lengths, batch_size)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    widths = [[lengths[i] for i in b] for b in batches]
+    assert all(allowed(b) for b in widths)
+    ordered = sorted(lengths)
+    cuts = [[ordered[a:b] for a, b in zip((0, *points), (*points, len(ordered)))]
+            for r in range(len(ordered)) for points in combinations(range(1, len(ordered)), r)]
+    assert cost(widths) == min(cost(c) for c in cuts if all(allowed(b) for b in c))
+
+
+@pytest.fixture(scope="module")
+def windows() -> MiniLMWindows:
+    return MiniLMWindows()
+
+
+@given(text=st.text(max_size=300) | st.text(st.characters(codec="utf-8"), min_size=60,
+                                           max_size=260))
+def test_a_short_text_is_one_window_without_its_tokens(windows: MiniLMWindows,
+                                                       text: str) -> None:
+    """The windows of a text short enough to skip the tokenizer are the tokenizer's."""
+    assert windows(text) == windows.windows(text)
 
 
 def test_fuse_scores() -> None:

@@ -16,9 +16,12 @@ def invented_sentences(n: int) -> list[str]:
             f"Brevaskia on Tuesday." for _ in range(n)]
 
 
-def test_ingestion_adds_no_strings_to_the_vocabulary_and_finds_the_same_entities() -> None:
+def test_ingestion_adds_no_new_words_to_the_vocabulary_and_finds_the_same_entities(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     ingest = nlp.load_pipeline(nlp.INGEST)
+    monkeypatch.setattr(nlp, "_kept_words", nlp._KeptWords())
     nlp.extract_entities(invented_sentences(4))  # the first batch may intern fixed strings
+    nlp.extract_entities(invented_sentences(4))  # the words met again are kept from now on
     before = len(ingest.vocab.strings)
     texts = invented_sentences(200)
     found = nlp.extract_entities(texts)
@@ -42,3 +45,22 @@ def test_the_query_pipeline_is_replaced_once_its_vocabulary_is_large(
     # a parse made by the replaced pipeline is still whole, and the fresh one agrees with it
     assert [t.text for t in kept] == ["Where", "did", "Zorvath", "meet", "Quillon", "?"]
     assert nlp.entities_of(kept) == nlp.entities_of(fresh(question))
+
+
+def test_ingestion_keeps_words_met_again_up_to_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A word seen in two batches stays in the vocabulary; at most `KEPT_WORDS_MAX` do."""
+    ingest = nlp.load_pipeline(nlp.INGEST)
+    monkeypatch.setattr(nlp, "_kept_words", nlp._KeptWords())
+    monkeypatch.setattr(nlp, "KEPT_WORDS_MAX", 3)
+    words = [f"zq{uuid.uuid4().hex[:10]}" for _ in range(6)]
+    first, later = " ".join(words[:3]), " ".join(words[3:])
+    before = len(ingest.vocab.strings)
+    found = nlp.extract_entities([first])
+    assert not any(w in ingest.vocab.strings for w in words)  # seen once: gone with the batch
+    assert nlp.extract_entities([first]) == found
+    assert all(w in ingest.vocab.strings for w in words[:3])
+    grown = len(ingest.vocab.strings)
+    assert grown > before
+    for _ in range(2):  # met again, but the bound is reached
+        nlp.extract_entities([later])
+    assert not any(w in ingest.vocab.strings for w in words[3:]) and len(ingest.vocab.strings) == grown

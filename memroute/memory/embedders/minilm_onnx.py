@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -27,10 +28,35 @@ MAX_TOKENS = 256
 # memory. Two texts of 256 tokens, or 16 sentences of up to 90 tokens (the usual ones, at
 # full speed); 16 texts of 256 tokens took ~600 MB at their peak.
 MAX_BATCH_ATTENTION = 2 * MAX_TOKENS**2
-# A batch's padded tokens are at most this many times its texts' own: ten sentences of mixed
-# lengths padded to the longest took ~1.6x the time of the same sentences embedded in batches
-# of like length (docs/benchmarks.md)
-MAX_PADDING = 1.2
+# What one model run costs beside its tokens, in tokens: on this machine's two cores a run
+# took ~3 ms of CPU plus ~0.26 ms per (padded) token, ~12 tokens' worth (docs/benchmarks.md)
+RUN_COST_TOKENS = 12
+
+
+def like_length_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
+    """The indices of ``lengths`` (token counts) cut into model batches of like length, at
+    the least cost: each batch costs `RUN_COST_TOKENS` plus its rows times its longest text
+    (padding), with at most ``batch_size`` rows and `MAX_BATCH_ATTENTION`. Texts sorted by
+    length, cut where the cost is least (dynamic programming over the cut points)."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    widths = [lengths[i] for i in order]
+    best = [0] * (len(order) + 1)
+    cut = [0] * (len(order) + 1)
+    for end in range(1, len(order) + 1):
+        width = widths[end - 1]
+        best[end], cut[end] = best[end - 1] + RUN_COST_TOKENS + width, end - 1
+        for start in range(end - 2, max(0, end - batch_size) - 1, -1):
+            rows = end - start
+            if rows * width ** 2 > MAX_BATCH_ATTENTION:
+                break
+            cost = best[start] + RUN_COST_TOKENS + rows * width
+            if cost < best[end]:
+                best[end], cut[end] = cost, start
+    batches, end = [], len(order)
+    while end:
+        batches.append(order[cut[end]:end])
+        end = cut[end]
+    return batches[::-1]
 
 
 def _default_model_path() -> tuple[Path, str | None]:
@@ -55,6 +81,14 @@ class MiniLMWindows:
         self.tokenizer.no_padding()
 
     def __call__(self, text: str) -> list[str]:
+        # each token covers at least one character of the text as the tokenizer normalises
+        # it (lowercased, decomposed): a text no longer than a window fits whole, untokenized
+        if len(unicodedata.normalize("NFD", text.lower())) <= MAX_TOKENS - 2:
+            return [text]
+        return self.windows(text)
+
+    def windows(self, text: str) -> list[str]:
+        """``text``'s windows, from its tokens."""
         encoding = self.tokenizer.encode(text)
         offsets = [o for o, special in zip(encoding.offsets, encoding.special_tokens_mask)
                    if not special]
@@ -179,27 +213,14 @@ class MiniLMOnnxEmbedder:
         """Synchronous batch encoding (runs in a worker thread from the async methods), with
         the query model when ``queries``.
 
-        Batches hold at most ``batch_size`` texts of like length (``MAX_PADDING``) and
-        ``MAX_BATCH_ATTENTION``, which bounds the memory one batch of long texts takes."""
+        Batches hold at most ``batch_size`` texts of like length (`like_length_batches`)
+        and ``MAX_BATCH_ATTENTION``, which bounds the memory one batch of long texts takes."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         session = self._query_session if queries else self._session
         encodings = self._tokenizer.encode_batch(texts)
-        # Sorting by length keeps padding small within each batch.
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        start = 0
-        while start < len(order):
-            end, tokens = start + 1, len(encodings[order[start]].ids)
-            while end < len(order) and end - start < self.batch_size:
-                width = len(encodings[order[end]].ids)
-                if ((end - start + 1) * width ** 2 > MAX_BATCH_ATTENTION
-                        or (end - start + 1) * width > MAX_PADDING * (tokens + width)):
-                    break
-                tokens += width
-                end += 1
-            idx = order[start:end]
-            start = end
+        for idx in like_length_batches([len(e.ids) for e in encodings], self.batch_size):
             width = max(len(encodings[i].ids) for i in idx)
             ids = np.zeros((len(idx), width), dtype=np.int64)
             mask = np.zeros((len(idx), width), dtype=np.int64)
