@@ -137,9 +137,9 @@ def windows() -> MiniLMWindows:
 
 @given(text=st.text(max_size=300) | st.text(st.characters(codec="utf-8"), min_size=60,
                                            max_size=260))
-def test_a_short_text_is_one_window_without_its_tokens(windows: MiniLMWindows,
-                                                       text: str) -> None:
-    """The windows of a text short enough to skip the tokenizer are the tokenizer's."""
+def test_a_texts_windows_are_its_tokens_windows(windows: MiniLMWindows, text: str) -> None:
+    """The windows of any text, the short ones read without the tokenizer, are the ones its
+    tokens give."""
     assert windows(text) == windows.windows(text)
 
 

@@ -82,8 +82,8 @@ async def sentence_entities(texts: list[str], producers: list[str],
         if speaker is not None and all(e.key != speaker.key for e in entities):
             entities = [*entities, speaker]
         out.append(entities)
-    if said_at is not None and any(_day_expressions(e, at) for e, at in zip(out, said_at)):
-        out = await asyncio.to_thread(_with_days, texts, out, said_at)
+    if said_at is not None:
+        out = await _with_days(texts, out, said_at)
     return out
 
 
@@ -94,20 +94,28 @@ def _day_expressions(entities: list[Entity], said_at: datetime | None) -> list[s
     return [e.text for e in entities if e.label == "DATE" and names_a_day(e.text, said_at)]
 
 
-def _with_days(texts: list[str], found: list[list[Entity]],
-               said_at: list[datetime | None]) -> list[list[Entity]]:
-    """Each sentence's entities and a `DAY_LABEL` entity per day it names; a sentence naming a
-    weekday or a day of the month alone is parsed for its tense (`dates_told_in_past`)."""
+async def _with_days(texts: list[str], found: list[list[Entity]],
+                     said_at: list[datetime | None]) -> list[list[Entity]]:
+    """Each sentence's entities and a `DAY_LABEL` entity per day it names (off the event
+    loop, when any does); a sentence naming a weekday or a day of the month alone is parsed
+    for its tense (`dates_told_in_past`)."""
+    expressions = [_day_expressions(e, at) for e, at in zip(found, said_at, strict=True)]
+    if not any(expressions):
+        return found
+    return await asyncio.to_thread(_add_days, texts, found, said_at, expressions)
+
+
+def _add_days(texts: list[str], found: list[list[Entity]], said_at: list[datetime | None],
+              expressions: list[list[str]]) -> list[list[Entity]]:
     out = []
-    for text, entities, at in zip(texts, found, said_at, strict=True):
-        expressions = _day_expressions(entities, at)
-        if not expressions:
+    for text, entities, at, named in zip(texts, found, said_at, expressions, strict=True):
+        if not named:
             out.append(entities)
             continue
-        bare = [x for x in expressions if is_bare_day(x)]
+        bare = [x for x in named if is_bare_day(x)]
         past = dates_told_in_past(text, bare) if bare else frozenset()
         days = [Entity(day.date().isoformat(), day_key(day), DAY_LABEL)
-                for day in days_named(expressions, at, past)]
+                for day in days_named(named, at, past)]
         out.append([*entities, *days])
     return out
 
@@ -205,13 +213,12 @@ async def backfill(conn: AsyncConnection, schema: str, batch: int = 256) -> int:
             break
         found = await sentence_entities([r[3] for r in rows], [r[4] for r in rows],
                                         [r[5] for r in rows])
-        async with conn.transaction():
-            async with conn.cursor() as update:
-                await update.executemany(
-                    f"UPDATE {schema}.sentences SET entity_keys = %s, entities = %s "
-                    "WHERE scope_key = %s AND episode_uid = %s AND idx = %s",
-                    [(*entity_columns(entities), r[0], r[1], r[2])
-                     for r, entities in zip(rows, found, strict=True)])
+        async with conn.transaction(), conn.cursor() as update:
+            await update.executemany(
+                f"UPDATE {schema}.sentences SET entity_keys = %s, entities = %s "
+                "WHERE scope_key = %s AND episode_uid = %s AND idx = %s",
+                [(*entity_columns(entities), r[0], r[1], r[2])
+                 for r, entities in zip(rows, found, strict=True)])
         filled += len(rows)
     return filled + await _backfill_days(conn, schema, batch)
 
@@ -232,16 +239,14 @@ async def _backfill_days(conn: AsyncConnection, schema: str, batch: int) -> int:
             return filled
         after = rows[-1][:3]
         stored = [[Entity(e["text"], e["key"], e["label"]) for e in r[5]] for r in rows]
-        dated = await asyncio.to_thread(_with_days, [r[3] for r in rows], stored,
-                                        [r[4] for r in rows])
+        dated = await _with_days([r[3] for r in rows], stored, [r[4] for r in rows])
         days = [[e.key for e in entities if e.label == DAY_LABEL] for entities in dated]
         updates = [(keys, *r[:3]) for r, keys in zip(rows, days, strict=True) if keys]
         if updates:
-            async with conn.transaction():
-                async with conn.cursor() as update:
-                    await update.executemany(
-                        f"UPDATE {schema}.sentences SET entity_keys = entity_keys || %s::text[] "
-                        "WHERE scope_key = %s AND episode_uid = %s AND idx = %s", updates)
+            async with conn.transaction(), conn.cursor() as update:
+                await update.executemany(
+                    f"UPDATE {schema}.sentences SET entity_keys = entity_keys || %s::text[] "
+                    "WHERE scope_key = %s AND episode_uid = %s AND idx = %s", updates)
         filled += len(updates)
 
 

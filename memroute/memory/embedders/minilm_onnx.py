@@ -29,8 +29,9 @@ MAX_TOKENS = 256
 # full speed); 16 texts of 256 tokens took ~600 MB at their peak.
 MAX_BATCH_ATTENTION = 2 * MAX_TOKENS**2
 # What one model run costs beside its tokens, in tokens: on this machine's two cores a run
-# took ~3 ms of CPU plus ~0.26 ms per (padded) token, ~12 tokens' worth (docs/benchmarks.md)
-RUN_COST_TOKENS = 12
+# took ~2.5 ms of CPU plus ~0.27 ms per (padded) token, ~10 tokens' worth (docs/research.md,
+# "Recall at 50,000 sentences; 16 tenants' ingestion")
+RUN_COST_TOKENS = 10
 
 
 def like_length_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
