@@ -29,6 +29,7 @@ from pathlib import Path
 
 from benchmarks.memory import load_average, machine_info, write_report
 from benchmarks.synthetic import fill_word_store, random_words, vocabulary
+from memroute.memory.bounds import ReadBound
 from memroute.memory import Episode, Memory, Scope, sql
 from memroute.memory.limits import MAX_EPISODES_PER_CALL, MAX_QUERY_CHARS
 from memroute.settings import MemrouteSettings
@@ -67,7 +68,7 @@ async def lexical_case(sentences: int, queries: int) -> dict:
                                  ("short_query_ms", random_words(words, 40, i))):
                 async with memory._pool.connection() as conn:
                     start = time.perf_counter()
-                    hits = await sql.lexical_lane(conn, memory.schema, scope.key, query, None, 60)
+                    hits = await sql.lexical_lane(conn, memory.schema, scope.key, query, ReadBound(), 60)
                     timings[label].append((time.perf_counter() - start) * 1000)
                     assert hits, f"the lexical lane found nothing for the {label[:-3]}"
         return {"sentences": sentences, "fill_s": round(fill_s, 1), **{

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import psutil
 
+from memroute.memory.bounds import ReadBound
 from memroute.memory import Episode, Memory, Scope, entity_sql
 from memroute.memory.embedders.base import l2_normalize
 from memroute.memory.embedders.minilm_onnx import MiniLMOnnxEmbedder
@@ -457,9 +458,10 @@ async def statement_stages(memory: Memory, scope: Scope, queries: list[str],
     for q in queries:
         embedding = (await memory.embed_queries([q]))[0]
         extra = memory._search_lanes(scope.key, q, embedding,
-                                    await entity_sql.query_keys(q, lanes), None, k=k,
+                                    await entity_sql.query_keys(q, lanes), ReadBound(), (),
+                                    k=k,
                                     limit=limit, lexical=lanes)
-        statement, params = sql.search_statement(memory.schema, scope.key, embedding, None,
+        statement, params = sql.search_statement(memory.schema, scope.key, embedding, ReadBound(),
                                                  limit=limit, before=context[0],
                                                  after=context[1], lanes=extra)
         async with memory._pool.connection() as conn:

@@ -29,6 +29,7 @@ from memroute.settings import MemrouteSettings
 from memroute.planners import Planner, make_planner
 from memroute.strategies.base import Strategy
 from memroute.strategies.budget import Budget
+from memroute.time.as_of import as_of_text
 
 _COUNTS = ("llm_calls", "input_tokens", "output_tokens", "wall_ms")
 
@@ -126,6 +127,7 @@ class RetrievalAgent:
     confidence threshold, ``"auto"`` is the rule above; ``None`` is ``MEMROUTE_PLANNER``
     (default ``auto``). ``max_latency_s``: the deadline of a request whose budget sets none
     (default `DEFAULT_MAX_LATENCY_S`, 30 s; ``None``: no default deadline).
+    ``expired_items``: LangGraph store items past their ttl are found too (default: never).
     """
 
     def __init__(self, memory: Memory | SyncMemory, llm: Any = None,
@@ -136,7 +138,8 @@ class RetrievalAgent:
                  rerank_mode: Literal["fused", "concat"] = "fused",
                  search_concurrency: int = 4, context: tuple[int, int] | None = None,
                  policies: GraphPolicies | None = None,
-                 max_latency_s: float | None = DEFAULT_MAX_LATENCY_S) -> None:
+                 max_latency_s: float | None = DEFAULT_MAX_LATENCY_S,
+                 expired_items: bool = False) -> None:
         memory, self.loop = memory_and_loop(memory)  # runs go where the memory's pool lives
         self.settings = settings or memory.settings
         if reranker is not None:  # a view of the same store (same pool) with another reranker
@@ -150,7 +153,7 @@ class RetrievalAgent:
         self.planner = planner
         self.options = {"max_hops": max_hops, "sufficient_confidence": sufficient_confidence,
                         "rerank_mode": rerank_mode, "search_concurrency": search_concurrency,
-                        "neighbours": context}
+                        "neighbours": context, "expired_items": expired_items}
         RetrievalContext(memory=self.memory, planner=self.planner, **self.options)  # validate
         self.policies = policies or GraphPolicies.from_settings(self.settings)
         self.graph = compiled_retrieval_graph(self.policies)
@@ -172,7 +175,7 @@ class RetrievalAgent:
         return {"query": query, "scope": scope.as_dict() if isinstance(scope, Scope) else scope,
                 "k": k, "filters": filters, "strategy": strategy,
                 "budget": None if budget is None else asdict(budget),
-                "as_of": as_of.isoformat() if isinstance(as_of, datetime) else as_of}
+                "as_of": as_of_text(as_of)}
 
     def _config(self, request: dict[str, Any], config: dict | None) -> dict[str, Any]:
         """The caller's run config with the request's trace metadata and tags added."""
@@ -192,8 +195,10 @@ class RetrievalAgent:
                         as_of: datetime | str | None = None,
                         config: dict | None = None) -> RetrievalResult:
         """Retrieve the top ``k`` results for ``query`` within ``scope``, as of ``as_of``
-        (a datetime or ISO-8601 text, naive = UTC; ``None``: now): "last week" is the week
-        before it, and nothing produced after a given ``as_of`` is searched. The run's trace
+        (a datetime, ISO-8601 text or a date, `memroute.time.parse_as_of`; ``None``: now):
+        "last week" is the week before it on its own calendar, and nothing produced after a
+        given ``as_of`` is returned, matched turn or context. ``filters``: one filter, or a
+        list of filters that must all hold. The run's trace
         carries the request (``memroute_*`` metadata, ``memroute:*`` tags), and its
         ``memroute_decision`` child run the route and stop reason too."""
         request = self._input(query, scope, k, filters, strategy, budget, as_of)

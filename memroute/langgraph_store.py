@@ -362,7 +362,8 @@ class MemrouteStore(BaseStore):
         self.embeddings = self._index.embeddings
         self.ttl_config = _check_ttl_config(ttl)
         self.strategy = strategy
-        self.agent = agent or RetrievalAgent(memory, context=(0, 0))
+        self.agent = agent or RetrievalAgent(memory, context=(0, 0),
+                                             expired_items=not self.omit_expired)
         self.items = self.memory.items
         # the loop the memory's pool lives on (a Memory's: its caller's, known once used)
         self._home = self.loop.loop if isinstance(self.loop, LoopHandle) else _running_loop()

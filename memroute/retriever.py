@@ -34,11 +34,12 @@ from memroute.memory.models import (
 )
 from memroute.memory.sync import memory_and_loop
 from memroute.strategies.base import Strategy
+from memroute.time.as_of import as_of_text
 
 CALL_OPTIONS = ("k", "filters", "strategy", "budget", "scope", "as_of")
 # LangChain's ``search_kwargs`` names (``VectorStoreRetriever``) and the fields they set
 SEARCH_KWARGS = {"k": "k", "filter": "filters", "filters": "filters", "strategy": "strategy",
-                 "budget": "budget"}
+                 "budget": "budget", "as_of": "as_of"}
 
 
 def render_turn(episode: Episode) -> str:
@@ -73,8 +74,8 @@ class MemrouteRetriever(BaseRetriever):
     filters: dict[str, Any] | None = None
     strategy: Strategy = "auto"
     budget: Any = None
-    # when the question is asked (datetime or ISO-8601; None: now): "last week" is the week
-    # before it, and nothing produced after it is searched
+    # when the question is asked (`memroute.time.parse_as_of`; None: now): "last week" is the
+    # week before it, and nothing produced after it is returned
     as_of: datetime | str | None = None
     agent: Any = None
     llm: Any = None
@@ -85,7 +86,7 @@ class MemrouteRetriever(BaseRetriever):
 
     def __init__(self, **options: Any) -> None:
         """As any retriever, plus LangChain's ``search_kwargs`` (``k``, ``filter``, and
-        ``filters``, ``strategy``, ``budget``). An unknown or bad option is an
+        ``filters``, ``strategy``, ``budget``, ``as_of``). An unknown or bad option is an
         `InvalidInputError`, never silently ignored."""
         fields = type(self).model_fields
         unknown = sorted(str(name) for name in options
@@ -113,6 +114,11 @@ class MemrouteRetriever(BaseRetriever):
     @classmethod
     def _scope(cls, value: Any) -> Scope:
         return coerce_scope(value)
+
+    @field_validator("as_of", mode="before")
+    @classmethod
+    def _as_of(cls, value: Any) -> str | None:
+        return as_of_text(value)  # an `InvalidInputError` (a ValueError) names what is wrong
 
     def model_post_init(self, context: Any, /) -> None:
         _, self._loop = memory_and_loop(self.memory)

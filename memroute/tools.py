@@ -18,10 +18,10 @@ from pydantic import BaseModel, Field
 
 from memroute.memory import Memory, Scope, ScoredResult, SyncMemory
 from memroute.errors import InvalidInputError, MemrouteError
-from memroute.graph.tool_select import coerce_as_of
 from memroute.memory.limits import MAX_K
 from memroute.memory.models import ShownWindow, coerce_scope, disjoint_windows
 from memroute.memory.sync import memory_and_loop
+from memroute.time.as_of import as_of_text
 
 DESCRIPTION = (
     "Search long-term memory (earlier conversations and stored notes) for facts that help "
@@ -57,7 +57,7 @@ class MemorySearch:
         self._agent = agent
         self.strategy = strategy
         self.budget = budget
-        self.as_of = coerce_as_of(as_of)  # None: each search as of its own time
+        self.as_of = as_of_text(as_of)  # None: each search as of its own time
         self._cache: OrderedDict[str, tuple[list[ScoredResult], str]] = OrderedDict()
         self._cache_size = cache_size
 
@@ -82,12 +82,8 @@ class MemorySearch:
             entry = (list(found.results), f" · route {found.route}, {len(found.queries)} "
                      f"quer{'y' if len(found.queries) == 1 else 'ies'}")
         else:
-            filters = self.filters
-            if self.as_of is not None:  # nothing produced after it
-                bound = {"produced_at": {"$lte": self.as_of}}
-                filters = {"$and": [filters, bound]} if filters else bound
             results = await self.memory.search_scored(self.scope, query, k=self.max_results,
-                                                      filters=filters)
+                                                      filters=self.filters, as_of=self.as_of)
             entry = (list(results), "")
         self._cache[key] = entry
         while len(self._cache) > self._cache_size:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from memroute.memory.bounds import ReadBound
 from memroute import nlp
 from memroute.errors import ModelUnavailableError
 from memroute.memory import Memory, Scope, sql
@@ -207,7 +208,7 @@ async def test_entity_lane_ranks_most_keys_matched_then_nearest(memory: Memory) 
         rows = await cur.fetchall()
         for filters, limit in [(None, 60), (None, 4), ({"n": 1}, 60)]:
             hits = await sql.lane_hits(conn, entity_lane_sql(
-                memory.schema, scope.key, keys, embedding, filters, limit))
+                memory.schema, scope.key, keys, embedding, ReadBound.of(filters), limit))
             expected = sorted(
                 ((-len(set(k) & set(keys)), distance, text) for text, k, distance, n in rows
                  if k and set(k) & set(keys) and (filters is None or n == 1)))[:limit]
@@ -231,7 +232,7 @@ async def test_entity_lane_ranks_a_bounded_number_of_sentences_per_name(
     async def lane(keys: list[str]) -> list[str]:
         async with memory._pool.connection() as conn:
             return [h.text for h in await sql.lane_hits(conn, entity_lane_sql(
-                memory.schema, scope.key, keys, embedding, None, 60))]
+                memory.schema, scope.key, keys, embedding, ReadBound(), 60))]
 
     assert len(await lane(["clara"])) == 13
     monkeypatch.setattr(entity_sql, "ENTITY_CANDIDATES_PER_KEY", 4)

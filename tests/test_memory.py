@@ -10,6 +10,7 @@ import numpy as np
 import psycopg
 import pytest
 
+from memroute.memory.bounds import ReadBound
 from memroute.memory import (
     EmbedderMismatchError,
     Episode,
@@ -328,7 +329,7 @@ async def test_a_failed_search_read_leaves_its_connection_as_it_found_it(memory:
     vector[0] = 1.0
     async with memory._pool.connection() as conn:
         with pytest.raises(psycopg.errors.UndefinedTable):
-            await sql.read_search(conn, "no_such_schema", "s", vector, None, limit=5,
+            await sql.read_search(conn, "no_such_schema", "s", vector, ReadBound(), limit=5,
                                   before=1, after=1, timeout_ms=2000)
         assert conn.info.transaction_status == TransactionStatus.IDLE
         assert conn.autocommit is False

@@ -17,6 +17,7 @@ import pytest
 from psycopg.errors import QueryCanceled
 
 from benchmarks.synthetic import fill_word_store, random_words, vocabulary
+from memroute.memory.bounds import ReadBound
 from memroute.errors import StatementTimeoutError
 from memroute.memory import Episode, Memory, Scope, sql
 from memroute.memory.limits import MAX_LEXICAL_TERMS, MAX_QUERY_CHARS
@@ -45,7 +46,7 @@ async def test_common_terms_are_not_searched_when_a_rare_one_is(analyzed) -> Non
     memory, scope = analyzed
     async with memory._pool.connection() as conn:
         hits = await sql.lexical_lane(conn, memory.schema, scope.key,
-                                      "weather report from Zanzibar", None, 10)
+                                      "weather report from Zanzibar", ReadBound(), 10)
     # "weather" and "report" match 300 sentences each (over 1%): only "zanzibar" is searched
     assert sorted(h.text for h in hits) == sorted(ZANZIBAR)
 
@@ -53,7 +54,7 @@ async def test_common_terms_are_not_searched_when_a_rare_one_is(analyzed) -> Non
 async def test_a_query_of_common_terms_still_searches_its_rarest(analyzed) -> None:
     memory, scope = analyzed
     async with memory._pool.connection() as conn:
-        hits = await sql.lexical_lane(conn, memory.schema, scope.key, "weather report", None,
+        hits = await sql.lexical_lane(conn, memory.schema, scope.key, "weather report", ReadBound(),
                                       10)
     assert len(hits) == 10 and all("eather" in h.text for h in hits)
 
@@ -84,9 +85,9 @@ async def test_term_statistics_are_read_with_a_search_once_a_minute(
         assert "weather" in terms and "zanzibar" in terms and len(freqs) == len(terms) + 2
         for query in ["weather report from Zanzibar", "weather report", "Zanzibar ferry"]:
             assert await sql.lane_hits(conn, sql.lexical_lane_sql(
-                memory.schema, scope.key, query, None, 10, stats)) == \
+                memory.schema, scope.key, query, ReadBound(), 10, stats)) == \
                 await sql.lane_hits(conn, sql.lexical_lane_sql(
-                    memory.schema, scope.key, query, None, 10))
+                    memory.schema, scope.key, query, ReadBound(), 10))
     monkeypatch.setattr(sql, "TERM_STATS_MAX_AGE_S", 0.0)
     await memory.search_scored(scope, "weather report from Zanzibar", k=2, lexical=True)
     assert asked[-1] is True
@@ -178,7 +179,7 @@ async def test_only_the_first_distinct_terms_of_a_query_count(memory: Memory,
                              Episode(uid="last", content=f"Note {words[-1]}.")])
     query = " ".join(words + [words[0]])  # a repeated term counts once
     async with memory._pool.connection() as conn:
-        hits = await sql.lexical_lane(conn, memory.schema, scope.key, query, None, 10)
+        hits = await sql.lexical_lane(conn, memory.schema, scope.key, query, ReadBound(), 10)
     assert [h.episode_uid for h in hits] == ["first"]
 
 
@@ -186,7 +187,7 @@ async def test_lexical_lane_past_its_timeout_is_dropped_and_the_search_goes_on(
         memory: Memory, word_scope: Scope) -> None:
     async with memory._pool.connection() as conn, conn.transaction():
         await conn.execute("SET LOCAL statement_timeout = 1")
-        hits = await sql.lexical_lane(conn, memory.schema, word_scope.key, long_query(), None,
+        hits = await sql.lexical_lane(conn, memory.schema, word_scope.key, long_query(), ReadBound(),
                                       10)
         await conn.execute("SET LOCAL statement_timeout = 0")
         count = await (await conn.execute(
@@ -218,14 +219,14 @@ async def test_a_timed_out_search_statement_leaves_its_connection_usable(
     5 runs) must not poison it: the next searches on it succeed (they failed with
     "prepared statement _pg3_N does not exist" before)."""
     embedding = (await memory.embed_queries(["ferry timetable"]))[0]
-    lanes = [sql.lexical_lane_sql(memory.schema, word_scope.key, long_query(), None, 10)]
+    lanes = [sql.lexical_lane_sql(memory.schema, word_scope.key, long_query(), ReadBound(), 10)]
     outcomes = []
     async with memory._pool.connection() as conn:
         for run in range(12):
             timeout_ms = 1 if run in (4, 5, 6) else 30_000
             try:
                 found = await sql.read_search(conn, memory.schema, word_scope.key, embedding,
-                                              None, limit=30, before=1, after=2,
+                                              ReadBound(), limit=30, before=1, after=2,
                                               timeout_ms=timeout_ms, lanes=lanes)
                 outcomes.append(len(found.nuclei))
             except QueryCanceled:

@@ -254,8 +254,8 @@ async def test_retrieve_reports_the_hops_as_the_stream_and_the_library_do(
 
 
 async def test_retrieve_is_asked_as_of_a_time(tenant_factory) -> None:
-    """``as_of`` anchors "last week" and bounds what is searched; a naive or bad time is the
-    typed 422."""
+    """``as_of`` anchors "last week" and bounds what is searched; a naive time is UTC, and a
+    bad one (a number, words, the calendar's edge) the typed 422."""
     t = await tenant_factory()
     await t.client.post("/v1/episodes", json={"scope": t.scope, "episodes": [
         {"content": "I booked a table at Rosa's.", "produced_at": "2024-07-02T12:00:00Z"},
@@ -265,9 +265,12 @@ async def test_retrieve_is_asked_as_of_a_time(tenant_factory) -> None:
     got = (await t.client.post("/v1/retrieve", json=body)).json()
     assert "'last week' = 2024-07-01..07-07" in got["route_reason"], got
     assert [r["nucleus"]["content"] for r in got["results"]] == ["I booked a table at Rosa's."]
-    for bad in ("2024-07-08T09:00:00", "last Tuesday"):
+    # without an offset: UTC, as on every face
+    naive = (await t.client.post("/v1/retrieve", json={**body, "as_of": body["as_of"][:19]}))
+    assert naive.status_code == 200 and naive.json()["results"] == got["results"]
+    for bad in ("last Tuesday", 1720429200, True, "0001-01-01T00:00:00+01:00"):
         refused = await t.client.post("/v1/retrieve", json={**body, "as_of": bad})
-        assert refused.status_code == 422 and "as_of" in refused.text
+        assert refused.status_code == 422 and "as_of" in refused.text, (bad, refused.text)
 
 
 def raw_get(url: str, target: bytes) -> tuple[int, dict]:

@@ -32,10 +32,12 @@ def _check_k(k: int) -> int:
     return k
 
 
-AsOfOpt = Annotated[str | None, typer.Option(
-    "--as-of", help="When the question is asked (ISO-8601, e.g. 2024-07-10T09:00; naive = "
-                    "UTC): 'last week' is the week before it, and nothing produced after it is "
-                    "searched. Default: now.")]
+AS_OF = ("When the question is asked: ISO-8601 with an offset (2025-01-15T09:00+01:00), "
+         "without one (UTC), or a date (2025-01-15: the end of that day, UTC). Nothing "
+         "produced after it is returned. Default: now.")
+AsOfOpt = Annotated[str | None, typer.Option("--as-of", help=AS_OF)]
+AskAsOfOpt = Annotated[str | None, typer.Option(
+    "--as-of", help=AS_OF + " The agent reads 'last week' or 'yesterday' on its calendar.")]
 
 
 @app.command()
@@ -49,19 +51,20 @@ def search(
     json_output: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Direct search of the memory (no agent): results with scores and stage timings."""
+    """Direct search of the memory (no agent): results with scores and stage timings. The
+    query is searched as written: --as-of bounds what is returned, and 'last week' in the
+    query is words to match (`memroute ask` reads it as time)."""
     setup_command(json_output, debug)
+    from memroute.time.as_of import as_of_text
+
     target = parse_scope(scope)
     where = parse_filters(filters)
-    if as_of is not None:  # nothing produced after it
-        from memroute.graph.tool_select import coerce_as_of
-
-        bound = {"produced_at": {"$lte": coerce_as_of(as_of)}}
-        where = {"$and": [where, bound]} if where else bound
-    results = run(_search(target, query, _check_k(k), where))
+    when = as_of_text(as_of)
+    results = run(_search(target, query, _check_k(k), where, when))
     if json_output:
         out.emit_json({
             "query": query, "scope": out.scope_label(target), "k": k, "filters": where,
+            "as_of": when,
             "reranker": results.reranker, "timings_ms": results.timings,
             "results": [out.result_dict(i, r, w) for i, (r, w)
                         in enumerate(zip(results, out.shown_windows(results)), start=1)],
@@ -75,10 +78,11 @@ def search(
     console.print(out.timings_line(results.timings, results.reranker), style="dim")
 
 
-async def _search(scope: Any, query: str, k: int, filters: dict | None) -> Any:
+async def _search(scope: Any, query: str, k: int, filters: dict | None,
+                  as_of: str | None) -> Any:
     memory = await open_memory()
     try:
-        return await memory.search_scored(scope, query, k=k, filters=filters)
+        return await memory.search_scored(scope, query, k=k, filters=filters, as_of=as_of)
     finally:
         await memory.close()
 
@@ -100,7 +104,7 @@ def ask(
         min=0, help="Budget: input tokens (output is capped at the same number).")] = None,
     explain: Annotated[bool, typer.Option(
         "--explain", help="Show the route, sub-queries or hops, evidence and costs.")] = False,
-    as_of: AsOfOpt = None,
+    as_of: AskAsOfOpt = None,
     scope: ScopeOpt = "default",
     json_output: JsonOpt = False,
     debug: DebugOpt = False,
@@ -122,10 +126,10 @@ def ask(
     if max_llm_calls is not None or max_tokens is not None:
         budget = {"max_llm_calls": max_llm_calls, "max_input_tokens": max_tokens,
                   "max_output_tokens": max_tokens}
-    from memroute.graph.tool_select import coerce_as_of
+    from memroute.time.as_of import as_of_text
 
     options = {"scope": target, "k": k, "filters": parse_filters(filters),
-               "strategy": strategy, "budget": budget, "as_of": coerce_as_of(as_of)}
+               "strategy": strategy, "budget": budget, "as_of": as_of_text(as_of)}
     result = run(_ask(query, planner, options))
     if json_output:
         out.emit_json(out.answer_dict(query, target, result))

@@ -34,7 +34,8 @@ class RetrievalContext:
     after each hit (``search_scored(context=...)``; ``None``: the memory's default);
     ``search_concurrency`` caps concurrent searches of one fan-out;
     ``rerank_mode`` is ``"fused"`` (score against each query, fuse per candidate) or
-    ``"concat"`` (MemMachine's: one concatenated query string).
+    ``"concat"`` (MemMachine's: one concatenated query string); ``expired_items``: store
+    items past their ttl are found too (a LangGraph store whose ttl config keeps them).
     """
 
     memory: Memory
@@ -44,6 +45,7 @@ class RetrievalContext:
     rerank_mode: Literal["fused", "concat"] = "fused"
     search_concurrency: int = 4
     neighbours: tuple[int, int] | None = None  # turns kept around each hit; None: the memory's
+    expired_items: bool = False
     profiles: Mapping[Route, CostProfile] = field(default_factory=default_profiles)
     router_profile: CostProfile = tool_select.COST_PROFILE
     _searches: asyncio.Semaphore | None = field(default=None, init=False, repr=False)

@@ -20,7 +20,6 @@ from memroute.graph.state import (
     WINDOW,
     ResultRecord,
     RetrievalState,
-    as_of_filters,
     as_record,
     for_output,
     from_record,
@@ -245,15 +244,16 @@ def window_first(spoken: list[ResultRecord], windowed: list[ResultRecord],
 
 
 async def with_replies(memory: Any, scope: dict, results: list[ResultRecord],
-                       filters: dict[str, Any] | None = None) -> list[ResultRecord]:
+                       filters: dict[str, Any] | None = None, as_of: str | None = None
+                       ) -> list[ResultRecord]:
     """``results`` with each turn that only asks, or matched by its question, replaced by
-    the reply that follows it in its session (another producer's next turn, when it passes
-    the retrieval's ``filters``), the question kept in its window: a question is no answer,
-    and its reply usually is. A reply already returned is left where it is."""
+    the reply that follows it in its session (another producer's next turn, within the
+    retrieval's ``filters`` and ``as_of``), the question kept in its window: a question is
+    no answer, and its reply usually is. A reply already returned is left where it is."""
     asking = [r["uid"] for r in results if _asks_only(r) or asks(r["matched_sentence"])]
     if not asking:
         return results
-    replies = await memory.replies(scope, asking, filters=filters)
+    replies = await memory.replies(scope, asking, filters=filters, as_of=as_of)
     nuclei = {r["uid"] for r in results}
     out = []
     for record in results:
@@ -340,7 +340,7 @@ def make_final_rerank(resolve: ContextResolver):
         results = with_answer(results, own + pool, list(state.get("answer") or []), k)
         if state.get("strategy") != "direct":  # "direct" stays the plain search
             results = await with_replies(ctx.memory, state["scope"], results,
-                                         as_of_filters(state))
+                                         state.get("filters"), state.get("as_of"))
         results = deduplicated([for_output(r) for r in results])
         stop_reason = state.get("stop_reason") or "done"
         await record_decision(state, stop_reason)

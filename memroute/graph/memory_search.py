@@ -19,7 +19,6 @@ from memroute.graph.state import (
     WINDOW,
     HopSearch,
     RetrievalState,
-    as_of_filters,
     as_record,
     node_cost,
 )
@@ -41,7 +40,12 @@ class SearchTask(TypedDict):
     hop: int
     scope: dict[str, Any]
     k: int
-    filters: dict[str, Any] | None
+    filters: dict[str, Any] | None  # the caller's: they bound the hits and their context
+    # nothing produced after it is read (ISO-8601; absent: the request set none)
+    as_of: NotRequired[str]
+    # what only the matched turns must meet (a speaker, a window of time): their context
+    # comes from the whole memory the bound leaves
+    match: NotRequired[dict[str, Any]]
     # the round of searches this one belongs to (searches of one round run at once)
     round: int
     # its position among the searches of one chain hop (sent at once), 0 for the first
@@ -72,8 +76,9 @@ def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0, *,
     ``search_round``: the round of searches it belongs to (by default a chain's hop, else
     1); ``slot``: its place among the searches one chain hop sends at once. A query other
     than the question carries its composed query (`final_rerank.composed_queries`), which
-    the search embeds beside it."""
-    filters = as_of_filters(state)
+    the search embeds beside it. The request's ``filters`` and ``as_of`` bound every search
+    (`memroute.memory.bounds.ReadBound`); the speaker and the window narrow only the turns
+    it matches."""
     narrower: list[dict[str, Any]] = [{"producer": producer}] if producer else []
     window = []
     if produced_after:
@@ -85,12 +90,14 @@ def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0, *,
         named = {MENTIONS_DAY: {"$in": list(mentions_days)}}
         window = [{"$or": [said, named]} if window else named]
     narrower += window
-    if narrower:
-        parts = [filters, *narrower] if filters else narrower
-        filters = {"$and": parts} if len(parts) > 1 else parts[0]
     task = SearchTask(query=query, role=role, hop=hop, scope=state["scope"],
-                      k=search_k(state["k"], query, state["query"], MAX_K), filters=filters,
+                      k=search_k(state["k"], query, state["query"], MAX_K),
+                      filters=state.get("filters"),
                       round=search_round if search_round is not None else max(hop, 1))
+    if state.get("as_of"):
+        task["as_of"] = state["as_of"]
+    if narrower:
+        task["match"] = {"$and": narrower} if len(narrower) > 1 else narrower[0]
     if slot:
         task["slot"] = slot
     if beside_planner:
@@ -148,9 +155,10 @@ def make_memory_search(resolve: ContextResolver):
             # the last hop, which is not judged), read by the search statement itself
             judged = (task["role"] == "chain"
                       and stop_before_judging(task["hop"], ctx.max_hops) is None)
-            results = await ctx.memory.search_scored(task["scope"], task["query"], k=task["k"],
-                                                     filters=task["filters"],
-                                                     with_entities=judged, **options)
+            results = await ctx.memory.search_scored(
+                task["scope"], task["query"], k=task["k"], filters=task["filters"],
+                as_of=task.get("as_of"), match=task.get("match"), with_entities=judged,
+                expired_items=ctx.expired_items, **options)
             stored = results.entities
             cost = node_cost(NODE, started, detail=f"{task['role']}: {task['query']}")
         pool = {}

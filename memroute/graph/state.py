@@ -266,11 +266,3 @@ class RetrievalState(RetrievalInput, RetrievalOutput, total=False):
 
 OUTPUT_KEYS = tuple(RetrievalOutput.__annotations__)
 
-
-def as_of_filters(state: RetrievalState) -> dict[str, Any] | None:
-    """The retrieval's filters, bounded by its ``as_of``: nothing produced after it exists yet."""
-    filters = state.get("filters")
-    if not state.get("as_of"):
-        return filters
-    bound = {"produced_at": {"$lte": state["as_of"]}}
-    return {"$and": [filters, bound]} if filters else bound

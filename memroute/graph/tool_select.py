@@ -20,6 +20,7 @@ from memroute.graph.events import RouteChosen, as_payload
 from memroute.graph.memory_search import send_planned, send_search
 from memroute.graph.planner_step import PlannerStep, first_attempt_time, limits_for
 from memroute.graph.state import NodeCost, RetrievalState, node_cost
+from memroute.memory.bounds import ReadBound
 from memroute.memory.limits import MAX_K, MAX_QUERY_CHARS
 from memroute.memory.models import coerce_scope, text_problem
 from memroute.strategies import tool_select as strategy
@@ -32,29 +33,9 @@ NODE = "tool_select"
 STEP = "router"
 
 
-def coerce_as_of(value: Any) -> str | None:
-    """A request's ``as_of`` as UTC ISO-8601 text (``None`` stays ``None``: now).
-
-    Raises:
-        InvalidInputError: not a datetime or ISO-8601 text.
-    """
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise InvalidInputError(f"as_of must be an ISO-8601 date-time, got {value!r:.40}") \
-                from None
-    if not isinstance(value, datetime):
-        raise InvalidInputError(f"as_of must be a datetime or ISO-8601 text, got "
-                                f"{type(value).__name__}")
-    value = value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
-    return value.astimezone(timezone.utc).isoformat()
-
-
 def reference_time(state: RetrievalState) -> datetime:
-    """The time the question is asked: the request's ``as_of``, else now."""
+    """The time the question is asked: the request's ``as_of`` (with its own offset), else
+    now."""
     as_of = state.get("as_of")
     return datetime.fromisoformat(as_of) if isinstance(as_of, str) else datetime.now(timezone.utc)
 
@@ -78,14 +59,14 @@ def _request(state: RetrievalState, ctx: RetrievalContext, started_at: float) ->
     if strategy_name not in STRATEGIES:
         raise InvalidInputError(f"strategy must be one of {STRATEGIES}, got {strategy_name!r:.40}")
     filters = state.get("filters")
-    if filters is not None and not isinstance(filters, dict):
-        raise InvalidInputError("filters must be a dict or None")
+    # one filter or a list that must all hold, checked before any planner call is paid for
+    bound = ReadBound.of(filters, state.get("as_of"))
     budget = Budget.coerce(state.get("budget"))
     return {
         "query": query.strip(), "scope": coerce_scope(state.get("scope")).as_dict(), "k": k,
         "filters": filters, "strategy": strategy_name,
         "budget": None if budget is None else asdict(budget), "started_at": started_at,
-        "as_of": coerce_as_of(state.get("as_of")),
+        "as_of": None if bound.as_of is None else bound.as_of.isoformat(),
         "queries": Overwrite([]), "hops": Overwrite([]), "notes": Overwrite([]),
         "pool": Overwrite({}), "selected": Overwrite([]), "hop": Overwrite(0), "answer": [],
         "newest_first": False,

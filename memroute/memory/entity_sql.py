@@ -17,6 +17,7 @@ import asyncio
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from datetime import datetime
 
 import numpy as np
@@ -25,7 +26,7 @@ from psycopg import AsyncConnection
 from memroute._log import get_logger
 from memroute.errors import ModelUnavailableError
 from memroute.memory.coalesce import Coalescer
-from memroute.memory.filters import compile_filter
+from memroute.memory.bounds import ReadBound
 from memroute.memory.limits import ENTITY_CANDIDATES_PER_KEY
 from memroute.memory.sql import ENTITY_ORDER, Lane
 from memroute.nlp import (
@@ -167,16 +168,17 @@ def entity_columns(entities: list[Entity]) -> tuple[list[str], str]:
 
 
 def entity_lane_sql(schema: str, scope_key: str, keys: list[str], embedding: np.ndarray,
-                    filters: dict | None, limit: int) -> Lane:
-    """The entity lane: sentences naming any of ``keys``, most keys matched first, then
-    nearest to the query (GIN index on ``entity_keys``).
+                    bound: ReadBound, limit: int, *, match: Sequence[dict] = ()) -> Lane:
+    """The entity lane: sentences within ``bound`` (meeting ``match``) naming any of
+    ``keys``, most keys matched first, then nearest to the query (GIN index on
+    ``entity_keys``).
 
     At most ``ENTITY_CANDIDATES_PER_KEY`` sentences per key are ranked, the first the index
     gives: a name held by more sentences of the scope (a speaker's own name in a long
     conversation, "American" in an encyclopedia) costs the lane a bounded time, and the
     vector probe still finds the nearest of the rest. A sentence's matched keys are counted
     with one containment test per key, and only the best ``limit`` are numbered."""
-    where, params = compile_filter(filters, "s", sentences=True)
+    where, params = bound.sentences("s", match)
     matched = " + ".join(["(c.entity_keys @> ARRAY[%s]::text[])::int"] * len(keys))
     ctes = f"""entity_candidates AS (
             SELECT DISTINCT ON (c.episode_uid, c.idx) c.*

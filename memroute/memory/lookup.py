@@ -1,5 +1,6 @@
 """SQL of the lookups by key: episodes by uid, a scope's episodes by recency, the scopes
-under a prefix. Every statement but `scopes` is confined to one scope key."""
+under a prefix. Every statement but `scopes` is confined to one scope key, and every one that
+returns episodes to a `ReadBound`."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from memroute.memory.filters import compile_filter
+from memroute.memory.bounds import ReadBound
 from memroute.memory.models import Episode, Scope, StoredEpisode
 
 SCOPE_PARTS = ("org_id", "project_id", "user_id", "agent_id")
@@ -25,36 +26,37 @@ def _stored(row: tuple[Any, ...]) -> StoredEpisode:
 
 
 async def episodes_by_uid(conn: AsyncConnection, schema: str, scope_key: str,
-                          uids: list[str]) -> dict[str, StoredEpisode]:
+                          uids: list[str], bound: ReadBound) -> dict[str, StoredEpisode]:
+    """The episodes of ``uids`` within ``bound``, by uid."""
+    where, params = bound.episodes("e", f"{schema}.sentences")
     cur = await conn.execute(
-        f"SELECT {_COLUMNS} FROM {schema}.episodes WHERE scope_key = %s AND uid = ANY(%s::text[])",
-        [scope_key, uids])
+        f"SELECT {', '.join('e.' + c.strip() for c in _COLUMNS.split(','))} "
+        f"FROM {schema}.episodes e WHERE e.scope_key = %s AND e.uid = ANY(%s::text[]) "
+        f"AND {where}", [scope_key, uids, *params])
     return {row[0]: _stored(row) for row in await cur.fetchall()}
 
 
 async def replies(conn: AsyncConnection, schema: str, scope_key: str, uids: list[str],
-                  filters: dict[str, Any] | None = None) -> dict[str, StoredEpisode]:
-    """For each episode of ``uids``, the next episode of its session when another producer
-    said it (its reply) and it matches ``filters``, keyed by the uid replied to."""
-    where, params = compile_filter(filters, "r", sentences_table=f"{schema}.sentences")
+                  bound: ReadBound) -> dict[str, StoredEpisode]:
+    """For each episode of ``uids``, the next episode of its session within ``bound`` when
+    another producer said it (its reply), keyed by the uid replied to."""
+    where, params = bound.episodes("a", f"{schema}.sentences")
     cur = await conn.execute(
         f"SELECT x.uid, {', '.join('r.' + c.strip() for c in _COLUMNS.split(','))} "
         f"FROM {schema}.episodes x CROSS JOIN LATERAL ("
         f" SELECT * FROM {schema}.episodes a"
         "  WHERE a.scope_key = x.scope_key AND a.session_id = x.session_id"
-        "    AND (a.produced_at, a.seq) > (x.produced_at, x.seq)"
+        f"    AND (a.produced_at, a.seq) > (x.produced_at, x.seq) AND {where}"
         "  ORDER BY a.produced_at, a.seq LIMIT 1) r "
-        f"WHERE x.scope_key = %s AND x.uid = ANY(%s::text[]) AND r.producer <> x.producer "
-        f"AND {where}",
-        [scope_key, uids, *params])
+        "WHERE x.scope_key = %s AND x.uid = ANY(%s::text[]) AND r.producer <> x.producer",
+        [*params, scope_key, uids])
     return {row[0]: _stored(row[1:]) for row in await cur.fetchall()}
 
 
 async def recent_episodes(conn: AsyncConnection, schema: str, scope_key: str,
-                          filters: dict[str, Any] | None, limit: int,
-                          offset: int) -> list[StoredEpisode]:
-    """The scope's episodes matching ``filters``, newest first."""
-    where, params = compile_filter(filters, "e", sentences_table=f"{schema}.sentences")
+                          bound: ReadBound, limit: int, offset: int) -> list[StoredEpisode]:
+    """The scope's episodes within ``bound``, newest first."""
+    where, params = bound.episodes("e", f"{schema}.sentences")
     cur = await conn.execute(
         f"SELECT {', '.join('e.' + c.strip() for c in _COLUMNS.split(','))} "
         f"FROM {schema}.episodes e WHERE e.scope_key = %s AND {where} "

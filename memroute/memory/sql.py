@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import NamedTuple
@@ -17,7 +18,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
 from memroute._log import get_logger
-from memroute.memory.filters import compile_filter
+from memroute.memory.bounds import ReadBound
 from memroute.memory.limits import (
     LEXICAL_CANDIDATES,
     LEXICAL_COMMON_FREQ,
@@ -52,8 +53,8 @@ class Nucleus:
 
 def _probe_cte(schema: str, where: str) -> str:
     """``hits``: the vector probe, through the scope's own HNSW index or an exact scan of its
-    rows (`memroute.memory.scope_index`; parameters: query vector, scope key, the filter's,
-    query vector, limit). A zero vector (no direction, NaN distance, left out of an HNSW
+    rows (`memroute.memory.scope_index`; parameters: query vector, scope key, the bound's
+    (``where``), query vector, limit). A zero vector (no direction, NaN distance, left out of an HNSW
     index) is near nothing: an exact scan sorts it last, and it is dropped."""
     return f"""hits AS MATERIALIZED (
             SELECT * FROM (
@@ -68,14 +69,15 @@ def _probe_cte(schema: str, where: str) -> str:
 
 
 async def vector_lane(conn: AsyncConnection, schema: str, scope_key: str, embedding: np.ndarray,
-                      filters: dict | None, limit: int, *,
+                      bound: ReadBound, limit: int, *, match: Sequence[dict] = (),
                       max_scan_tuples: int = MAX_SCAN_TUPLES) -> list[SentenceHit]:
-    """The ``limit`` nearest sentences in the scope that pass the filters (HNSW, iterative).
+    """The ``limit`` nearest sentences in the scope within ``bound`` that meet ``match``
+    (HNSW, iterative).
 
     ``hnsw.ef_search`` is clamped to pgvector's range; the iterative scan goes on past it
     until ``limit`` rows pass the filters or ``max_scan_tuples`` index tuples were visited.
     """
-    where, params = compile_filter(filters, "s", sentences=True)
+    where, params = bound.sentences("s", match)
     await conn.execute(*hnsw_settings(limit, max_scan_tuples))
     # never prepared: a plan for any scope could not use the scope's own index
     # (memroute.memory.scope_index), whose predicate names the scope key
@@ -134,9 +136,11 @@ def term_stats_of(row: tuple | None) -> TermStats:
     return TermStats(row[0], row[1])
 
 
-def lexical_lane_sql(schema: str, scope_key: str, query: str, filters: dict | None,
-                     limit: int, stats: TermStats | None = None) -> Lane:
-    """The full-text lane: the ``limit`` sentences best matching the query's rarest terms,
+def lexical_lane_sql(schema: str, scope_key: str, query: str, bound: ReadBound,
+                     limit: int, stats: TermStats | None = None, *,
+                     match: Sequence[dict] = ()) -> Lane:
+    """The full-text lane: the ``limit`` sentences within ``bound`` (meeting ``match``) best
+    matching the query's rarest terms,
     scored by the summed IDF (``-ln`` of the share of sentences holding it) of the terms
     each one holds, shorter sentences first on ties.
 
@@ -151,7 +155,7 @@ def lexical_lane_sql(schema: str, scope_key: str, query: str, filters: dict | No
     sentences are scored, an equal share per searched term (a constant, so the planner knows
     the bound and takes the term's index).
     """
-    where, params = compile_filter(filters, "s", sentences=True)
+    where, params = bound.sentences("s", match)
     read_stats = (_TERM_STATS_CTE if stats is None
                   else "SELECT %s::text[] AS elems, %s::float4[] AS freqs")
     ctes = f"""lexical_stats AS MATERIALIZED (
@@ -201,12 +205,12 @@ async def lane_hits(conn: AsyncConnection, lane: Lane) -> list[SentenceHit]:
 
 
 async def lexical_lane(conn: AsyncConnection, schema: str, scope_key: str, query: str,
-                       filters: dict | None, limit: int) -> list[SentenceHit] | None:
+                       bound: ReadBound, limit: int) -> list[SentenceHit] | None:
     """The full-text lane's hits on their own (`lexical_lane_sql`); ``None`` when the
     statement ran past its ``statement_timeout`` (the search goes on without this lane)."""
     try:
         async with conn.transaction():  # a savepoint: a timeout leaves the search usable
-            return await lane_hits(conn, lexical_lane_sql(schema, scope_key, query, filters,
+            return await lane_hits(conn, lexical_lane_sql(schema, scope_key, query, bound,
                                                           limit))
     except QueryCanceled as exc:
         log.warning("memory.lexical_lane_timeout", scope=scope_key, query_chars=len(query),
@@ -245,13 +249,13 @@ def with_lane_nuclei(vector_nuclei: list[Nucleus], read: list[Nucleus]) -> list[
 
 
 async def exact_lane(conn: AsyncConnection, schema: str, scope_key: str,
-                     embedding: np.ndarray, filters: dict | None,
-                     limit: int) -> list[SentenceHit]:
-    """The ``limit`` nearest sentences in the scope that pass the filters, by an exact scan of
-    the filtered sentences (no HNSW index: ``OFFSET 0`` keeps the planner from ordering by it).
+                     embedding: np.ndarray, bound: ReadBound, limit: int, *,
+                     match: Sequence[dict] = ()) -> list[SentenceHit]:
+    """The ``limit`` nearest sentences in the scope within ``bound`` that meet ``match``, by
+    an exact scan of the filtered sentences (no HNSW index: ``OFFSET 0`` keeps the planner from ordering by it).
     Its cost grows with the filtered rows, so it serves only what the index cannot settle.
     A zero vector (no direction, NaN distance, left out of the index too) is near nothing."""
-    where, params = compile_filter(filters, "s", sentences=True)
+    where, params = bound.sentences("s", match)
     cur = await conn.execute(
         f"""
         SELECT episode_uid, text, distance FROM (
@@ -270,8 +274,8 @@ async def exact_lane(conn: AsyncConnection, schema: str, scope_key: str,
 
 
 async def probe_nuclei(conn: AsyncConnection, schema: str, scope_key: str,
-                       embedding: np.ndarray, filters: dict | None, *, k: int,
-                       limit: int) -> list[Nucleus]:
+                       embedding: np.ndarray, bound: ReadBound, *, k: int,
+                       limit: int, match: Sequence[dict] = ()) -> list[Nucleus]:
     """The vector lane's nuclei of a search, best first: at least ``k`` distinct episodes
     when the scope (after filters) holds that many.
 
@@ -285,10 +289,11 @@ async def probe_nuclei(conn: AsyncConnection, schema: str, scope_key: str,
     scan, exact = MAX_SCAN_TUPLES, False
     while True:
         if exact:
-            hits = await exact_lane(conn, schema, scope_key, embedding, filters, limit)
+            hits = await exact_lane(conn, schema, scope_key, embedding, bound, limit,
+                                    match=match)
         else:
-            hits = await vector_lane(conn, schema, scope_key, embedding, filters, limit,
-                                     max_scan_tuples=scan)
+            hits = await vector_lane(conn, schema, scope_key, embedding, bound, limit,
+                                     match=match, max_scan_tuples=scan)
         nuclei = nuclei_from_hits(hits)
         if len(nuclei) >= k:
             return nuclei
@@ -342,23 +347,23 @@ def _vectors(packed: list[bytes]) -> list[np.ndarray]:
 
 
 async def fetch_clusters(conn: AsyncConnection, schema: str, scope_key: str, uids: list[str],
-                         before: int, after: int,
+                         before: int, after: int, bound: ReadBound,
                          ) -> tuple[dict[str, list[str]], dict[str, EpisodeRow]]:
-    """For each nucleus uid, its context window (itself and its neighbours in its session,
-    in session order), and every episode found."""
+    """For each nucleus uid within ``bound``, its context window (itself and its neighbours
+    in its session within ``bound``, in session order), and every episode found."""
     cur = conn.cursor(row_factory=dict_row)
     if before == 0 and after == 0:  # no context: a plain primary-key lookup
+        where, params = bound.episodes("e", f"{schema}.sentences")
         await cur.execute(
             f"SELECT e.uid AS nucleus, {_EPISODE_COLUMNS} FROM {schema}.episodes e "
-            "WHERE e.scope_key = %s AND e.uid = ANY(%s::text[])",
-            [scope_key, uids],
+            f"WHERE e.scope_key = %s AND e.uid = ANY(%s::text[]) AND {where}",
+            [scope_key, uids, *params],
         )
         rows = await cur.fetchall()
         return {r["uid"]: [r["uid"]] for r in rows}, {r["uid"]: _row(r) for r in rows}
-    await cur.execute(
-        f"WITH nuclei AS (SELECT unnest(%s::text[]) AS uid) {_window_sql(schema)}",
-        [uids, scope_key, before, after],
-    )
+    window, params = _window_sql(schema, scope_key, before, after, bound)
+    await cur.execute(f"WITH nuclei AS (SELECT unnest(%s::text[]) AS uid) {window}",
+                      [uids, *params])
     members: dict[str, list[tuple[object, int, str]]] = {}
     episodes: dict[str, EpisodeRow] = {}
     for row in await cur.fetchall():
@@ -404,42 +409,53 @@ class SearchRead:
     term_stats: TermStats | None = None
 
 
-def _window_sql(schema: str) -> str:
-    """The members of each nucleus's window, from ``nuclei(uid)`` (parameters: scope key,
-    before, after)."""
+def _window_sql(schema: str, scope_key: str, before: int, after: int,
+                bound: ReadBound) -> tuple[str, list]:
+    """The members of each nucleus's window, from ``nuclei(uid)``: the nucleus and its
+    ``before`` and ``after`` neighbours in its session, each within ``bound``; and the
+    statement's parameters."""
+    sentences = f"{schema}.sentences"
+    (on_x, x_params), (on_b, b_params), (on_a, a_params) = (
+        bound.episodes(alias, sentences) for alias in ("x", "b", "a"))
     return f"""
         SELECT n.uid AS nucleus, e.*
         FROM nuclei n
-        JOIN {schema}.episodes x ON x.scope_key = %s AND x.uid = n.uid
+        JOIN {schema}.episodes x ON x.scope_key = %s AND x.uid = n.uid AND {on_x}
         CROSS JOIN LATERAL (
             (SELECT * FROM {schema}.episodes b
              WHERE b.scope_key = x.scope_key AND b.session_id = x.session_id
-               AND (b.produced_at, b.seq) < (x.produced_at, x.seq)
+               AND (b.produced_at, b.seq) < (x.produced_at, x.seq) AND {on_b}
              ORDER BY b.produced_at DESC, b.seq DESC LIMIT %s)
             UNION ALL
             (SELECT x.*)
             UNION ALL
             (SELECT * FROM {schema}.episodes a
              WHERE a.scope_key = x.scope_key AND a.session_id = x.session_id
-               AND (a.produced_at, a.seq) > (x.produced_at, x.seq)
+               AND (a.produced_at, a.seq) > (x.produced_at, x.seq) AND {on_a}
              ORDER BY a.produced_at, a.seq LIMIT %s)
-        ) e"""
+        ) e""", [scope_key, *x_params, *b_params, before, *a_params, after]
 
 
 def search_statement(schema: str, scope_key: str, embedding: np.ndarray,
-                     filters: dict | None, *, limit: int, before: int, after: int,
-                     lanes: list[Lane] = (), with_entities: bool = False) -> tuple[str, list]:
+                     bound: ReadBound, *, limit: int, before: int, after: int,
+                     lanes: list[Lane] = (), with_entities: bool = False,
+                     match: Sequence[dict] = ()) -> tuple[str, list]:
     """The statement of `read_search` and its parameters (the bench EXPLAINs it).
 
     The vector probe and the other ``lanes`` are fused by reciprocal rank in SQL: a nucleus
     (an episode) counts in each lane at its best sentence, and the windows and vectors of
     every nucleus are read by the same statement, with ``with_entities`` the stored entities
-    of their sentences too (from the same rows as the vectors)."""
-    where, params = compile_filter(filters, "s", sentences=True)
-    no_context = before == 0 and after == 0
-    members = ("SELECT n.uid AS nucleus, x.* FROM nuclei n JOIN "
-               f"{schema}.episodes x ON x.scope_key = %s AND x.uid = n.uid"
-               if no_context else _window_sql(schema))
+    of their sentences too (from the same rows as the vectors). Every sentence and episode
+    it reads lies within ``bound``; ``match`` narrows the matched sentences only (the lanes
+    are built with the same ``bound`` and ``match``)."""
+    where, params = bound.sentences("s", match)
+    if before == 0 and after == 0:
+        on_x, window_args = bound.episodes("x", f"{schema}.sentences")
+        members = ("SELECT n.uid AS nucleus, x.* FROM nuclei n JOIN "
+                   f"{schema}.episodes x ON x.scope_key = %s AND x.uid = n.uid AND {on_x}")
+        window_args = [scope_key, *window_args]
+    else:
+        members, window_args = _window_sql(schema, scope_key, before, after, bound)
     entities = ("jsonb_agg(s.entities ORDER BY s.idx) FILTER (WHERE s.entities IS NOT NULL)"
                 if with_entities else "NULL::jsonb")
     # metadata and entities come as JSON text (jsonb's binary form is that text too): ~75
@@ -482,7 +498,6 @@ def search_statement(schema: str, scope_key: str, embedding: np.ndarray,
         LEFT JOIN vectors v ON v.episode_uid = m.uid
         ORDER BY n.fused DESC, n.vector_score DESC NULLS LAST, n.uid, m.produced_at, m.seq
         """
-    window_args = [scope_key] if no_context else [scope_key, before, after]
     return statement, [embedding, scope_key, *params, embedding, limit,
                        *(p for lane in lanes for p in lane.params), *window_args, scope_key]
 
@@ -505,10 +520,10 @@ def statement_timeout(timeout_ms: int) -> tuple[str, tuple]:
 
 
 async def read_search(conn: AsyncConnection, schema: str, scope_key: str,
-                      embedding: np.ndarray, filters: dict | None, *, limit: int,
+                      embedding: np.ndarray, bound: ReadBound, *, limit: int,
                       before: int, after: int, timeout_ms: int,
                       lanes: list[Lane] = (), with_entities: bool = False,
-                      read_term_stats: bool = False) -> SearchRead:
+                      read_term_stats: bool = False, match: Sequence[dict] = ()) -> SearchRead:
     """The vector probe and the other ``lanes``, their fused nuclei (best first), the nuclei's
     context windows and the windows' stored vectors in one statement, sent with its HNSW
     settings and statement timeout in one round trip (pipeline mode). A nucleus no vector
@@ -519,9 +534,9 @@ async def read_search(conn: AsyncConnection, schema: str, scope_key: str,
     ``with_entities``: the windows' stored entities too (`SearchRead.entities`).
     ``read_term_stats``: the full-text column's `TermStats` too, in the same round trip
     (`SearchRead.term_stats`)."""
-    statement, params = search_statement(schema, scope_key, embedding, filters, limit=limit,
+    statement, params = search_statement(schema, scope_key, embedding, bound, limit=limit,
                                          before=before, after=after, lanes=lanes,
-                                         with_entities=with_entities)
+                                         with_entities=with_entities, match=match)
     cur = conn.cursor(binary=True)
     # BEGIN, the transaction's HNSW settings, the statement and COMMIT in one pipeline, sent
     # by hand in autocommit mode: psycopg's own BEGIN (implicit or `conn.transaction()`)

@@ -25,6 +25,7 @@ from memroute._loop import PoolLoop
 from memroute.errors import InvalidInputError
 
 from memroute.memory import connect, entity_sql, lookup, sql
+from memroute.memory.bounds import ReadBound
 from memroute.memory.embedders import Embedder
 from memroute.memory.embedders.coalescing import CoalescingEmbedder
 from memroute.memory.items import StoreItems
@@ -445,42 +446,48 @@ class Memory:
 
     # -- lookups by key ---------------------------------------------------------------------
 
-    async def get(self, scope: Scope | dict, uids: list[str]) -> list[StoredEpisode]:
-        """The scope's episodes with these uids, in the order asked (missing uids left out)."""
+    async def get(self, scope: Scope | dict, uids: list[str], *,
+                  filters: Any = None, as_of: Any = None) -> list[StoredEpisode]:
+        """The scope's episodes with these uids, in the order asked (missing uids left out,
+        and those produced after ``as_of`` or outside ``filters``: `ReadBound`)."""
         scope = coerce_scope(scope)
         uids = _check_uids(uids)
+        bound = ReadBound.of(filters, as_of)
 
         async def run() -> dict[str, StoredEpisode]:
             async with self._reads.connection(scope.key) as conn:
-                return await lookup.episodes_by_uid(conn, self.schema, scope.key, uids)
+                return await lookup.episodes_by_uid(conn, self.schema, scope.key, uids, bound)
 
         found = await with_retry(run, "get")
         return [found[u] for u in dict.fromkeys(uids) if u in found]
 
     async def replies(self, scope: Scope | dict, uids: list[str], *,
-                      filters: dict[str, Any] | None = None) -> dict[str, StoredEpisode]:
-        """For each of these episodes, the next turn of its session when another producer
-        said it (the reply to a question) and it matches ``filters`` (as a search's), keyed
-        by the uid replied to."""
+                      filters: Any = None, as_of: Any = None) -> dict[str, StoredEpisode]:
+        """For each of these episodes, the next turn of its session produced by another
+        producer (the reply to a question), among those at or before ``as_of`` and within
+        ``filters`` (as a search's), keyed by the uid replied to."""
         scope = coerce_scope(scope)
         uids = _check_uids(uids)
+        bound = ReadBound.of(filters, as_of)
 
         async def run() -> dict[str, StoredEpisode]:
             async with self._reads.connection(scope.key) as conn:
-                return await lookup.replies(conn, self.schema, scope.key, uids, filters)
+                return await lookup.replies(conn, self.schema, scope.key, uids, bound)
 
         return await with_retry(run, "replies")
 
-    async def recent(self, scope: Scope | dict, *, filters: dict[str, Any] | None = None,
+    async def recent(self, scope: Scope | dict, *, filters: Any = None, as_of: Any = None,
                      limit: int = 10, offset: int = 0) -> list[StoredEpisode]:
-        """The scope's episodes matching ``filters``, newest ``produced_at`` first."""
+        """The scope's episodes matching ``filters`` and produced at or before ``as_of``,
+        newest ``produced_at`` first."""
         scope = coerce_scope(scope)
         limit = _check_int(limit, "limit", 1, MAX_LIST)
         offset = _check_int(offset, "offset", 0, MAX_OFFSET)
+        bound = ReadBound.of(filters, as_of)
 
         async def run() -> list[StoredEpisode]:
             async with self._reads.connection(scope.key) as conn:
-                return await lookup.recent_episodes(conn, self.schema, scope.key, filters,
+                return await lookup.recent_episodes(conn, self.schema, scope.key, bound,
                                                     limit, offset)
 
         return await with_retry(run, "recent")
@@ -685,10 +692,13 @@ class Memory:
         scope: Scope | dict,
         query: str,
         k: int = 10,
-        filters: dict[str, Any] | None = None,
+        filters: Any = None,
         context: tuple[int, int] = (1, 2),
         queries: list[str] | None = None,
         *,
+        as_of: Any = None,
+        match: dict[str, Any] | None = None,
+        expired_items: bool = False,
         candidates: int | None = None,
         lexical: bool | None = None,
         rerank: bool = True,
@@ -702,6 +712,11 @@ class Memory:
         (``context`` = neighbours before and after it in its session). Windows may overlap;
         no result is dropped for that, and `flatten` lists each episode once. ``k`` results
         come back whenever the scope, after ``filters``, holds at least ``k`` episodes.
+        Nothing a search returns, matched turn or context, was produced after ``as_of`` (a
+        datetime or ISO-8601 text, `memroute.time.parse_as_of`) or lies outside ``filters``
+        (one filter, or a list of filters that must all hold): `ReadBound`. ``match``: a
+        filter only the matched turns must pass (their context need not). ``expired_items``:
+        store items past their ttl may be found too (a store that keeps them readable).
         ``queries`` are extra queries the reranker also scores against (multi-query rerank);
         per candidate the scores are fused with ``fusion`` (``max`` by default).
         ``entities``: the entity lane (`memroute.memory.entity_sql`), default
@@ -711,6 +726,8 @@ class Memory:
         scope = coerce_scope(scope)
         query = _check_query(query)
         k = _check_int(k, "k", 1, MAX_K)
+        bound = ReadBound.of(filters, as_of, expired_items=expired_items)
+        matched = ReadBound.of(match).filters
         if not isinstance(context, (tuple, list)) or len(context) != 2:
             raise InvalidInputError("context must be a (before, after) pair")
         before = _check_int(context[0], "context[0]", 0, MAX_CONTEXT)
@@ -731,16 +748,17 @@ class Memory:
         kept_stats = self._term_stats
         read_term_stats = lexical and (
             kept_stats is None or time.monotonic() - kept_stats[0] > sql.TERM_STATS_MAX_AGE_S)
-        lanes = self._search_lanes(scope.key, query, embeddings[0], entity_keys, filters, k=k,
-                                  limit=limit, lexical=lexical)
+        lanes = self._search_lanes(scope.key, query, embeddings[0], entity_keys, bound, matched,
+                                   k=k, limit=limit, lexical=lexical)
 
         async def read_with_lanes(conn, lanes):
             try:
                 return await sql.read_search(
-                    conn, self.schema, scope.key, embeddings[0], filters, limit=limit,
+                    conn, self.schema, scope.key, embeddings[0], bound, limit=limit,
                     before=before, after=after,
                     timeout_ms=self.settings.search_statement_timeout_ms, lanes=lanes,
-                    with_entities=with_entities, read_term_stats=read_term_stats)
+                    with_entities=with_entities, read_term_stats=read_term_stats,
+                    match=matched)
             except QueryCanceled as exc:
                 if not lexical:
                     raise
@@ -749,11 +767,11 @@ class Memory:
                 log.warning("memory.lexical_lane_timeout", scope=scope.key,
                             query_chars=len(query), error=str(exc).splitlines()[0])
                 return await sql.read_search(
-                    conn, self.schema, scope.key, embeddings[0], filters, limit=limit,
+                    conn, self.schema, scope.key, embeddings[0], bound, limit=limit,
                     before=before, after=after,
                     timeout_ms=self.settings.search_statement_timeout_ms,
                     lanes=[lane for lane in lanes if lane.name != "lexical"],
-                    with_entities=with_entities)
+                    with_entities=with_entities, match=matched)
 
         async def read():
             async with self._reads.connection(scope.key) as conn:
@@ -775,12 +793,12 @@ class Memory:
                     await conn.execute(*sql.statement_timeout(
                         self.settings.search_statement_timeout_ms))
                     nuclei = sql.with_lane_nuclei(await sql.probe_nuclei(
-                        conn, self.schema, scope.key, embeddings[0], filters, k=k,
-                        limit=4 * limit), nuclei)
+                        conn, self.schema, scope.key, embeddings[0], bound, k=k,
+                        limit=4 * limit, match=matched), nuclei)
                     missing = [n.uid for n in nuclei if n.uid not in windows]
                     if missing:
                         more_windows, more_episodes = await sql.fetch_clusters(
-                            conn, self.schema, scope.key, missing, before, after)
+                            conn, self.schema, scope.key, missing, before, after, bound)
                         new = [u for u in more_episodes if u not in episodes]
                         windows = {**windows, **more_windows}
                         episodes = {**episodes, **more_episodes}
@@ -852,18 +870,19 @@ class Memory:
         return SearchResults(results, timings, reranker, shown_entities)
 
     def _search_lanes(self, scope_key: str, query: str, embedding: np.ndarray,
-                     entity_keys: list[str], filters: dict[str, Any] | None, *, k: int,
-                     limit: int, lexical: bool) -> list[sql.Lane]:
+                      entity_keys: list[str], bound: ReadBound, match: tuple[dict, ...], *,
+                      k: int, limit: int, lexical: bool) -> list[sql.Lane]:
         """The lanes a search's statement reads besides the vector probe: the full-text lane
         (at most ``k`` sentences: its later hits cost reranking and recall little;
         docs/research.md, "The full-text lane, cheap"), with the term statistics last read,
         and the entity lane when the query names something."""
-        lanes = ([sql.lexical_lane_sql(self.schema, scope_key, query, filters, k,
-                                       self._term_stats[1] if self._term_stats else None)]
+        lanes = ([sql.lexical_lane_sql(self.schema, scope_key, query, bound, k,
+                                       self._term_stats[1] if self._term_stats else None,
+                                       match=match)]
                  if lexical else [])
         if entity_keys:
             lanes.append(entity_sql.entity_lane_sql(self.schema, scope_key, entity_keys,
-                                                    embedding, filters, limit))
+                                                    embedding, bound, limit, match=match))
         return lanes
 
     async def with_stored_embeddings(self, scope: Scope | dict,

@@ -19,7 +19,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memroute import __version__
 from memroute._log import get_logger
@@ -31,6 +31,7 @@ from memroute.service.context import Service
 from memroute.service.models import MAX_EPISODES_PER_REQUEST, StrictEpisode, invalid_fields
 from memroute.strategies.base import Strategy
 from memroute.strategies.budget import Budget
+from memroute.time.as_of import AS_OF_HELP, AsOf
 from memroute.tools import DESCRIPTION as SEARCH_DESCRIPTION
 from memroute.tools import MemorySearch, MemorySearchInput, artifact, format_result
 
@@ -54,6 +55,8 @@ UserId = Annotated[ScopePart | None, Field(
 AgentId = Annotated[ScopePart | None, Field(
     description="Agent whose memory this is (default: none).")]
 Uid = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
+AsOfArg = Annotated[AsOf, Field(description=AS_OF_HELP + " memory_retrieve also reads 'last "
+                                            "week' or 'yesterday' against it.")]
 TokenSource = Callable[[Context], str | None]
 
 
@@ -151,13 +154,13 @@ def build_mcp_server(get_service: Callable[[], Service], token_for: TokenSource,
             raise InvalidInputError(str(exc)) from exc
         return authorize(grant, scope)
 
-    async def memory_search(ctx: Context, query: Query, page: Page = 0,
+    async def memory_search(ctx: Context, query: Query, page: Page = 0, as_of: AsOfArg = None,
                             project_id: ProjectId = None, user_id: UserId = None,
                             agent_id: AgentId = None) -> SearchPage:
         scope = await scoped(ctx, project_id, user_id, agent_id)
         # a fresh search per call (each page reads the store again): a kept result list
         # would serve an episode deleted since, by this process or another
-        search = MemorySearch(get_service().memory, scope, page_size=PAGE_SIZE)
+        search = MemorySearch(get_service().memory, scope, page_size=PAGE_SIZE, as_of=as_of)
         text, results = await search.apage(query, page)  # a failure: the memory's error
         return SearchPage(text=text, results=results)
 
@@ -168,11 +171,7 @@ def build_mcp_server(get_service: Callable[[], Service], token_for: TokenSource,
                                   description="auto lets the agent choose the route.")] = "auto",
                               budget: Annotated[Budget | None, Field(
                                   description="Ceilings on LLM calls, tokens and seconds.")] = None,
-                              as_of: Annotated[AwareDatetime | None, Field(
-                                  description="When the question is asked (ISO-8601 with an "
-                                              "offset; default now): 'last week' is the week "
-                                              "before it, and nothing produced after it is "
-                                              "searched.")] = None,
+                              as_of: AsOfArg = None,
                               project_id: ProjectId = None, user_id: UserId = None,
                               agent_id: AgentId = None) -> Retrieved:
         scope = await scoped(ctx, project_id, user_id, agent_id)

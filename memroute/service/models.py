@@ -7,7 +7,6 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import (
-    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -22,6 +21,7 @@ from memroute.memory.limits import MAX_K, MAX_QUERY_CHARS
 from memroute.memory.models import Episode, Scope, ScoredResult
 from memroute.strategies.base import Strategy
 from memroute.strategies.budget import Budget
+from memroute.time.as_of import AS_OF_HELP, AsOf
 
 MAX_EPISODES_PER_REQUEST = 1000  # episodes of one add request
 MAX_REQUEST_BYTES = 8 * 1024 * 1024  # body of one request (413 beyond it)
@@ -69,15 +69,13 @@ class Search(_Request):
     k: int = Field(default=10, ge=1, le=MAX_K, strict=True)
     filters: dict[str, Any] | None = Field(
         default=None, description="memroute's filter dialect, e.g. {\"producer\": \"user\"}.")
+    as_of: AsOf = Field(default=None, description=AS_OF_HELP + " A search matches the query "
+                        "as written; the agent (/v1/retrieve) also reads 'last week' against it.")
 
 
 class Retrieve(Search):
     strategy: Strategy = "auto"
     budget: Budget | None = None
-    as_of: AwareDatetime | None = Field(
-        default=None, description="When the question is asked (ISO-8601 with an offset; "
-        "default now): 'last week' is the week before it, and nothing produced after it is "
-        "searched.")
 
 
 class Uids(BaseModel):

@@ -116,7 +116,7 @@ async def scope_stats(scope: ScopeQuery, grant: Grant, svc: Svc) -> ScopeStats:
 async def search(body: Search, grant: Grant, svc: Svc) -> SearchResponse:
     """Direct search: one query, the top ``k`` results with their context, best first."""
     found = await svc.memory.search_scored(authorize(grant, body.scope), body.query, k=body.k,
-                                           filters=body.filters)
+                                           filters=body.filters, as_of=body.as_of)
     return SearchResponse(results=[Hit.of(r) for r in found], timings=found.timings)
 
 

@@ -20,7 +20,8 @@ from datetime import datetime, timedelta, timezone
 from memroute.errors import ModelUnavailableError
 from memroute.nlp import parse
 from memroute.strategies.base import MAX_WINDOW_DAYS, ChainSearch
-from memroute.time_expressions import MONTH_NAMES, MONTHS, span_of, utc
+from memroute.time.as_of import from_wall_clock, wall_clock
+from memroute.time_expressions import MONTH_NAMES, MONTHS, span_of
 
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?(?!\d)"
 _DAY_MONTH_YEAR = re.compile(rf"\b{_DAY}\s+(?:of\s+)?({MONTH_NAMES}),?\s+(\d{{4}})\b")
@@ -63,7 +64,9 @@ def without_dates(text: str) -> str:
 
 @dataclass(frozen=True)
 class Window:
-    """A span of time ``[start, end)`` (UTC) that an expression of the question names."""
+    """A span of time ``[start, end)`` that an expression of the question names, in the
+    wall-clock time of the question's ``as_of`` (`memroute.time.wall_clock`: its days are
+    the days of ``as_of``'s calendar)."""
 
     expression: str  # as the question says it ("last week")
     start: datetime
@@ -120,15 +123,15 @@ _RELATIVE = re.compile(
     r"(?:\d+|a|one|two|three|four|five|six|seven|eight|nine|ten)\s+(?:days?|weeks?|months?)"
     r"\s+ago)\b", re.I)
 def time_windows(question: str, as_of: datetime) -> list[Window]:
-    """Every span of time ``question`` names, resolved against ``as_of`` ("What did I book
-    last week?" asked on 2024-07-10 -> 'last week' = 2024-07-01..07-07); [] when it names
-    none or the spaCy model is missing. Present-tense markers ("now", "these days") name no
-    window."""
+    """Every span of time ``question`` names, resolved against ``as_of`` on its own calendar
+    ("What did I book last week?" asked on 2024-07-10 -> 'last week' = 2024-07-01..07-07),
+    in ``as_of``'s wall-clock time; [] when it names none or the spaCy model is missing.
+    Present-tense markers ("now", "these days") name no window."""
     try:
         doc = parse(question)
     except ModelUnavailableError:
         return []
-    as_of = utc(as_of)
+    as_of = wall_clock(as_of)
     future = bool(_FUTURE.search(question))
     out = []
     expressions = [ent.text for ent in doc.ents if ent.label_ in ("DATE", "TIME")]
@@ -145,7 +148,10 @@ def time_windows(question: str, as_of: datetime) -> list[Window]:
         if re.fullmatch(r"(these|those) days|now|currently|the (past|future)|\d{1,2}", text,
                         re.I):
             continue
-        span = span_of(text, as_of, future)
+        try:
+            span = span_of(text, as_of, future)
+        except (OverflowError, ValueError):  # past the calendar's ends from as_of
+            continue
         if span is not None and span[1] > as_of - timedelta(days=365 * HISTORY_YEARS):
             out.append(Window(text, span[0], span[1]))
     return out
@@ -221,8 +227,9 @@ def windowed_searches(question: str, as_of: datetime,
     to come ("next Friday", "this weekend") with the question naming its days ("What's on
     Saturday 28 or Sunday 29 June?"), among the turns that name them. An expression inside
     ``skip`` (a described thing: "the dentist I see on April 3") is part of it, not a
-    window."""
-    as_of = utc(as_of)
+    window. Windows are read on ``as_of``'s own calendar ("yesterday" asked at 00:30 on 15
+    January, +01:00, is 14 January there) and searched as the instants they span."""
+    wall = wall_clock(as_of)
     searches, said = [], []
     if date_window(question) is not None:
         return [], ""  # a full date it states ("on 3 May, 2023"): searched as stated
@@ -232,8 +239,14 @@ def windowed_searches(question: str, as_of: datetime,
         days = window.days()
         if not days:
             continue  # a year: turns speak of it more than they are said in it
+        try:
+            produced_after = from_wall_clock(window.start, as_of)
+            produced_before = from_wall_clock(min(window.end, wall + timedelta(seconds=1)),
+                                              as_of)
+        except (OverflowError, ValueError):  # past the calendar's ends
+            continue
         said.append(window.label())
-        if window.start > as_of:
+        if window.start > wall:
             at = question.find(window.expression)
             named = (question[:at] + window.spoken() + question[at + len(window.expression):]
                      if at >= 0 else question)
@@ -241,9 +254,9 @@ def windowed_searches(question: str, as_of: datetime,
             continue
         words = as_told(without_expression(question, window.expression))
         searches.append(ChainSearch(query=words if len(words.split()) >= 2 else question,
-                                    produced_after=window.start.isoformat(),
-                                    produced_before=min(window.end, as_of + timedelta(
-                                        seconds=1)).isoformat(), mentions_days=days))
+                                    produced_after=produced_after.isoformat(),
+                                    produced_before=produced_before.isoformat(),
+                                    mentions_days=days))
     return searches, "; ".join(said)
 
 
