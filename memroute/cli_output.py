@@ -69,7 +69,8 @@ def result_dict(rank: int, result: ScoredResult, window: ShownWindow | None = No
     return {
         "rank": rank,
         **episode_dict(result.nucleus),
-        "score": round(result.rerank_score, 6),
+        "score": round(result.score, 6),
+        "rerank_score": round(result.rerank_score, 6),
         "vector_score": round(result.vector_score, 6),
         "lexical_score": result.lexical_score,
         "reranker": result.reranker,
@@ -111,7 +112,7 @@ def results_table(results: list[ScoredResult], title: str | None = None) -> Tabl
             content.append(f"(+{len(window.shown_elsewhere)} context shown in other results)",
                            style="dim")
         content.rstrip()
-        table.add_row(str(rank), f"{result.rerank_score:.3f}", f"{result.vector_score:.3f}",
+        table.add_row(str(rank), f"{result.score:.3f}", f"{result.vector_score:.3f}",
                       session, content)
     return table
 

@@ -579,7 +579,7 @@ class MemrouteStore(BaseStore):
                                             strategy=self.strategy, filters=filters)
         stored = await self.items.by_episode(self.tenant, [r.uid for r in result.results],
                                              live_only=self.omit_expired, refresh=False)
-        scored = [_scored(stored[r.uid], r.rerank_score) for r in result.results
+        scored = [_scored(stored[r.uid], r.score) for r in result.results
                   if r.uid in stored]
         page = scored[op.offset:k]
         if op.refresh_ttl and page:

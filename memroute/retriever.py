@@ -184,7 +184,8 @@ class MemrouteRetriever(BaseRetriever):
         return Document(id=result.uid, page_content="\n".join(map(render, shown)), metadata={
             "uid": result.uid,
             "content": episode.content,
-            "score": result.rerank_score,
+            "score": result.score,
+            "rerank_score": result.rerank_score,
             "vector_score": result.vector_score,
             "route": route,
             "query": result.query,

@@ -133,7 +133,7 @@ def format_result(rank: int, result: ScoredResult, window: ShownWindow | None = 
     nucleus = result.nucleus
     window = window or ShownWindow(result.episodes or [nucleus], [])
     head = (f"{rank}. [{nucleus.produced_at:%Y-%m-%d %H:%M}, session {nucleus.session_id}] "
-            f"(score {result.rerank_score:.2f})")
+            f"(score {result.score:.2f})")
     turns = [f"   {e.producer}: {' '.join(e.content.split())}" for e in window.episodes]
     return "\n".join([head, *turns])
 
@@ -143,7 +143,7 @@ def artifact(rank: int, result: ScoredResult, window: ShownWindow | None = None
     """One result as data: its episode, its context window's uids and those shown elsewhere
     on the page."""
     nucleus = result.nucleus
-    return {"rank": rank, "uid": result.uid, "score": result.rerank_score,
+    return {"rank": rank, "uid": result.uid, "score": result.score,
             "session_id": nucleus.session_id, "producer": nucleus.producer,
             "produced_at": nucleus.produced_at.isoformat(), "content": nucleus.content,
             "context_uids": [e.uid for e in result.episodes if e.uid != result.uid],

@@ -280,15 +280,28 @@ def own_turns_first(pool: list[ResultRecord]) -> tuple[list[ResultRecord], list[
     return own, [r for r in pool if OWN_RANK not in r["extra"]]
 
 
+def ordered_scores(scores: list[float]) -> list[float]:
+    """The scores results in this order are shown with: each its own, raised to the best
+    score below it when a rule placed it above better-scored results (the chain's answer, a
+    speaker's own turns, a window's hits, a reply), so the order is the score."""
+    shown, best = [], float("-inf")
+    for score in reversed(scores):
+        if score == score:  # not NaN
+            best = max(best, score)
+        shown.append(best if best > float("-inf") else score)
+    return shown[::-1]
+
+
 def deduplicated(results: list[ResultRecord]) -> list[ResultRecord]:
-    """The results as returned: each with its ``score`` and the uids of its context episodes
-    another result shows (a better result's context, or another result's match), so that a
-    consumer printing ``episodes`` minus ``shown_elsewhere`` shows every turn once, as the
-    retriever, the agent tool and the CLI do."""
+    """The results as returned: each with its ``score`` (`ordered_scores`; its own score
+    stays ``rerank_score``) and the uids of its context episodes another result shows (a
+    better result's context, or another result's match), so that a consumer printing
+    ``episodes`` minus ``shown_elsewhere`` shows every turn once, as the retriever, the
+    agent tool and the CLI do."""
     windows = disjoint_windows([from_record(r) for r in results])
-    return [ResultRecord(**{**{k: v for k, v in r.items() if k != "rerank_score"},
-                            "score": r["rerank_score"], "shown_elsewhere": window.shown_elsewhere})
-            for r, window in zip(results, windows)]
+    scores = ordered_scores([r["rerank_score"] for r in results])
+    return [ResultRecord(**{**r, "score": score, "shown_elsewhere": window.shown_elsewhere})
+            for r, window, score in zip(results, windows, scores)]
 
 
 def make_final_rerank(resolve: ContextResolver):

@@ -32,14 +32,14 @@ class ResultRecord(TypedDict):
     episodes: list[dict[str, Any]]
     matched_sentence: str
     vector_score: float
-    rerank_score: NotRequired[float]  # in the graph's output: ``score``
+    rerank_score: float
     lexical_score: float | None
     reranker: str
     query: str | None
     extra: dict[str, Any]
-    # in the graph's output only (final_rerank): ``score`` (the rerank score, named as on
-    # every face), and the uids of ``episodes`` another result of the same response shows
-    # (as its match or in its context)
+    # in the graph's output only (final_rerank): ``score`` (what the results are ordered
+    # by, `ScoredResult.score`), and the uids of ``episodes`` another result of the same
+    # response shows (as its match or in its context)
     score: NotRequired[float]
     shown_elsewhere: NotRequired[list[str]]
 
@@ -64,8 +64,7 @@ def from_record(record: ResultRecord) -> ScoredResult:
     return ScoredResult(nucleus=nucleus, episodes=episodes,
                         matched_sentence=record["matched_sentence"],
                         vector_score=record["vector_score"],
-                        rerank_score=record["score"] if "score" in record
-                        else record["rerank_score"],
+                        rerank_score=record["rerank_score"], score=record.get("score"),
                         lexical_score=record["lexical_score"], reranker=record["reranker"],
                         query=record["query"], extra=dict(record["extra"]))
 

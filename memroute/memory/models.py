@@ -187,7 +187,13 @@ def with_default_uids(scope: Scope, episodes: list[Episode]) -> list[Episode]:
 
 @dataclass(frozen=True)
 class ScoredResult:
-    """One search hit: the matched episode (nucleus), its context cluster and its scores."""
+    """One search hit: the matched episode (nucleus), its context cluster and its scores.
+
+    ``score`` is what results are ordered by, on every face: non-increasing down a list.
+    ``rerank_score`` is the hit's own score from the last rerank that scored it; the two
+    differ only where a rule placed a hit above better-scored ones (the agent's final
+    rerank: `memroute.graph.final_rerank.ordered_scores`). ``vector_score`` and
+    ``lexical_score`` are its lanes' scores."""
 
     nucleus: Episode
     episodes: list[Episode]
@@ -202,6 +208,11 @@ class ScoredResult:
     sentence_embeddings: Any = field(default=None, repr=False, compare=False)
     # The rows of ``sentence_embeddings`` that belong to the nucleus (start, stop).
     nucleus_rows: tuple[int, int] | None = field(default=None, repr=False, compare=False)
+    score: float = None  # type: ignore[assignment]  # None given: ``rerank_score``
+
+    def __post_init__(self) -> None:
+        if self.score is None:
+            object.__setattr__(self, "score", self.rerank_score)
 
     def nucleus_embeddings(self) -> Any:
         """The stored embeddings of the nucleus's own sentences (all rows if unknown)."""
@@ -212,11 +223,6 @@ class ScoredResult:
     @property
     def uid(self) -> str:
         return self.nucleus.uid or ""
-
-    @property
-    def score(self) -> float:
-        """The result's score (the rerank score): the name every face uses."""
-        return self.rerank_score
 
     @property
     def text(self) -> str:

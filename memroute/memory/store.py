@@ -22,7 +22,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from memroute._log import get_logger
 from memroute._loop import PoolLoop
-from memroute.errors import InvalidInputError
+from memroute.errors import InvalidInputError, ModelUnavailableError
 
 from memroute.memory import connect, entity_sql, lookup, sql
 from memroute.memory.bounds import ReadBound
@@ -259,6 +259,14 @@ class Memory:
                 future.exception()  # marks it retrieved: no waiter is not an error
             raise
         vectors = dict(zip(missing, computed))
+        if not all(np.isfinite(v).all() for v in computed):
+            error = ModelUnavailableError(
+                f"embedder {self.embedder.name} returned NaN or infinite values for a query")
+            for text, future in futures.items():
+                self._embedding.pop((name, text), None)
+                future.set_exception(_EmbeddingAbandoned())
+                future.exception()
+            raise error
         for text, future in futures.items():
             self._embedding.pop((name, text), None)
             self._query_vectors[(name, text)] = vectors[text]
@@ -968,4 +976,4 @@ class Memory:
                 if len(r.episodes) > 1 else None)
              for r in results],
             k, fusion or self.settings.rerank_fusion, credit, link_bonus, entity_bonus, entity_keys)
-        return [replace(results[i], rerank_score=score) for i, score in order]
+        return [replace(results[i], rerank_score=score, score=score) for i, score in order]

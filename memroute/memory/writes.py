@@ -182,6 +182,11 @@ class EpisodeWriter:
                 f"for {len(prepared.sentences)} sentences of dimension {self.embedder.dim}; "
                 "nothing stored"
             )
+        if not np.isfinite(vectors).all():
+            raise ModelUnavailableError(
+                f"embedder {self.embedder.name} returned NaN or infinite values for "
+                f"{int((~np.isfinite(vectors).all(axis=1)).sum())} of "
+                f"{len(prepared.sentences)} sentences; nothing stored")
         prepared.vectors = vectors
         return prepared
 

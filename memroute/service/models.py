@@ -98,7 +98,10 @@ class Hit(BaseModel):
     """One result: the matched episode, its context cluster (chronological) and its scores."""
 
     uid: str
-    score: float
+    score: float = Field(description="What the results are ordered by (non-increasing).")
+    rerank_score: float = Field(description="The hit's own score from the last rerank; it "
+                                "differs from score where the agent placed the hit above "
+                                "better-scored ones.")
     vector_score: float
     lexical_score: float | None = None
     matched_sentence: str
@@ -107,7 +110,8 @@ class Hit(BaseModel):
 
     @classmethod
     def of(cls, result: ScoredResult) -> Hit:
-        return cls(uid=result.uid, score=result.rerank_score, vector_score=result.vector_score,
+        return cls(uid=result.uid, score=result.score, rerank_score=result.rerank_score,
+                   vector_score=result.vector_score,
                    lexical_score=result.lexical_score, matched_sentence=result.matched_sentence,
                    nucleus=result.nucleus, episodes=result.episodes)
 

@@ -152,7 +152,7 @@ def time_windows(question: str, as_of: datetime) -> list[Window]:
             span = span_of(text, as_of, future)
         except (OverflowError, ValueError):  # past the calendar's ends from as_of
             continue
-        if span is not None and span[1] > as_of - timedelta(days=365 * HISTORY_YEARS):
+        if span is not None and as_of - span[1] < timedelta(days=365 * HISTORY_YEARS):
             out.append(Window(text, span[0], span[1]))
     return out
 
