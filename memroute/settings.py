@@ -76,11 +76,17 @@ class MemrouteSettings(BaseSettings):
     entity_lane: bool = True
     extract_entities: bool = True
     candidates: int = 60
-    # a scope of this many sentences or more is searched through indexes of its own (vectors,
-    # full text, entity keys), built after the write that takes it there; a smaller one by an
-    # exact scan of its rows
-    # (memroute.memory.scope_index; docs/benchmarks.md, "Many tenants in one store")
+    # a scope of this many sentences or more is moved to a partition of its own, searched
+    # through indexes of its own (vectors, full text, entity keys), after the write that takes
+    # it there; a smaller one shares its bucket's partition and is searched by an exact scan
+    # of its rows (memroute.memory.tiers; docs/scaling.md, "Many tenants in one store")
     scope_index_min_sentences: int = Field(default=5_000, ge=1)
+    # the buckets the small scopes are hashed into, fixed when a store is created: more
+    # buckets, a shorter pause of a bucket's scopes while a scope moves out of it; fewer, a
+    # faster creation (each bucket is two tables and their indexes)
+    scope_buckets: int = Field(default=64, ge=1, le=1000)
+    # scopes moved between tiers at once, each over one connection of the pool
+    scope_moves_at_once: int = Field(default=1, ge=1)
     # every statement of a search transaction; a lexical lane past it is dropped from that
     # search (a warning), any other statement raises StatementTimeoutError
     search_statement_timeout_ms: int = Field(default=2000, ge=1, le=600_000)

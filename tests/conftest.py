@@ -61,7 +61,9 @@ def fake_openai() -> Iterator[FakeOpenAI]:
 
 @pytest.fixture(scope="session")
 def settings(pg_home: Path, pg_url: str) -> MemrouteSettings:
-    return MemrouteSettings(home=pg_home, database_url=pg_url, embed_threads=1, pool_max_size=6)
+    # four buckets: a store of many is the same but slower to create (each bucket is tables)
+    return MemrouteSettings(home=pg_home, database_url=pg_url, embed_threads=1, pool_max_size=6,
+                            scope_buckets=4)
 
 
 @pytest.fixture(scope="session")

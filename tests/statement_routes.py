@@ -6,7 +6,9 @@ function that sent it. `route` reads a statement with PostgreSQL's own parser (p
 says whether it reaches one scope of the data tables, the way Citus routes a query to one
 shard: every reference to a data table is pinned to one scope key by an equality with a
 parameter, or with the scope key of a reference pinned already (a join on the distribution
-column), through ANDs of its own query level or an enclosing one.
+column), through ANDs of its own query level or an enclosing one. A statement naming a
+partition of the sentences table (memroute.memory.tiers) is a placement: moving a scope
+between tiers, which on Citus is Citus's own tenant isolation.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ import psycopg
 from pglast import ast, enums, parse_sql
 
 from memroute.memory.schema import DISTRIBUTION_COLUMN
+from memroute.memory.tiers import PLACE_NAME
 
 ONE_SCOPE = "one scope"  # every data table pinned to one scope key: one shard
 PER_ROW = "per row"  # COPY into a data table: each row goes to its scope's shard
 SCHEMA_CHANGE = "schema change"  # DDL and maintenance, run on every shard
 NO_DATA = "no data table"
+PLACEMENT = "placement"  # names a partition: a scope's move between tiers
 MULTI_SCOPE = "multi-scope"
 
 _LIBRARY_MODULES = re.compile(r"^(psycopg|psycopg_pool|asyncio|contextlib|statement_routes)"
@@ -47,11 +51,14 @@ class StatementLog:
     """The distinct (statement, memroute caller) pairs sent through psycopg's cursors while
     installed."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_params: int = 0) -> None:
         self.sent: dict[tuple[str, str], int] = {}
+        # (statement, caller) -> the parameters of its first ``keep_params`` executions
+        self.params: dict[tuple[str, str], list[object]] = {}
+        self.keep_params = keep_params
         self._originals: list[tuple[type, str, object]] = []
 
-    def _record(self, query: object, cursor: object) -> None:
+    def _record(self, query: object, cursor: object, args: tuple = ()) -> None:
         caller = _caller()
         if caller is None:
             return
@@ -61,6 +68,9 @@ class StatementLog:
             query = query.as_string(cursor)
         key = (query, caller)
         self.sent[key] = self.sent.get(key, 0) + 1
+        kept = self.params.setdefault(key, [])
+        if args and len(kept) < self.keep_params:
+            kept.append(args[0])
 
     def install(self) -> None:
         log = self
@@ -82,7 +92,7 @@ SESSION_LOG = StatementLog()
 
 def _recording(original, log: StatementLog):
     def recording(self, query, *args, **kwargs):
-        log._record(query, self)
+        log._record(query, self, args or ((kwargs["params"],) if "params" in kwargs else ()))
         return original(self, query, *args, **kwargs)
     recording.__name__ = original.__name__
     return recording
@@ -108,7 +118,7 @@ def route(query: str, data_tables: set[str]) -> str:
     """How the statement(s) of ``query`` reach the data tables (``data_tables``: their
     names, in any schema): `ONE_SCOPE`, `PER_ROW`, `SCHEMA_CHANGE`, `NO_DATA` or
     `MULTI_SCOPE` (the widest of its statements)."""
-    order = [NO_DATA, ONE_SCOPE, PER_ROW, SCHEMA_CHANGE, MULTI_SCOPE]
+    order = [NO_DATA, ONE_SCOPE, PER_ROW, SCHEMA_CHANGE, PLACEMENT, MULTI_SCOPE]
     found = [_route(raw.stmt, data_tables) for raw in parse_sql(postgres_text(query))]
     return max(found, key=order.index, default=NO_DATA)
 
@@ -142,7 +152,21 @@ def _walk(node: object) -> Iterator[object]:
             yield from _walk(getattr(node, name))
 
 
+def _place_refs(stmt: ast.Node) -> Iterator[str]:
+    """The partitions of the sentences table a statement names (a DROP's names too)."""
+    for child in _walk(stmt):
+        if isinstance(child, ast.RangeVar) and child.schemaname and PLACE_NAME.match(
+                child.relname):
+            yield child.relname
+    if isinstance(stmt, ast.DropStmt):
+        for names in stmt.objects or ():
+            if isinstance(names, tuple | list) and names and PLACE_NAME.match(names[-1].sval):
+                yield names[-1].sval
+
+
 def _route(stmt: ast.Node, data_tables: set[str]) -> str:
+    if any(_place_refs(stmt)):
+        return PLACEMENT
     if not any(_data_refs(stmt, data_tables)):
         return NO_DATA
     if isinstance(stmt, ast.CopyStmt):

@@ -1,11 +1,15 @@
 """What a Citus cluster needs of memroute's tables and statements (docs/scaling.md), checked
-on a real migrated store: every unique index and foreign key of a data table holds the
-distribution column, and every statement memroute sends to the data tables reaches one
-scope, or is one of the few multi-scope operations the doc lists."""
+on a real migrated store: every unique index, foreign key and partition key of a data table
+holds the distribution column, every statement memroute sends to the data tables reaches one
+scope, or is one of the few multi-scope operations the doc lists, or moves a scope between
+tiers (memroute.memory.tiers, Citus's tenant isolation); and PostgreSQL plans every
+statement on the sentences table against one of its leaves, however many scopes it holds."""
 
 from __future__ import annotations
 
 import copy
+import json
+import re
 import uuid
 from pathlib import Path
 
@@ -16,6 +20,7 @@ from statement_routes import (
     NO_DATA,
     ONE_SCOPE,
     PER_ROW,
+    PLACEMENT,
     SCHEMA_CHANGE,
     SESSION_LOG,
     StatementLog,
@@ -24,6 +29,7 @@ from statement_routes import (
 
 from memroute.memory import Episode, Memory, Scope
 from memroute.memory.schema import DISTRIBUTION_COLUMN, REFERENCE_TABLES
+from memroute.memory.tiers import PLACE_NAME
 
 SCALING_DOC = Path(__file__).parents[1] / "docs" / "scaling.md"
 # The memroute functions that may send a statement reaching several scopes (in a Citus
@@ -33,9 +39,12 @@ MULTI_SCOPE_CALLERS = {
     "memroute.memory.store:Memory.delete": "`Memory.delete(..., all=True, sub_scopes=True)`",
     "memroute.memory.entity_sql:backfill": "`Memory.backfill_entities`",
     "memroute.memory.entity_sql:_backfill_days": "`Memory.backfill_entities`",
-    "memroute.memory.scope_index:ScopeIndexes.ensure_all": "`Memory.index_scopes`",
     "memroute.memory.schema:migrate": "Migration 6",
 }
+# The module that may send placements (statements naming a partition), and what
+# docs/scaling.md says Citus does in its stead.
+PLACEMENT_MODULE = "memroute.memory.tiers"
+PLACEMENT_ON_CITUS = "isolate_tenant_to_new_shard"
 
 
 async def data_tables(conn: AsyncConnection, schema: str) -> set[str]:
@@ -71,7 +80,7 @@ async def distribution_problems(conn: AsyncConnection, schema: str) -> list[str]
                  if table in tables and DISTRIBUTION_COLUMN not in columns]
     # foreign keys: a data table's onto a data table pairs the distribution columns (a join
     # within one shard); onto a reference table is fine; a reference table's onto a data
-    # table is not (Citus refuses it)
+    # table is not (Citus refuses it). A partition's are its table's (conparentid).
     cur = await conn.execute(
         "SELECT c.conname, s.relname, r.relname, "
         "  array(SELECT a.attname FROM unnest(c.conkey) WITH ORDINALITY k(n, o) "
@@ -80,7 +89,7 @@ async def distribution_problems(conn: AsyncConnection, schema: str) -> list[str]
         "        JOIN pg_attribute a ON a.attrelid = c.confrelid AND a.attnum = k.n ORDER BY k.o) "
         "FROM pg_constraint c JOIN pg_class s ON s.oid = c.conrelid "
         "JOIN pg_class r ON r.oid = c.confrelid JOIN pg_namespace n ON n.oid = s.relnamespace "
-        "WHERE n.nspname = %s AND c.contype = 'f'", [schema])
+        "WHERE n.nspname = %s AND c.contype = 'f' AND c.conparentid = 0", [schema])
     for name, source, target, columns, referenced in await cur.fetchall():
         if source in tables and target in tables:
             if (DISTRIBUTION_COLUMN, DISTRIBUTION_COLUMN) not in zip(columns, referenced):
@@ -88,6 +97,17 @@ async def distribution_problems(conn: AsyncConnection, schema: str) -> list[str]
                                 f"{DISTRIBUTION_COLUMN} with {target}'s")
         elif source not in tables and target in tables:
             problems.append(f"reference table {source} has a foreign key {name} onto {target}")
+    # a partitioned table is partitioned by the distribution column at every level: each
+    # partition is a set of scopes (a shard, or one tenant isolated in a shard of its own)
+    cur = await conn.execute(
+        "SELECT c.relname, array(SELECT a.attname FROM unnest(p.partattrs::int2[]) k "
+        "  JOIN pg_attribute a ON a.attrelid = p.partrelid AND a.attnum = k), "
+        "  p.partexprs IS NOT NULL "
+        "FROM pg_partitioned_table p JOIN pg_class c ON c.oid = p.partrelid "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s", [schema])
+    problems += [f"{table} is partitioned by {columns}{' and expressions' if exprs else ''}"
+                 for table, columns, exprs in await cur.fetchall()
+                 if columns != [DISTRIBUTION_COLUMN] or exprs]
     return problems
 
 
@@ -112,17 +132,20 @@ async def test_the_catalog_check_finds_a_key_without_the_scope_key(memory: Memor
                 CREATE TABLE {schema}.notes (scope_key text, item text,
                                              FOREIGN KEY (item) REFERENCES {schema}.items (id));
                 CREATE TABLE {schema}.loose (id text PRIMARY KEY);
+                CREATE TABLE {schema}.parts (scope_key text, id text,
+                                             PRIMARY KEY (scope_key, id)) PARTITION BY HASH (id);
                 ALTER TABLE {schema}.api_keys ADD COLUMN scope_key text, ADD COLUMN item text,
                     ADD FOREIGN KEY (scope_key, item) REFERENCES {schema}.items;""")
             problems = await distribution_problems(conn, schema)
         finally:
             await conn.rollback()
-    assert len(problems) == 5, problems
+    assert len(problems) == 6, problems
     assert any("items_id_key" in p for p in problems)
     assert any("notes" in p and "does not pair" in p for p in problems)
     assert any("loose has no scope_key" in p for p in problems)
     assert any("loose_pkey" in p for p in problems)
     assert any("reference table api_keys" in p for p in problems)
+    assert any("parts is partitioned by ['id']" in p for p in problems)
 
 
 def test_a_statement_reaches_one_scope_only_through_an_equality_on_every_data_table() -> None:
@@ -152,6 +175,14 @@ def test_a_statement_reaches_one_scope_only_through_an_equality_on_every_data_ta
     assert route("COPY s.sentences (scope_key, text) FROM STDIN", tables) == PER_ROW
     assert route("CREATE INDEX i ON s.sentences (text)", tables) == SCHEMA_CHANGE
     assert route("SELECT * FROM s.api_keys WHERE key_id = %s", tables) == NO_DATA
+    own = "s.sentences_" + "0" * 32
+    placements = [f"INSERT INTO {own} (scope_key) SELECT scope_key FROM s.sentences "
+                  "WHERE scope_key = %s",
+                  "SELECT scope_key FROM s.sentences_b003_shared GROUP BY scope_key",
+                  f"ALTER TABLE s.sentences_b003 ATTACH PARTITION {own} FOR VALUES IN ('x')",
+                  "LOCK TABLE s.sentences_b003 IN ACCESS EXCLUSIVE MODE",
+                  f"DROP TABLE {own}"]
+    assert [route(q, tables) for q in placements] == [PLACEMENT] * len(placements)
 
 
 async def every_operation(memory: Memory) -> None:
@@ -189,13 +220,15 @@ async def every_operation(memory: Memory) -> None:
 
 def check_statements(log: StatementLog, tables: set[str]) -> dict[str, set[str]]:
     """The callers of each route among the logged statements; raises on a multi-scope
-    statement from a caller `MULTI_SCOPE_CALLERS` does not list."""
+    statement from a caller `MULTI_SCOPE_CALLERS` does not list, or a placement from
+    outside `PLACEMENT_MODULE`."""
     routes: dict[str, set[str]] = {}
     unlisted = []
     for (query, caller), _ in log.sent.items():
         found = route(query, tables)
         routes.setdefault(found, set()).add(caller)
-        if found == MULTI_SCOPE and caller not in MULTI_SCOPE_CALLERS:
+        if (found == MULTI_SCOPE and caller not in MULTI_SCOPE_CALLERS
+                or found == PLACEMENT and not caller.startswith(PLACEMENT_MODULE + ":")):
             unlisted.append(f"{caller}: {' '.join(query.split())[:300]}")
     assert not unlisted, "multi-scope statements from unlisted callers:\n" + "\n".join(unlisted)
     return routes
@@ -222,8 +255,69 @@ async def test_every_statement_of_the_memory_operations_reaches_one_scope_or_is_
     assert "memroute.memory.sql:exact_lane" in routes[ONE_SCOPE]  # the filtered search's
     assert "memroute.memory.writes:EpisodeWriter.write_in" in routes[PER_ROW]
     assert "memroute.memory.schema:migrate" in routes[SCHEMA_CHANGE]
+    assert "memroute.memory.tiers:ScopeTiers.place_all" in routes[PLACEMENT]
     doc = SCALING_DOC.read_text()
     assert [name for name in MULTI_SCOPE_CALLERS.values() if name not in doc] == []
+    assert PLACEMENT_ON_CITUS in doc
+
+
+def plan_relations(plan: object) -> list[str]:
+    """The relation names of a JSON plan's nodes."""
+    if isinstance(plan, dict):
+        return ([plan["Relation Name"]] if "Relation Name" in plan else []) + [
+            name for value in plan.values() for name in plan_relations(value)]
+    if isinstance(plan, list):
+        return [name for item in plan for name in plan_relations(item)]
+    return []
+
+
+async def test_every_statement_on_the_sentences_table_is_planned_on_one_leaf(
+        settings, embedder) -> None:
+    """Every operation on a store whose scopes sit in shared leaves and in leaves of their own
+    (the bound lowered to 6 sentences; the operations' scopes cross it), then each statement
+    memroute sent to the sentences table for one scope planned again with its parameters:
+    the plan reads one leaf. The planner pruned the others before looking at their indexes, so a
+    statement's plan is the same however many scopes, large or small, the store holds."""
+    log = StatementLog(keep_params=2)
+    memory = await Memory.open(
+        settings=settings.model_copy(update={"scope_index_min_sentences": 6}),
+        embedder=embedder, schema=f"leaves_{uuid.uuid4().hex[:8]}")
+    sentences = re.compile(rf"\b{memory.schema}\.sentences\b(?!_)")
+    try:
+        for n in range(3):  # other large scopes, each in a leaf of its own
+            await memory.add(Scope(org_id=f"large-{n}", project_id="p"),
+                             [Episode(content=f"Fact {i} about scope {n}.") for i in range(8)])
+        assert await memory.index_scopes() == 3
+        log.install()
+        try:
+            await every_operation(memory)
+        finally:
+            log.uninstall()
+        planned: dict[str, set[str]] = {}
+        async with memory._pool.connection() as conn:
+            tables = await data_tables(conn, memory.schema)
+            for (query, caller), kept in log.params.items():
+                if not sentences.search(query) or route(query, tables) != ONE_SCOPE:
+                    continue  # per row (COPY), placements, the listed multi-scope ones
+                for params in kept or [None]:
+                    try:
+                        cur = await conn.execute("EXPLAIN (FORMAT JSON) " + query, params)
+                    except Exception:  # a temporary table of its transaction, gone now
+                        await conn.rollback()
+                        continue
+                    plan = (await cur.fetchone())[0]
+                    plan = json.loads(plan) if isinstance(plan, str) else plan
+                    leaves = {r for r in plan_relations(plan) if PLACE_NAME.match(r)}
+                    assert len(leaves) == 1, (caller, leaves, " ".join(query.split())[:300])
+                    planned.setdefault(caller, set()).update(leaves)
+            await conn.rollback()
+    finally:
+        await memory.close()
+    assert {"memroute.memory.sql:read_search", "memroute.memory.sql:exact_lane",
+            "memroute.memory.writes:EpisodeWriter.write_in"} <= set(planned)
+    every = set().union(*planned.values())
+    assert any(leaf.endswith("_shared") for leaf in every)  # both kinds of leaf were planned
+    assert any(not leaf.endswith("_shared") for leaf in every)
 
 
 @pytest.mark.last

@@ -95,7 +95,7 @@ async def test_a_selective_filter_that_stops_the_index_scan_early_still_gives_k(
     stops before 5 rows pass, which is no proof of an exhausted scope. The exact scan of the
     filtered sentences settles it. Explicit sorts are off for this store's connections, so
     that the planner probes 600 rows through the HNSW index as it would a big scope's."""
-    from memroute.memory import scope_index, sql
+    from memroute.memory import sql, tiers
 
     sep = "&" if "?" in settings.database_url else "?"
     memory = await Memory.open(settings.database_url + f"{sep}options=-c%20enable_sort%3Doff",
@@ -121,7 +121,7 @@ async def test_a_selective_filter_that_stops_the_index_scan_early_still_gives_k(
                 "WHERE s.scope_key = %s ORDER BY s.embedding <=> %s LIMIT 60",
                 [scope.key, (await memory.embed_queries([query]))[0]])
             plan = " ".join(r[0] for r in await cur.fetchall())
-        assert f"using {scope_index.index_name(scope.key)} " in plan  # a scan bound to reach
+        assert f"using {tiers.index_name(scope.key)} " in plan  # a scan bound to reach
 
         monkeypatch.setattr(sql, "MAX_SCAN_TUPLES", 100)
         exact_scans = []

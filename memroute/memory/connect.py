@@ -102,7 +102,8 @@ async def open_pool(dsn: str | None, schema: str, embedder: Embedder,
         owned_home = settings.home
     try:
         async with await AsyncConnection.connect(url, autocommit=True) as conn:
-            await migrate(conn, schema, embedder.name, embedder.dim)
+            await migrate(conn, schema, embedder.name, embedder.dim,
+                          buckets=settings.scope_buckets)
     except OperationalError as exc:
         raise StoreUnavailableError(f"cannot connect to the database: {exc}") from exc
 
@@ -118,12 +119,16 @@ async def open_pool(dsn: str | None, schema: str, embedder: Embedder,
 
 def _configure(settings: MemrouteSettings) -> Callable[[AsyncConnection], Awaitable[None]]:
     """How a pool readies each new connection: vector and time types, the session's
-    ``maintenance_work_mem``."""
+    ``maintenance_work_mem``, and custom plans only (``plan_cache_mode``): a generic plan of a
+    statement on the partitioned sentences table (a prepared one's, or the foreign key's
+    cascade) names every partition and locks them all, which with thousands of large
+    scopes runs out of the server's lock table (memroute.memory.tiers)."""
     async def configure(conn: AsyncConnection) -> None:
         await register_vector_async(conn)
         register_time_loaders(conn)
         await conn.execute(
-            "SELECT set_config('maintenance_work_mem', %s, false)",
+            "SELECT set_config('maintenance_work_mem', %s, false), "
+            "set_config('plan_cache_mode', 'force_custom_plan', false)",
             (settings.maintenance_work_mem,),
         )
         await conn.commit()

@@ -49,7 +49,7 @@ def check_identifier(name: str) -> str:
     return name
 
 
-def _migrations(schema: str, dim: int) -> list[str]:
+def _migrations(schema: str, dim: int, buckets: int) -> list[str]:
     """Migration N is element N-1. Append only; never edit a released one."""
     s = schema
     return [
@@ -129,9 +129,10 @@ def _migrations(schema: str, dim: int) -> list[str]:
         # 7: a scope of 5,000 sentences or more is searched through indexes of its own
         # (partial: HNSW of its vectors, GIN of its full-text column and entity keys), a
         # smaller one by an exact scan of its rows, and the vector index of the whole table
-        # goes (memroute.memory.scope_index): a search no longer passes over other tenants'
-        # sentences. On a big store this builds the large scopes' indexes, about the time of
-        # an HNSW build of their sentences (docs/benchmarks.md); writes wait meanwhile.
+        # goes: a search no longer passes over other tenants' sentences (schema 8 gives each
+        # large scope a leaf of its own instead). On a big store this builds the large
+        # scopes' indexes, about the time of an HNSW build of their sentences
+        # (docs/benchmarks.md); writes wait meanwhile.
         f"""
         SET LOCAL maintenance_work_mem = '1GB';
         DO $$
@@ -152,7 +153,102 @@ def _migrations(schema: str, dim: int) -> list[str]:
         END $$;
         DROP INDEX IF EXISTS {s}.sentences_embedding;
         """,
+        _partitioned_sentences_migration(s, dim, buckets),
     ]
+
+
+def _partitioned_sentences_migration(s: str, dim: int, buckets: int) -> str:
+    """8: the sentences table is partitioned by scope (memroute.memory.tiers): by the hash of
+    ``scope_key`` into ``buckets`` buckets, each by the ``scope_key`` itself; a scope with
+    its own indexes (schema 7) gets a leaf of its own with them, the others share their
+    bucket's default leaf. Every statement names one scope key, so the planner reads one
+    leaf and its indexes, not every large scope's. The rows are copied in scope order (a
+    scope's rows together), which on a big store takes about the time of writing them again
+    and building their indexes (docs/benchmarks.md); writes wait meanwhile."""
+    t = "'sentences_b' || lpad(b::text, 3, '0')"
+    return f"""
+        SET LOCAL maintenance_work_mem = '1GB';
+        INSERT INTO {s}.store_info VALUES ('scope_buckets', '{buckets}');
+        CREATE TEMP TABLE _memroute_large ON COMMIT DROP AS
+            SELECT substr(c.relname, 21) AS key
+            FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+            WHERE i.indrelid = '{s}.sentences'::regclass AND i.indisvalid
+              AND c.relname ~ '^sentences_embedding_[0-9a-f]{{32}}$';
+        DO $$
+        DECLARE
+            name text;
+        BEGIN
+            FOR name IN SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+                        WHERE i.indrelid = '{s}.sentences'::regclass AND NOT i.indisprimary LOOP
+                EXECUTE format('DROP INDEX {s}.%I', name);
+            END LOOP;
+        END $$;
+        ALTER TABLE {s}.sentences RENAME TO sentences_v7;
+        ALTER TABLE {s}.sentences_v7 RENAME CONSTRAINT sentences_pkey TO sentences_v7_pkey;
+        CREATE TABLE {s}.sentences (
+            scope_key   text        NOT NULL,
+            episode_uid text        NOT NULL,
+            idx         int         NOT NULL,
+            text        text        NOT NULL,
+            embedding   vector({dim}) NOT NULL,
+            session_id  text        NOT NULL,
+            producer    text        NOT NULL,
+            produced_at timestamptz NOT NULL,
+            metadata    jsonb       NOT NULL DEFAULT '{{}}',
+            tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED,
+            entity_keys text[],
+            entities    jsonb,
+            PRIMARY KEY (scope_key, episode_uid, idx)
+        ) PARTITION BY HASH (scope_key);
+        DO $$
+        DECLARE
+            k text;
+            b int;
+        BEGIN
+            FOR b IN 0..{buckets} - 1 LOOP
+                EXECUTE format('CREATE TABLE {s}.%I PARTITION OF {s}.sentences '
+                               'FOR VALUES WITH (MODULUS {buckets}, REMAINDER %s) '
+                               'PARTITION BY LIST (scope_key)', {t}, b);
+                EXECUTE format('CREATE TABLE {s}.%I PARTITION OF {s}.%I DEFAULT '
+                               'WITH (toast_tuple_target = 8160)', {t} || '_shared', {t});
+            END LOOP;
+            FOR k IN SELECT key FROM _memroute_large LOOP
+                SELECT r INTO b FROM generate_series(0, {buckets} - 1) r
+                WHERE satisfies_hash_partition('{s}.sentences'::regclass, {buckets}, r, k);
+                EXECUTE format('CREATE TABLE {s}.%I PARTITION OF {s}.%I FOR VALUES IN (%L) '
+                               'WITH (toast_tuple_target = 8160)', 'sentences_' || k, {t}, k);
+            END LOOP;
+        END $$;
+        INSERT INTO {s}.sentences (scope_key, episode_uid, idx, text, embedding, session_id,
+                                   producer, produced_at, metadata, entity_keys, entities)
+            SELECT scope_key, episode_uid, idx, text, embedding, session_id, producer,
+                   produced_at, metadata, entity_keys, entities
+            FROM {s}.sentences_v7 ORDER BY scope_key, episode_uid, idx;
+        DROP TABLE {s}.sentences_v7;
+        DO $$
+        DECLARE
+            k text;
+        BEGIN
+            FOR k IN SELECT key FROM _memroute_large LOOP
+                EXECUTE format('CREATE INDEX %I ON {s}.%I USING btree '
+                               '(scope_key, session_id, produced_at)',
+                               'sentences_scope_' || k, 'sentences_' || k);
+                EXECUTE format('CREATE INDEX %I ON {s}.%I USING gin (tsv)',
+                               'sentences_tsv_' || k, 'sentences_' || k);
+                EXECUTE format('CREATE INDEX %I ON {s}.%I USING gin (entity_keys)',
+                               'sentences_entity_keys_' || k, 'sentences_' || k);
+                EXECUTE format('CREATE INDEX %I ON {s}.%I USING hnsw '
+                               '(embedding vector_cosine_ops) WITH (m = 32, ef_construction = 128)',
+                               'sentences_embedding_' || k, 'sentences_' || k);
+            END LOOP;
+        END $$;
+        CREATE INDEX sentences_scope ON {s}.sentences (scope_key, session_id, produced_at);
+        CREATE INDEX sentences_tsv ON {s}.sentences USING gin (tsv);
+        CREATE INDEX sentences_entity_keys ON {s}.sentences USING gin (entity_keys);
+        ALTER TABLE {s}.sentences ADD FOREIGN KEY (scope_key, episode_uid)
+            REFERENCES {s}.episodes (scope_key, uid) ON DELETE CASCADE;
+        ANALYZE {s}.sentences;
+        """
 
 
 def _store_items_migration(s: str) -> str:
@@ -237,8 +333,11 @@ def _store_items_migration(s: str) -> str:
         """
 
 
-async def migrate(conn: AsyncConnection, schema: str, embedder_name: str, dim: int) -> int:
-    """Create or upgrade the schema; record and check the embedder. Returns the version."""
+async def migrate(conn: AsyncConnection, schema: str, embedder_name: str, dim: int, *,
+                  buckets: int) -> int:
+    """Create or upgrade the schema; record and check the embedder. ``buckets``: how many
+    buckets the sentences table is partitioned into, when migration 8 makes it so (a store
+    keeps its number). Returns the version."""
     check_identifier(schema)
     s = schema
     async with conn.transaction():
@@ -270,7 +369,7 @@ async def migrate(conn: AsyncConnection, schema: str, embedder_name: str, dim: i
             )
         cur = await conn.execute(f"SELECT coalesce(max(version), 0) FROM {s}.schema_version")
         current = (await cur.fetchone())[0]
-        migrations = _migrations(s, dim)
+        migrations = _migrations(s, dim, buckets)
         for version in range(current + 1, len(migrations) + 1):
             log.info("schema.migrate", schema=s, version=version)
             await conn.execute(migrations[version - 1])

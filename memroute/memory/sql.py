@@ -26,6 +26,7 @@ from memroute.memory.limits import (
     MAX_LEXICAL_TERMS,
 )
 from memroute.memory.models import Episode
+from memroute.memory.tiers import shared_table
 
 RRF_K = 60
 EF_SEARCH_RANGE = (40, 1000)  # pgvector accepts hnsw.ef_search in 1..1000
@@ -53,7 +54,7 @@ class Nucleus:
 
 def _probe_cte(schema: str, where: str) -> str:
     """``hits``: the vector probe, through the scope's own HNSW index or an exact scan of its
-    rows (`memroute.memory.scope_index`; parameters: query vector, scope key, the bound's
+    rows (`memroute.memory.tiers`; parameters: query vector, scope key, the bound's
     (``where``), query vector, limit). A zero vector (no direction, NaN distance, left out of an HNSW
     index) is near nothing: an exact scan sorts it last, and it is dropped."""
     return f"""hits AS MATERIALIZED (
@@ -79,8 +80,8 @@ async def vector_lane(conn: AsyncConnection, schema: str, scope_key: str, embedd
     """
     where, params = bound.sentences("s", match)
     await conn.execute(*hnsw_settings(limit, max_scan_tuples))
-    # never prepared: a plan for any scope could not use the scope's own index
-    # (memroute.memory.scope_index), whose predicate names the scope key
+    # never prepared: a plan for any scope could not be pruned to the scope's own leaf
+    # (memroute.memory.tiers) while planning
     cur = await conn.execute(
         f"WITH {_probe_cte(schema, where)} SELECT episode_uid, text, distance FROM hits "
         "ORDER BY distance",
@@ -120,10 +121,17 @@ class TermStats(NamedTuple):
 # only when the table is analyzed, and reading them in every statement cost ~1 ms of
 # planning and execution per search.
 TERM_STATS_MAX_AGE_S = 60.0
-_TERM_STATS = """SELECT p.most_common_elems::text AS elems,
+# Read from the first shared leaves of the partitioned table (memroute.memory.tiers), which
+# autovacuum analyzes: each holds a random share of the small scopes. The table's own
+# statistics (of an explicit ANALYZE of it: autovacuum never analyzes a partitioned table)
+# serve a store whose shared leaves hold none.
+_STATS_TABLES = ", ".join(f"'{shared_table(b)}'" for b in range(8))
+_TERM_STATS = f"""SELECT p.most_common_elems::text AS elems,
                    p.most_common_elem_freqs::text AS freqs
             FROM pg_stats p
-            WHERE p.schemaname = %s AND p.tablename = 'sentences' AND p.attname = 'tsv'"""
+            WHERE p.schemaname = %s AND p.attname = 'tsv' AND p.most_common_elems IS NOT NULL
+              AND p.tablename IN ({_STATS_TABLES}, 'sentences')
+            ORDER BY p.tablename = 'sentences', p.tablename LIMIT 1"""
 # the same read inside the lane's statement, when a search has no statistics yet
 _TERM_STATS_CTE = (f"SELECT t.elems::text[] AS elems, t.freqs::float4[] AS freqs "
                    f"FROM ({_TERM_STATS}) t")

@@ -52,7 +52,7 @@ from memroute.memory.rerankers import RerankCandidate, Reranker, RerankQuery
 from memroute.memory.rerankers.base import CREDITS, ContextCandidate, rank_in_context
 from memroute.memory.retry import with_retry
 from memroute.memory.schema import check_identifier
-from memroute.memory.scope_index import ScopeIndexes
+from memroute.memory.tiers import ScopeTiers
 from memroute.memory.server import pgdata_path
 from memroute.memory.warm import WarmReport, warm_schema
 from memroute.memory.writes import EpisodeWriter
@@ -210,7 +210,8 @@ class Memory:
         self._writes = 0  # counts this process's writes: a lookup older than one is not kept
         self._stop_warming = threading.Event()
         self._warming: asyncio.Task[WarmReport] | None = None
-        self._scope_indexes = ScopeIndexes(pool, url, schema, settings.scope_index_min_sentences)
+        self._scope_tiers = ScopeTiers(pool, schema, settings.scope_index_min_sentences,
+                                       settings.scope_moves_at_once)
         # the embedder as writes use it: concurrent adds' sentences embedded as one batch
         self._document_embedder = CoalescingEmbedder(embedder)
 
@@ -374,18 +375,20 @@ class Memory:
             return None
 
     async def index_scopes(self) -> int:
-        """Build now the own indexes (`memroute.memory.scope_index`) of every scope that
-        holds ``settings.scope_index_min_sentences`` sentences or more and lacks them (writes
-        build them in the background; this is for a store loaded or restored by other means).
-        Returns how many scopes have their own indexes."""
-        return len(await self._scope_indexes.ensure_all())
+        """Move now every scope to the tier its sentences say (`memroute.memory.tiers`): a
+        leaf of its own, with its own indexes, for each scope holding
+        ``settings.scope_index_min_sentences`` sentences or more, and back to its bucket's
+        shared leaf for one under half of that (writes and deletes do it in the background;
+        this is for a store loaded or restored by other means). Returns how many scopes have
+        a leaf of their own."""
+        return len(await self._scope_tiers.place_all())
 
     async def close(self) -> None:
         if self._warming is not None:
             self._stop_warming.set()  # the file reader stops at its next chunk
             with contextlib.suppress(asyncio.CancelledError):
                 await self._warming
-        await self._scope_indexes.close()
+        await self._scope_tiers.close()
         await self._reads.close()
         await self._pool.close()
 
@@ -411,7 +414,7 @@ class Memory:
         if self._document_embedder.inner is not self.embedder:  # the embedder was replaced
             self._document_embedder = CoalescingEmbedder(self.embedder)
         return EpisodeWriter(self._pool, self.schema, self._document_embedder,
-                             self.settings.extract_entities, self._scope_indexes)
+                             self.settings.extract_entities, self._scope_tiers)
 
     async def add(self, scope: Scope | dict, episodes: list[Episode | dict]) -> list[str]:
         """Store episodes atomically; idempotent by uid. Returns the uids, in input order."""
@@ -584,6 +587,9 @@ class Memory:
         for gone, _ in counts or [(scope, 0)]:
             self._forget_vectors(gone.key, None if uids is None or session_id else list(uids))
             self._forget_speakers(gone.key)
+        for gone, _ in counts:  # a large scope under half the bound goes back to its bucket
+            if self._scope_tiers.known_placed(gone.key):
+                self._scope_tiers.schedule(gone.key)
         await self._reads.wrote([scope.key, *(gone.key for gone, _ in counts)])
         log.info("memory.delete", scope=scope.key, session_id=session_id, all=all,
                  sub_scopes=sub_scopes, uids=len(uids) if uids is not None else None,

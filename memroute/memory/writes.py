@@ -23,7 +23,7 @@ from memroute.memory.entity_sql import entity_columns, sentence_entities
 from memroute.memory.limits import MAX_CHARS_PER_CALL, MAX_EPISODES_PER_CALL
 from memroute.memory.models import Episode, Scope, coerce_episode, with_default_uids
 from memroute.memory.retry import with_retry
-from memroute.memory.scope_index import STATE_SQL, ScopeIndexes, state_params
+from memroute.memory.tiers import STATE_SQL, ScopeTiers, state_params
 from memroute.memory.splitter import split_sentences
 from memroute.nlp import Entity
 
@@ -69,8 +69,8 @@ class PreparedAdd:
     entities: list[list[Entity]] | None = None  # None: not extracted (backfilled later)
     skipped: int = 0
     replace: bool = False  # upsert: stored uids get the new content and sentences
-    # after the write: the scope's sentences (counted up to the index bound) and whether its
-    # own indexes are valid (None: it has none), for `ScopeIndexes.after_write`
+    # after the write: the scope's sentences (counted up to the bound) and whether it has a
+    # leaf of its own (None: it has none), for `ScopeTiers.after_write`
     scope_state: tuple[int, bool | None] | None = None
 
 
@@ -83,8 +83,8 @@ class EpisodeWriter:
     embedder: Embedder
     extract_entities: bool = False
     # told the scope's `PreparedAdd.scope_state` once a write is committed, unless it knows
-    # the scope's own indexes are valid
-    scope_indexes: ScopeIndexes | None = None
+    # the scope has a leaf of its own
+    scope_tiers: ScopeTiers | None = None
 
     async def add(self, scope: Scope, episodes: list[Episode | dict]) -> list[str]:
         prepared = await self.prepare(scope, episodes)
@@ -200,10 +200,10 @@ class EpisodeWriter:
                   skipped=prepared.skipped)
 
     def after_commit(self, prepared: PreparedAdd) -> None:
-        """Once a `write_in` of ``prepared`` is committed: a scope it took past the index
-        bound gets its own indexes, built in the background (`ScopeIndexes.after_write`)."""
-        if self.scope_indexes is not None and prepared.scope_state is not None:
-            self.scope_indexes.after_write(prepared.scope.key, *prepared.scope_state)
+        """Once a `write_in` of ``prepared`` is committed: a scope it took to the bound is
+        moved to a leaf of its own in the background (`ScopeTiers.after_write`)."""
+        if self.scope_tiers is not None and prepared.scope_state is not None:
+            self.scope_tiers.after_write(prepared.scope.key, *prepared.scope_state)
 
     async def _write(self, prepared: PreparedAdd) -> None:
         async with self.pool.connection() as conn, conn.transaction():
@@ -259,10 +259,10 @@ class EpisodeWriter:
                     await copy.write_row([scope.key, e.uid, idx, text, vector, e.session_id,
                                           e.producer, e.produced_at, metadata[e.uid], keys,
                                           None if details is None else _json(details)])
-        indexes = self.scope_indexes
-        if indexes is not None and not indexes.known_valid(scope.key):
+        tiers = self.scope_tiers
+        if tiers is not None and not tiers.known_placed(scope.key):
             cur = await conn.execute(STATE_SQL.format(schema=s), state_params(
-                s, scope.key, indexes.min_sentences))
+                s, scope.key, tiers.min_sentences))
             prepared.scope_state = await cur.fetchone()
 
     @staticmethod
