@@ -6,8 +6,12 @@ measured scope (200, 5,000 and 50,000 sentences), the same rows in a store of th
 scope size: search p50/p95 alone and among the tenants (the two taking turns query by
 query), and the vector lane's recall@10 against an exact scan of the scope. Then ingestion
 from 16 tenants at once against the embedder alone on the same texts (``--ingest-only``: that
-alone, into a store of its own). Prints a table and one JSON line, and writes
-``bench-out/tenants.json``.
+alone, into a store of its own). Then many large scopes (``--large``): stores holding the
+measured scopes of 200 and 5,000 sentences beside 1,000 and 10,000 scopes in leaves of their
+own (made-up keys, their indexes empty: what a statement's planning and a write pay for them
+does not depend on their rows), against each scope alone: planning time of the search
+statement and of the vector probe, search p50/p95, and a 400-sentence add against an empty
+store. Prints a table and one JSON line, and writes ``bench-out/tenants.json``.
 
 Rows are synthetic neighbours of the real sentences' vectors (`benchmarks.memory`); each
 scope's rows are a function of its name, so the store is rebuilt only when the layout
@@ -31,6 +35,7 @@ import numpy as np
 
 from benchmarks.memory import (
     OUT,
+    PrecomputedEmbedder,
     cached_embeddings,
     indexes_rebuilt_after,
     load_average,
@@ -40,7 +45,9 @@ from benchmarks.memory import (
     shared_sentences,
     write_report,
 )
-from memroute.memory import Memory, Scope
+from memroute.memory import Memory, Scope, entity_sql, sql
+from memroute.memory.bounds import ReadBound
+from memroute.memory.tiers import ScopeTiers, own_table
 from memroute.memory.embedders.base import l2_normalize
 from memroute.memory.embedders.minilm_onnx import MiniLMOnnxEmbedder
 from memroute.memory.writes import SENTENCE_COPY_TYPES
@@ -144,10 +151,17 @@ async def build(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder, schema
     analyzed and the large scopes' own indexes built."""
     signature = hashlib.sha256(json.dumps([sizes, interleave, len(corpus.texts)])
                                .encode()).hexdigest()[:16]
+    opening = time.perf_counter()
     memory = await Memory.open(settings=settings, schema=schema, embedder=embedder)
+    opened = time.perf_counter() - opening
     async with memory._pool.connection() as conn:
         cur = await conn.execute(f"SELECT value FROM {schema}.store_info WHERE key = 'layout'")
         if (row := await cur.fetchone()) and row[0] == signature:
+            cur = await conn.execute(
+                f"SELECT array_agg(version ORDER BY version) FROM {schema}.schema_version "
+                "WHERE applied_at > now() - %s * interval '1 second'", [opened + 1])
+            if migrated := (await cur.fetchone())[0]:
+                MIGRATIONS[schema] = await migration_report(memory, sizes, migrated, opened)
             return memory
         await conn.execute(f"DROP SCHEMA {schema} CASCADE")
         await conn.commit()
@@ -171,6 +185,28 @@ async def build(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder, schema
     print(f"built {schema} ({total:,} sentences) in {time.perf_counter() - start:.0f} s",
           file=sys.stderr, flush=True)
     return memory
+
+
+MIGRATIONS: dict[str, dict] = {}  # schema -> what opening it migrated (`migration_report`)
+
+
+async def migration_report(memory: Memory, sizes: dict[str, int], versions: list[int],
+                           seconds: float) -> dict:
+    """A store migrated by this run's opening: the versions, the time, and whether every
+    scope kept its sentences and every large one has its leaf."""
+    s = memory.schema
+    async with memory._pool.connection() as conn:
+        cur = await conn.execute(f"SELECT scope_key, count(*) FROM {s}.sentences GROUP BY 1")
+        counts = dict(await cur.fetchall())
+        cur = await conn.execute(
+            "SELECT count(*) FROM pg_class c WHERE c.relnamespace = %s::regnamespace "
+            "AND c.relispartition AND c.relname ~ '^sentences_[0-9a-f]{32}$'", [s])
+        leaves = (await cur.fetchone())[0]
+    bound = memory.settings.scope_index_min_sentences
+    return {"versions": versions, "seconds": round(seconds, 1),
+            "every_scope_kept": counts == {tenant(n).key: size for n, size in sizes.items()},
+            "large_scopes": sum(size >= bound for size in sizes.values()),
+            "own_leaves": leaves}
 
 
 SEARCHES = {  # label -> search_scored options
@@ -209,6 +245,119 @@ async def measure_scope(stores: dict[str, Memory], scope: Scope, exact: np.ndarr
                     for store in stores}
             for label in SEARCHES} | {"recall_at_10": {s: float(np.mean(v))
                                                        for s, v in recall.items()}}
+
+
+async def planning_ms(stores: dict[str, Memory], scope: Scope, queries: list[str]) -> dict:
+    """Planning time (``EXPLAIN (SUMMARY)``) of the default search's statement and of the
+    vector probe for ``scope`` in each store, taking turns query by query: p50 / p95 ms."""
+    some = next(iter(stores.values()))
+    times: dict[tuple[str, str], list[float]] = {}
+    for n, q in enumerate(queries):
+        vector = (await some.embed_queries([q]))[0]
+        keys = await entity_sql.query_keys(q, True)
+        for store in list(stores)[n % len(stores):] + list(stores)[:n % len(stores)]:
+            memory, bound = stores[store], ReadBound()
+            lanes = memory._search_lanes(scope.key, q, vector, keys, bound, (), k=10,
+                                         limit=60, lexical=True)
+            where, params = bound.sentences("s", ())
+            statements = {
+                "search": sql.search_statement(memory.schema, scope.key, vector, bound,
+                                               limit=60, before=1, after=2, lanes=lanes),
+                "probe": (f"WITH {sql._probe_cte(memory.schema, where)} SELECT episode_uid, "
+                          "text, distance FROM hits ORDER BY distance",
+                          [vector, scope.key, *params, vector, 60])}
+            async with memory._pool.connection() as conn:
+                for kind, (statement, args) in statements.items():
+                    cur = await conn.execute("EXPLAIN (SUMMARY) " + statement, args,
+                                             prepare=False)
+                    line = next(r[0] for r in await cur.fetchall() if "Planning Time" in r[0])
+                    times.setdefault((kind, store), []).append(float(line.split()[2]))
+    return {kind: {store: percentiles(times[(kind, store)]) for store in stores}
+            for kind in ("search", "probe")}
+
+
+async def measure_adds(schemas: dict[str, str], settings: MemrouteSettings,
+                       embedder: MiniLMOnnxEmbedder, corpus: Corpus, rounds: int,
+                       sentences: int = 400) -> dict:
+    """Seconds to add ``sentences`` one-sentence episodes (one `add`, vectors precomputed,
+    no entity extraction) to a new scope of each store, taking turns round by round; the
+    scope is deleted after each."""
+    texts = corpus.texts[:sentences]
+    plain = settings.model_copy(update={"extract_entities": False})
+    fast = PrecomputedEmbedder(embedder, texts, corpus.vectors[:sentences])
+    stores = {name: await Memory.open(settings=plain, schema=schema, embedder=fast)
+              for name, schema in schemas.items()}
+    times: dict[str, list[float]] = {name: [] for name in stores}
+    try:
+        for r in range(rounds):
+            for name in list(stores)[r % len(stores):] + list(stores)[:r % len(stores)]:
+                scope = Scope(org_id="tenants", project_id="adds", user_id=f"r{r}")
+                start = time.perf_counter()
+                await stores[name].add(scope, [
+                    {"content": t, "session_id": f"s{i // SESSION}", "uid": f"a{i}",
+                     "produced_at": T0 + timedelta(seconds=i)} for i, t in enumerate(texts)])
+                times[name].append(time.perf_counter() - start)
+                await stores[name].delete(scope, all=True)
+    finally:
+        for memory in stores.values():
+            await memory.close()
+    return {name: percentiles(values) for name, values in times.items()}
+
+
+def made_up_key(n: int) -> str:
+    return hashlib.sha256(f"made-up large scope {n}".encode()).hexdigest()[:32]
+
+
+async def with_large_scopes(memory: Memory, count: int) -> None:
+    """Give ``count`` made-up scopes a leaf of their own in ``memory``'s store (unless
+    there), as a move does, their indexes empty."""
+    tiers = ScopeTiers(memory._pool, memory.schema, memory.settings.scope_index_min_sentences)
+    async with memory._pool.connection() as conn:
+        await conn.set_autocommit(True)
+        cur = await conn.execute(
+            "SELECT substr(relname, 11) FROM pg_class WHERE relnamespace = %s::regnamespace "
+            "AND relispartition AND relname ~ '^sentences_[0-9a-f]{32}$'", [memory.schema])
+        there = {row[0] for row in await cur.fetchall()}
+        start = time.perf_counter()
+        missing = [k for k in map(made_up_key, range(count)) if k not in there]
+        for n, key in enumerate(missing):
+            await tiers.move_up(conn, key)
+            if n % 500 == 499 or n == len(missing) - 1:
+                print(f"  {memory.schema}: {n + 1:,} of {len(missing):,} made-up large scopes "
+                      f"in leaves of their own, {time.perf_counter() - start:.0f} s",
+                      file=sys.stderr, flush=True)
+
+
+async def measure_large(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder,
+                        corpus: Corpus, count: int, alone: dict[int, Memory],
+                        queries: list[str], warmup: list[str], rounds: int) -> dict:
+    """The measured scopes of 200 and 5,000 sentences among ``count`` large scopes, each
+    against itself alone: planning, search latency and recall, a 400-sentence add."""
+    sizes = {f"measured-{n}": n for n in (200, 5_000)}
+    memory = await build(settings, embedder, f"{SCHEMA}_large_{count}", corpus, sizes,
+                         interleave=False)
+    report: dict = {"large_scopes": count, "planning_ms": {}, "search": {}}
+    try:
+        await with_large_scopes(memory, count)
+        for size, name in ((n, f"measured-{n}") for n in (200, 5_000)):
+            stores = {"alone": alone[size], "large": memory}
+            for store in stores.values():
+                await store.warm()
+                for q in warmup:
+                    await store.search_scored(tenant(name), q, k=10)
+            report["planning_ms"][str(size)] = await planning_ms(stores, tenant(name),
+                                                                 queries)
+            report["search"][str(size)] = await measure_scope(
+                stores, tenant(name), corpus.scope_vectors(name, size), queries)
+    finally:
+        await memory.close()
+    empty = await Memory.open(settings=settings, schema=f"{SCHEMA}_empty", embedder=embedder)
+    await empty.close()
+    report["adds_s"] = await measure_adds({"empty": f"{SCHEMA}_empty",
+                                           "large": f"{SCHEMA}_large_{count}"},
+                                          settings, embedder, corpus, rounds)
+    report["load_average"] = load_average()
+    return report
 
 
 async def measure_ingestion(memory: Memory, texts: list[str], tenants: int, per_tenant: int,
@@ -291,23 +440,35 @@ async def run(args: argparse.Namespace) -> dict:
                     "search": {}}
     shared = await build(settings, embedder, SCHEMA, corpus, sizes, interleave=True)
     qs = questions(Path(args.data_dir), args.queries + 50)
-    for size in args.sizes:
+    alones: dict[int, Memory] = {}
+    for size in sorted({*args.sizes, *((200, 5_000) if args.large else ())}):
         name = f"measured-{size}"
-        alone = await build(settings, embedder, f"{SCHEMA}_alone_{size}", corpus,
-                            {name: size}, interleave=False)
-        stores = {"alone": alone, "tenants": shared}
+        alones[size] = await build(settings, embedder, f"{SCHEMA}_alone_{size}", corpus,
+                                   {name: size}, interleave=False)
+        if size not in args.sizes:
+            continue
+        stores = {"alone": alones[size], "tenants": shared}
         for memory in stores.values():
             await memory.warm()
             for q in qs[args.queries:]:
                 await memory.search_scored(tenant(name), q, k=10)
         report["search"][str(size)] = await measure_scope(
             stores, tenant(name), corpus.scope_vectors(name, size), qs[:args.queries])
+        report["search"][str(size)]["planning_ms"] = await planning_ms(
+            stores, tenant(name), qs[:args.queries])
         report["search"][str(size)]["load_average"] = load_average()
-        await alone.close()
     if args.ingest_per_tenant:
         report["ingestion"] = await measure_ingestion(
             shared, texts, args.tenants, args.ingest_per_tenant, args.ingest_rounds)
     await shared.close()
+    report["large"] = {}
+    for count in args.large:
+        report["large"][str(count)] = await measure_large(
+            settings, embedder, corpus, count, alones, qs[:args.queries], qs[args.queries:],
+            args.add_rounds)
+    for memory in alones.values():
+        await memory.close()
+    report["migrations"] = MIGRATIONS
     return report
 
 
@@ -324,6 +485,37 @@ def print_report(report: dict) -> None:
         r = fig["recall_at_10"]
         print(f"    vector lane recall@10 vs exact: alone {r['alone']:.3f}, among tenants "
               f"{r['tenants']:.3f}  (load {fig['load_average']})")
+    for size, fig in report["search"].items():
+        if "planning_ms" in fig:
+            plan = fig["planning_ms"]["search"]
+            print(f"scope of {int(size):>6,} sentences, search statement planning p50 ms: "
+                  f"alone {plan['alone']['p50']:.3f}, among tenants "
+                  f"{plan['tenants']['p50']:.3f}")
+    for count, fig in report.get("large", {}).items():
+        print(f"among {int(count):,} large scopes (load {fig['load_average']}):")
+        for size, plan in fig["planning_ms"].items():
+            search, probe = plan["search"], plan["probe"]
+            print(f"  scope of {int(size):>5,} sentences, planning p50 ms: search statement "
+                  f"alone {search['alone']['p50']:.3f} / among {search['large']['p50']:.3f}, "
+                  f"vector probe alone {probe['alone']['p50']:.3f} / among "
+                  f"{probe['large']['p50']:.3f}")
+            for label in SEARCHES:
+                alone, among = (fig["search"][size][label][s]["latency_ms"]
+                                for s in ("alone", "large"))
+                print(f"  scope of {int(size):>5,} sentences, {label:<8} search p50/p95 ms: "
+                      f"alone {alone['p50']:6.1f} / {alone['p95']:6.1f}, among "
+                      f"{among['p50']:6.1f} / {among['p95']:6.1f}  "
+                      f"(p95 x{among['p95'] / alone['p95']:.2f})")
+            r = fig["search"][size]["recall_at_10"]
+            print(f"    vector lane recall@10 vs exact: alone {r['alone']:.3f}, among "
+                  f"{r['large']:.3f}")
+        adds = fig["adds_s"]
+        print(f"  a 400-sentence add p50: empty store {adds['empty']['p50']:.3f} s, among "
+              f"{adds['large']['p50']:.3f} s (x{adds['large']['p50'] / adds['empty']['p50']:.2f})")
+    for schema, fig in report.get("migrations", {}).items():
+        print(f"opening {schema} migrated it to {fig['versions']} in {fig['seconds']} s: every "
+              f"scope's sentences kept: {fig['every_scope_kept']}; {fig['own_leaves']} leaves "
+              f"of their own for {fig['large_scopes']} large scopes")
     if "ingestion" in report:
         ing = report["ingestion"]
         for kind, ratio in ing["ratio_to_embedder"].items():
@@ -346,6 +538,10 @@ def main() -> None:
     parser.add_argument("--ingest-rounds", type=int, default=3)
     parser.add_argument("--ingest-only", action="store_true",
                         help="only the ingestion from many tenants, into a store of its own")
+    parser.add_argument("--large", type=int, nargs="*", default=[1_000, 10_000],
+                        help="stores of this many large scopes beside the measured ones")
+    parser.add_argument("--add-rounds", type=int, default=10,
+                        help="400-sentence adds per store among large scopes")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     write_report(asyncio.run(run(args)), "tenants", print_report)

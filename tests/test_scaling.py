@@ -261,6 +261,52 @@ async def test_every_statement_of_the_memory_operations_reaches_one_scope_or_is_
     assert PLACEMENT_ON_CITUS in doc
 
 
+def citus_conversion_sql(schema: str) -> str:
+    """The statements docs/scaling.md runs on one server before distributing a store (the
+    sentences table made plain), for ``schema``."""
+    doc = SCALING_DOC.read_text()
+    block = doc[doc.index("### Distributing an existing store"):]
+    block = block[block.index("```sql") + 6:block.index("CREATE EXTENSION")]
+    return block.replace("memroute.", f"{schema}.").replace("'memroute'", f"'{schema}'")
+
+
+async def test_a_store_made_plain_for_citus_keeps_working_without_moves(
+        settings, embedder) -> None:
+    """The doc's conversion before distributing, on a store with a large scope in a leaf of
+    its own: the large scopes are listed, every row stays, searches find the same, the
+    catalog checks hold, and a write past the bound moves nothing (Citus places scopes)."""
+    tuned = settings.model_copy(update={"scope_index_min_sentences": 20})
+    memory = await Memory.open(settings=tuned, embedder=embedder,
+                               schema=f"plain_{uuid.uuid4().hex[:8]}")
+    large, small = Scope(org_id="large", project_id="p"), Scope(org_id="small", project_id="p")
+    query = "Where did Maya's trip go?"
+    try:
+        await memory.add(large, [Episode(content=f"Maya's trip {i} went to Lisbon.")
+                                 for i in range(30)])
+        await memory.add(small, [Episode(content=f"Priya's note {i}.") for i in range(5)])
+        assert await memory.index_scopes() == 1
+        found = {s.key: [r.uid for r in await memory.search_scored(s, query)]
+                 for s in (large, small)}
+        async with memory._pool.connection() as conn:
+            await conn.set_autocommit(True)
+            await conn.execute(citus_conversion_sql(memory.schema))
+            cur = await conn.execute(f"SELECT scope_key FROM {memory.schema}.large_scopes")
+            assert await cur.fetchall() == [(large.key,)]
+            await conn.execute(f"DROP TABLE {memory.schema}.large_scopes")
+            assert await distribution_problems(conn, memory.schema) == []
+    finally:
+        await memory.close()
+    memory = await Memory.open(settings=tuned, embedder=embedder, schema=memory.schema)
+    try:
+        assert {s.key: [r.uid for r in await memory.search_scored(s, query)]
+                for s in (large, small)} == found
+        await memory.add(small, [Episode(content=f"Priya's note {i}.") for i in range(5, 25)])
+        assert await memory.index_scopes() == 0
+        assert (await memory.count(small))["sentences"] == 25
+    finally:
+        await memory.close()
+
+
 def plan_relations(plan: object) -> list[str]:
     """The relation names of a JSON plan's nodes."""
     if isinstance(plan, dict):

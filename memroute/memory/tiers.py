@@ -184,7 +184,25 @@ class ScopeTiers:
         self._seen_placed(scope_key, placed)
         return placed
 
+    async def partitioned(self, conn: AsyncConnection) -> bool:
+        """Whether the sentences table is partitioned here (a Citus cluster distributes a
+        plain one and isolates large scopes in shards itself: docs/scaling.md); reads how
+        many buckets it has."""
+        if self._buckets is None:
+            cur = await conn.execute(
+                "SELECT c.relkind = 'p', (SELECT count(*) FROM pg_inherits i "
+                "WHERE i.inhparent = c.oid) FROM pg_class c WHERE c.oid = to_regclass(%s)",
+                [f"{self._schema}.sentences"])
+            partitioned, buckets = await cur.fetchone()
+            self._buckets = buckets if partitioned else 0
+            if not partitioned:
+                log.info("memory.scope_tiers_off", schema=self._schema,
+                         reason="the sentences table is not partitioned")
+        return self._buckets > 0
+
     async def _place(self, conn: AsyncConnection, scope_key: str) -> bool:
+        if not await self.partitioned(conn):
+            return False
         cur = await conn.execute(STATE_SQL.format(schema=self._schema),
                                  state_params(self._schema, scope_key, self.min_sentences))
         sentences, placed = await cur.fetchone()
@@ -202,11 +220,7 @@ class ScopeTiers:
 
     async def bucket(self, conn: AsyncConnection, scope_key: str) -> int:
         """The bucket holding the scope."""
-        if self._buckets is None:
-            cur = await conn.execute(
-                "SELECT count(*) FROM pg_inherits WHERE inhparent = to_regclass(%s)",
-                [f"{self._schema}.sentences"])
-            self._buckets = (await cur.fetchone())[0]
+        await self.partitioned(conn)
         cur = await conn.execute(
             "SELECT r FROM generate_series(0, %s - 1) r "
             "WHERE satisfies_hash_partition(to_regclass(%s), %s, r, %s::text)",
@@ -233,6 +247,7 @@ class ScopeTiers:
             "WHERE scope_key = %s ORDER BY episode_uid, idx", [scope_key])
         for name, how in zip(index_names(scope_key), OWN_INDEXES.values()):
             await conn.execute(f"CREATE INDEX {name} ON {s}.{own} USING {how}")
+        await conn.execute(f"ANALYZE {s}.{own}")  # planned well from its first search
         copied = time.perf_counter()
         await self._switch(conn, scope_key, bucket, [
             # what was written to the scope since it was copied (the rows differing from the
@@ -299,7 +314,8 @@ class ScopeTiers:
         scopes in a leaf of their own now."""
         s = self._schema
         async with self._pool.connection() as conn:
-            await self.bucket(conn, "0" * 32)  # reads how many buckets there are
+            if not await self.partitioned(conn):
+                return []
             up: list[str] = []
             for bucket in range(self._buckets or 0):  # each shared leaf on its own
                 cur = await conn.execute(
