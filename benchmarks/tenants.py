@@ -304,6 +304,67 @@ async def measure_adds(schemas: dict[str, str], settings: MemrouteSettings,
     return {name: percentiles(values) for name, values in times.items()}
 
 
+async def measure_moves(memory: Memory, name: str, sizes: dict[str, int], queries: list[str],
+                        moves: int = 3, baseline_s: float = 20.0) -> dict:
+    """The large scope ``name`` moved back to its bucket and up again ``moves`` times while
+    three loops search small scopes of the same bucket (and for ``baseline_s`` before): each
+    switch's time (the bucket's lock held), each move up's, and those searches' latency
+    during the moves against before them."""
+    scope, bound = tenant(name), memory.settings.scope_index_min_sentences
+    tiers = ScopeTiers(memory._pool, memory.schema, bound)
+    async with memory._pool.connection() as conn:
+        bucket = await tiers.bucket(conn, scope.key)
+        neighbours = []
+        for other, size in sizes.items():
+            if size < bound and await tiers.bucket(conn, tenant(other).key) == bucket:
+                neighbours.append(other)
+                if len(neighbours) == 3:
+                    break
+    switches: list[tuple[str, float, float]] = []  # (move, writes waited, searches waited)
+    switch = tiers._switch
+
+    async def timed(*args) -> tuple[float, float]:
+        waited = await switch(*args)
+        switches.append(("up" if len(args[3]) > 2 else "down", *waited))
+        return waited
+
+    tiers._switch = timed
+    latency: dict[str, list[float]] = {"before": [], "during": []}
+    phase, ups = "before", []
+
+    async def search(neighbour: str) -> None:
+        n = 0
+        while phase != "done":
+            at, start = phase, time.perf_counter()
+            await memory.search_scored(tenant(neighbour), queries[n % len(queries)], k=10,
+                                       **SEARCHES["vector"])
+            latency[at].append((time.perf_counter() - start) * 1000)
+            n += 1
+
+    loops = [asyncio.create_task(search(n)) for n in neighbours]
+    try:
+        await asyncio.sleep(baseline_s)
+        phase, start = "during", time.perf_counter()
+        async with memory._pool.connection() as conn:
+            await conn.set_autocommit(True)
+            for _ in range(moves):
+                await tiers._move_down(conn, scope.key)
+                up = time.perf_counter()
+                await tiers.move_up(conn, scope.key)
+                ups.append(time.perf_counter() - up)
+        moving = time.perf_counter() - start
+    finally:
+        phase = "done"
+        await asyncio.gather(*loops)
+    return {"scope_sentences": sizes[name], "neighbours": len(neighbours),
+            "switch_ms": [{"move": move, "writes_waited": round(w, 1),
+                           "searches_waited": round(r, 1)} for move, w, r in switches],
+            "move_up_s": [round(u, 1) for u in ups],
+            "moving_s": round(moving, 1),
+            "search_ms": {p: {**percentiles(v), "max": max(v), "n": len(v)}
+                          for p, v in latency.items()}}
+
+
 def made_up_key(n: int) -> str:
     return hashlib.sha256(f"made-up large scope {n}".encode()).hexdigest()[:32]
 
@@ -457,6 +518,9 @@ async def run(args: argparse.Namespace) -> dict:
         report["search"][str(size)]["planning_ms"] = await planning_ms(
             stores, tenant(name), qs[:args.queries])
         report["search"][str(size)]["load_average"] = load_average()
+    if args.moves:
+        report["moves"] = await measure_moves(shared, "measured-5000", sizes,
+                                              qs[:args.queries], args.moves)
     if args.ingest_per_tenant:
         report["ingestion"] = await measure_ingestion(
             shared, texts, args.tenants, args.ingest_per_tenant, args.ingest_rounds)
@@ -512,6 +576,22 @@ def print_report(report: dict) -> None:
         adds = fig["adds_s"]
         print(f"  a 400-sentence add p50: empty store {adds['empty']['p50']:.3f} s, among "
               f"{adds['large']['p50']:.3f} s (x{adds['large']['p50'] / adds['empty']['p50']:.2f})")
+    if "moves" in report:
+        m = report["moves"]
+        before, during = m["search_ms"]["before"], m["search_ms"]["during"]
+
+        def waits(move: str, who: str) -> str:
+            ms = [w[who] for w in m["switch_ms"] if w["move"] == move]
+            return f"{min(ms):.0f}-{max(ms):.0f}"
+
+        print(f"moving a {m['scope_sentences']:,}-sentence scope down and up "
+              f"{len(m['move_up_s'])} times: its bucket's writes waited {waits('up', 'writes_waited')}"
+              f" ms per move up ({waits('down', 'writes_waited')} down), its searches "
+              f"{waits('up', 'searches_waited')} ms ({waits('down', 'searches_waited')}); moves up "
+              f"{min(m['move_up_s']):.1f}-{max(m['move_up_s']):.1f} s; searches of "
+              f"{m['neighbours']} small scopes of its bucket p50/p95/max ms: before "
+              f"{before['p50']:.1f} / {before['p95']:.1f} / {before['max']:.1f}, during "
+              f"{during['p50']:.1f} / {during['p95']:.1f} / {during['max']:.1f}")
     for schema, fig in report.get("migrations", {}).items():
         print(f"opening {schema} migrated it to {fig['versions']} in {fig['seconds']} s: every "
               f"scope's sentences kept: {fig['every_scope_kept']}; {fig['own_leaves']} leaves "
@@ -540,6 +620,8 @@ def main() -> None:
                         help="only the ingestion from many tenants, into a store of its own")
     parser.add_argument("--large", type=int, nargs="*", default=[1_000, 10_000],
                         help="stores of this many large scopes beside the measured ones")
+    parser.add_argument("--moves", type=int, default=3,
+                        help="moves of the 5,000-sentence scope down and up again (0: none)")
     parser.add_argument("--add-rounds", type=int, default=10,
                         help="400-sentence adds per store among large scopes")
     parser.add_argument("--threads", type=int, default=2)

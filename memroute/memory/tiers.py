@@ -14,13 +14,16 @@ of scopes, large or small (docs/scaling.md).
 a bounded number at a time: up once a write takes it to the bound, down once deletions take
 it under half of it (or at `Memory.index_scopes`). Up: its rows are copied into a table of
 its own and indexed there while writes and searches go on; then one short transaction
-(``switch``) locks the scope's bucket, brings in what was written meanwhile, deletes the
-rows from the shared leaf and attaches the table. Down: one transaction copies the rows out
-and drops the leaf. Each switch holds an ACCESS EXCLUSIVE lock on the bucket, which every
-statement reaching the bucket takes a lock on before it reads the bucket's partitions: a
-search or a write of a scope of that bucket waits for the switch and then sees the scope in
-its new place, never half moved. Other buckets are not touched; the attach also keeps
-writes of episodes (not reads) waiting while it checks the leaf's foreign key.
+(``switch``) brings in what was written meanwhile under the bucket's SHARE ROW EXCLUSIVE
+lock (its writes wait), then under its ACCESS EXCLUSIVE lock deletes the rows from the shared
+leaf and attaches the table. Down: one such transaction copies the rows out and drops the
+leaf. Every
+statement reaching a bucket locks it before it reads the bucket's partitions: a search or a
+write of a scope of that bucket waits for the exclusive part and then sees the scope in its
+new place, never half moved (without the lock, a search planned while the attach held the
+shared leaf found the scope's rows in neither place). Other buckets are not touched; the
+attach also keeps writes of episodes (not reads) waiting while it checks the leaf's foreign
+key.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import re
 import time
 
 from psycopg import AsyncConnection
-from psycopg.errors import LockNotAvailable
+from psycopg.errors import DeadlockDetected, LockNotAvailable
 from psycopg_pool import AsyncConnectionPool
 
 from memroute._log import get_logger
@@ -242,67 +245,89 @@ class ScopeTiers:
             f"'{s}.sentences'::regclass::oid, {self._buckets}, {bucket}, scope_key)), "
             f"CONSTRAINT {own}_scope CHECK (scope_key = '{scope_key}')"
             ") WITH (toast_tuple_target = 8160)")
-        await conn.execute(
-            f"INSERT INTO {s}.{own} ({COLUMNS}) SELECT {COLUMNS} FROM {s}.sentences "
-            "WHERE scope_key = %s ORDER BY episode_uid, idx", [scope_key])
+        # the rows and, in the same snapshot, the version (xmin) of each: a row written
+        # since has another
+        await conn.execute("DROP TABLE IF EXISTS pg_temp._memroute_copied")
+        await conn.execute("CREATE TEMP TABLE _memroute_copied "
+                           "(episode_uid text, idx int, version xid)")
+        async with conn.transaction():
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            await conn.execute(
+                f"INSERT INTO {s}.{own} ({COLUMNS}) SELECT {COLUMNS} FROM {s}.sentences "
+                "WHERE scope_key = %s ORDER BY episode_uid, idx", [scope_key])
+            await conn.execute(
+                "INSERT INTO _memroute_copied SELECT episode_uid, idx, xmin "
+                f"FROM {s}.sentences WHERE scope_key = %s", [scope_key])
         for name, how in zip(index_names(scope_key), OWN_INDEXES.values()):
             await conn.execute(f"CREATE INDEX {name} ON {s}.{own} USING {how}")
         await conn.execute(f"ANALYZE {s}.{own}")  # planned well from its first search
         copied = time.perf_counter()
-        await self._switch(conn, scope_key, bucket, [
-            # what was written to the scope since it was copied (the rows differing from the
-            # shared leaf's go, the missing come)
-            (f"DELETE FROM {s}.{own} o WHERE NOT EXISTS (SELECT 1 FROM {s}.sentences d "
-             "WHERE d.scope_key = %s AND d.episode_uid = o.episode_uid AND d.idx = o.idx "
-             "AND (d.text, d.embedding, d.session_id, d.producer, d.produced_at, d.metadata, "
-             "d.entity_keys, d.entities) IS NOT DISTINCT FROM (o.text, o.embedding, "
-             "o.session_id, o.producer, o.produced_at, o.metadata, o.entity_keys, o.entities))",
+        waited = await self._switch(conn, bucket, [
+            # what was written to the scope since it was copied: the copies of rows changed
+            # or deleted go, the rows missing come
+            (f"DELETE FROM {s}.{own} o USING _memroute_copied c "
+             "WHERE o.episode_uid = c.episode_uid AND o.idx = c.idx AND NOT EXISTS ("
+             f"SELECT 1 FROM {s}.sentences d WHERE d.scope_key = %s "
+             "AND d.episode_uid = c.episode_uid AND d.idx = c.idx AND d.xmin = c.version)",
              [scope_key]),
             (f"INSERT INTO {s}.{own} ({COLUMNS}) SELECT {COLUMNS} FROM {s}.sentences d "
              "WHERE d.scope_key = %s AND NOT EXISTS (SELECT 1 FROM "
              f"{s}.{own} o WHERE o.episode_uid = d.episode_uid AND o.idx = d.idx)",
              [scope_key]),
+        ], [
             (f"DELETE FROM {s}.sentences WHERE scope_key = %s", [scope_key]),
             (f"ALTER TABLE {s}.{bucket_table(bucket)} ATTACH PARTITION {s}.{own} "
              f"FOR VALUES IN ('{scope_key}')", None),
             (f"ALTER TABLE {s}.{own} DROP CONSTRAINT {own}_bucket, "
              f"DROP CONSTRAINT {own}_scope", None),
         ])
+        await conn.execute("DROP TABLE pg_temp._memroute_copied")
         log.info("memory.scope_moved_up", scope=scope_key, schema=s,
-                 seconds=round(copied - start, 2),
-                 switch_ms=round((time.perf_counter() - copied) * 1000, 1))
+                 seconds=round(copied - start, 2), writes_waited_ms=round(waited[0], 1),
+                 searches_waited_ms=round(waited[1], 1))
 
     async def _move_down(self, conn: AsyncConnection, scope_key: str) -> None:
         """Put the scope's rows back in its bucket's shared leaf and drop its own."""
         s, own = self._schema, own_table(scope_key)
         bucket = await self.bucket(conn, scope_key)
-        start = time.perf_counter()
-        await self._switch(conn, scope_key, bucket, [
+        waited = await self._switch(conn, bucket, [
             (f"CREATE TEMP TABLE _memroute_moving (LIKE {s}.sentences) ON COMMIT DROP", None),
             (f"INSERT INTO _memroute_moving SELECT * FROM {s}.sentences WHERE scope_key = %s",
              [scope_key]),
+        ], [
             (f"DROP TABLE {s}.{own}", None),
             (f"INSERT INTO {s}.sentences ({COLUMNS}) SELECT %s, "
              f"{COLUMNS.split(', ', 1)[1]} FROM _memroute_moving", [scope_key]),
         ])
         log.info("memory.scope_moved_down", scope=scope_key, schema=s,
-                 switch_ms=round((time.perf_counter() - start) * 1000, 1))
+                 writes_waited_ms=round(waited[0], 1), searches_waited_ms=round(waited[1], 1))
 
-    async def _switch(self, conn: AsyncConnection, scope_key: str, bucket: int,
-                      statements: list[tuple[str, list | None]]) -> None:
-        """Run ``statements`` in one transaction holding the bucket's ACCESS EXCLUSIVE lock
-        (see the module docstring); a lock not granted within `SWITCH_LOCK_TIMEOUT` gives
-        way to the statements waiting behind it, and the switch is tried again."""
+    async def _switch(self, conn: AsyncConnection, bucket: int,
+                      shared: list[tuple[str, list | None]],
+                      exclusive: list[tuple[str, list | None]]) -> tuple[float, float]:
+        """Run ``shared`` then ``exclusive`` in one transaction: the first under the bucket's
+        SHARE ROW EXCLUSIVE lock (its writers and other switches wait, its searches go on),
+        the others under its ACCESS EXCLUSIVE lock (see the module docstring). A lock not
+        granted within `SWITCH_LOCK_TIMEOUT` gives way to the statements waiting behind it,
+        and the switch is tried again, as one a deadlock ended (a writer holding episodes
+        and waiting for the bucket, while the attach waits for episodes). Returns how long the bucket's writers and its
+        searches were kept waiting, in ms."""
+        bucket_name = f"{self._schema}.{bucket_table(bucket)}"
         for attempt in range(SWITCH_ATTEMPTS):
             try:
                 async with conn.transaction():
                     await conn.execute(f"SET LOCAL lock_timeout = '{SWITCH_LOCK_TIMEOUT}'")
-                    await conn.execute(f"LOCK TABLE {self._schema}.{bucket_table(bucket)} "
-                                       "IN ACCESS EXCLUSIVE MODE")
-                    for statement, params in statements:
+                    await conn.execute(f"LOCK TABLE {bucket_name} IN SHARE ROW EXCLUSIVE MODE")
+                    start = time.perf_counter()
+                    for statement, params in shared:
                         await conn.execute(statement, params)
-                return
-            except LockNotAvailable:
+                    await conn.execute(f"LOCK TABLE {bucket_name} IN ACCESS EXCLUSIVE MODE")
+                    exclusive_start = time.perf_counter()
+                    for statement, params in exclusive:
+                        await conn.execute(statement, params)
+                done = time.perf_counter()
+                return (done - start) * 1000, (done - exclusive_start) * 1000
+            except (LockNotAvailable, DeadlockDetected):
                 if attempt == SWITCH_ATTEMPTS - 1:
                     raise
                 await asyncio.sleep(0.05 * 2 ** attempt)
