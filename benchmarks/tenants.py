@@ -325,7 +325,7 @@ async def measure_moves(memory: Memory, name: str, sizes: dict[str, int], querie
 
     async def timed(*args) -> tuple[float, float]:
         waited = await switch(*args)
-        switches.append(("up" if len(args[3]) > 2 else "down", *waited))
+        switches.append(("up" if "ATTACH" in args[3][-1][0] else "down", *waited))
         return waited
 
     tiers._switch = timed
