@@ -47,6 +47,7 @@ from benchmarks.memory import (
 )
 from memroute.memory import Memory, Scope, entity_sql, sql
 from memroute.memory.bounds import ReadBound
+from memroute.memory.splitter import split_sentences
 from memroute.memory.tiers import ScopeTiers, own_table
 from memroute.memory.embedders.base import l2_normalize
 from memroute.memory.embedders.minilm_onnx import MiniLMOnnxEmbedder
@@ -162,6 +163,8 @@ async def build(settings: MemrouteSettings, embedder: MiniLMOnnxEmbedder, schema
                 "WHERE applied_at > now() - %s * interval '1 second'", [opened + 1])
             if migrated := (await cur.fetchone())[0]:
                 MIGRATIONS[schema] = await migration_report(memory, sizes, migrated, opened)
+                print(f"opening {schema} migrated it: {MIGRATIONS[schema]}", file=sys.stderr,
+                      flush=True)
             return memory
         await conn.execute(f"DROP SCHEMA {schema} CASCADE")
         await conn.commit()
@@ -282,9 +285,11 @@ async def measure_adds(schemas: dict[str, str], settings: MemrouteSettings,
     """Seconds to add ``sentences`` one-sentence episodes (one `add`, vectors precomputed,
     no entity extraction) to a new scope of each store, taking turns round by round; the
     scope is deleted after each."""
-    texts = corpus.texts[:sentences]
+    whole = [i for i, t in enumerate(corpus.texts)  # a sentence a row, as stored
+             if len(t) < 300 and split_sentences(t) == [t]][:sentences]
+    texts = [corpus.texts[i] for i in whole]
     plain = settings.model_copy(update={"extract_entities": False})
-    fast = PrecomputedEmbedder(embedder, texts, corpus.vectors[:sentences])
+    fast = PrecomputedEmbedder(embedder, texts, corpus.vectors[whole])
     stores = {name: await Memory.open(settings=plain, schema=schema, embedder=fast)
               for name, schema in schemas.items()}
     times: dict[str, list[float]] = {name: [] for name in stores}
@@ -518,6 +523,7 @@ async def run(args: argparse.Namespace) -> dict:
         report["search"][str(size)]["planning_ms"] = await planning_ms(
             stores, tenant(name), qs[:args.queries])
         report["search"][str(size)]["load_average"] = load_average()
+    checkpoint(report)
     if args.moves:
         report["moves"] = await measure_moves(shared, "measured-5000", sizes,
                                               qs[:args.queries], args.moves)
@@ -530,10 +536,19 @@ async def run(args: argparse.Namespace) -> dict:
         report["large"][str(count)] = await measure_large(
             settings, embedder, corpus, count, alones, qs[:args.queries], qs[args.queries:],
             args.add_rounds)
+        checkpoint(report)
     for memory in alones.values():
         await memory.close()
     report["migrations"] = MIGRATIONS
     return report
+
+
+def checkpoint(report: dict) -> None:
+    """The report so far, in ``bench-out/tenants-partial.json`` (a long run that stops keeps
+    what it measured)."""
+    OUT.mkdir(exist_ok=True)
+    (OUT / "tenants-partial.json").write_text(json.dumps(report | {"migrations": MIGRATIONS},
+                                                         indent=2))
 
 
 def print_report(report: dict) -> None:
