@@ -230,6 +230,58 @@ async def test_every_body_is_strict(tenant_factory) -> None:
     assert good.status_code == 200, good.text
 
 
+async def test_a_scope_is_read_by_one_strict_model_on_every_face(tenant_factory,
+                                                                 served) -> None:
+    """A query-string parameter no route has is the typed 422 naming it, never a wider
+    scope (a typo'd ``userid`` once erased the project); a query-string boolean is true or
+    false; MCP's argument types are as strict as a REST body's. A refused request erases
+    nothing."""
+    t = await tenant_factory()
+    user = {**t.scope, "user_id": "u1"}
+    for scope, owner in ((t.scope, "the project"), (user, "u1")):
+        added = await t.client.post("/v1/episodes", json={"scope": scope, "episodes": [
+            {"content": f"A note kept for {owner}."}]})
+        assert added.status_code == 200, added.text
+
+    async def held() -> list[int]:
+        return [(await t.client.get("/v1/scopes/stats", params=scope)).json()["episodes"]
+                for scope in (t.scope, user)]
+
+    for params, named in [({**t.scope, "userid": "u1", "all": "true"}, "userid"),
+                          ({**user, "all": "yes"}, "all"), ({**user, "all": "on"}, "all"),
+                          ({**user, "all": "1"}, "all"), ({**user, "all": "True"}, "all"),
+                          ({**user, "all": "true", "sub_scopes": "yes"}, "sub_scopes")]:
+        refused = await t.client.delete("/v1/episodes", params=params)
+        assert refused.status_code == 422, (params, refused.text)
+        error = refused.json()
+        assert error["kind"] == "InvalidInputError" and named in error["error"], error
+    typo = await t.client.get("/v1/scopes/stats", params={**t.scope, "userid": "u1"})
+    assert typo.status_code == 422 and "userid" in typo.json()["error"], typo.text
+    assert await held() == [1, 1]
+
+    async with mcp_http(served.url, t.token) as client:  # its scope: the key's project
+        for name, arguments, named in [
+                ("memory_delete", {"all": "yes"}, "all"),
+                ("memory_delete", {"all": "true"}, "all"),
+                ("memory_delete", {"all": 1}, "all"),
+                ("memory_delete", {"uids": '["x"]'}, "uids"),
+                ("memory_delete", {"all": True, "sub_scopes": "yes"}, "sub_scopes"),
+                ("memory_delete", {"all": True, "userid": "u1"}, "userid"),
+                ("memory_retrieve", {"query": "note", "k": "5"}, "k"),
+                ("memory_retrieve", {"query": "note", "k": True}, "k"),
+                ("memory_retrieve", {"query": "note", "k": 5.0}, "k"),
+                ("memory_search", {"query": "note", "page": "1"}, "page")]:
+            result = await client.call_tool(name, arguments)
+            text = result.content[0].text
+            assert result.is_error and text.startswith(
+                f"[InvalidInputError] {name} failed: invalid arguments: {named}"), (arguments, text)
+        assert await held() == [1, 1]
+        gone = await client.call_tool("memory_delete", {"all": True, "user_id": "u1"})
+        assert gone.structured_content["deleted"] == 1
+    everything = await t.client.delete("/v1/episodes", params={**t.scope, "all": "true"})
+    assert everything.json()["deleted"] == 1 and await held() == [0, 0]
+
+
 async def test_retrieve_reports_the_hops_as_the_stream_and_the_library_do(
         tenant_factory, memory: Memory) -> None:
     from memroute import RetrievalAgent

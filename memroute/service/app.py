@@ -183,7 +183,10 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(422, f"invalid request: {invalid_fields(list(exc.errors()))}",
+        # a field named as a client sent it: "userid", not FastAPI's "query.userid"
+        errors = [{**err, "loc": tuple(err["loc"][1:])} if err["loc"][:1] == ("query",)
+                  else err for err in exc.errors()]
+        return error_response(422, f"invalid request: {invalid_fields(errors)}",
                               "InvalidInputError")
 
     @app.exception_handler(OperationalError)

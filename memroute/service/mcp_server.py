@@ -98,11 +98,13 @@ def error_result(exc: MemrouteError, tool: str) -> mcp_types.CallToolResult:
 
 
 class MemrouteTool(Tool):
-    """An MCP tool whose arguments are strict (an unknown one is refused, and the input
-    schema says so with ``additionalProperties: false``) and whose every failure is a tool
-    result whose text starts with the memroute error kind: ``[InvalidInputError] ...`` for
-    arguments the schema refuses, the raised `MemrouteError`'s kind, ``[InternalError]``
-    for a crash (logged here; its text never reaches the client)."""
+    """An MCP tool whose arguments are strict, as the REST bodies are: an unknown one is
+    refused (the input schema says so with ``additionalProperties: false``) and a value of
+    another JSON type too (``"k": "5"``, ``"k": true``, ``"all": "yes"``; the SDK would
+    read them as 5, 1 and true). Every failure is a tool result whose text starts with the
+    memroute error kind: ``[InvalidInputError] ...`` for arguments the schema refuses, the
+    raised `MemrouteError`'s kind, ``[InternalError]`` for a crash (logged here; its text
+    never reaches the client)."""
 
     @classmethod
     def strict(cls, fn: Callable[..., Any], description: str) -> MemrouteTool:
@@ -110,15 +112,16 @@ class MemrouteTool(Tool):
         loose = tool.fn_metadata.arg_model
         strict = type(loose.__name__, (loose,), {
             "__module__": __name__,
-            "model_config": ConfigDict(extra="forbid", arbitrary_types_allowed=True)})
+            "model_config": ConfigDict(extra="forbid", strict=True,
+                                       arbitrary_types_allowed=True)})
         tool.fn_metadata.arg_model = strict
         tool.parameters = strict.model_json_schema(by_alias=True)
         return tool
 
     async def run(self, arguments: dict[str, Any], context: Any,
                   convert_result: bool = False) -> Any:
-        try:
-            self.fn_metadata.validate_arguments(arguments)
+        try:  # the arguments as sent: not first parsed from JSON text as the SDK does
+            self.fn_metadata.arg_model.model_validate(arguments)
         except ValidationError as exc:
             return error_result(InvalidInputError(f"invalid arguments: {invalid_fields(exc)}"),
                                 self.name)

@@ -4,10 +4,11 @@ requests, and results rendered without their stored vectors."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -53,8 +54,42 @@ class StrictEpisode(Episode):
         return value
 
 
+def _true_or_false(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if value in ("true", "false"):
+        return value == "true"
+    raise ValueError("must be true or false")
+
+
+Flag = Annotated[bool, BeforeValidator(_true_or_false)]
+"""A boolean: JSON's true or false, or in a query string the text ``true`` or ``false``
+(``yes``, ``on``, ``1`` are refused, not read as true)."""
+
+
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class ScopeQuery(Scope):
+    """A scope named in a query string: `Scope` itself (its parts, their rule, nothing else),
+    read by FastAPI from the query. A parameter no route has (a typo like ``userid``) is the
+    typed 422 naming it, never a wider scope."""
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(**self.model_dump(include=set(Scope.model_fields)))
+
+
+class DeleteQuery(ScopeQuery):
+    """``DELETE /v1/episodes``: the scope, and what to delete in it."""
+
+    uid: list[str] | None = Field(default=None, description="Delete these uids (repeatable).")
+    session_id: str | None = Field(default=None, description="Delete this session.")
+    all: Flag = Field(default=False, description="With neither uid nor session_id: delete the "
+                                                 "whole scope (must be explicit).")
+    sub_scopes: Flag = Field(default=False, description="With all=true: the scopes under this "
+                                                        "one too (a user's agents).")
 
 
 class AddEpisodes(_Request):

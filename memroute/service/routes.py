@@ -18,18 +18,20 @@ from psycopg import OperationalError
 
 from memroute.errors import MemrouteError, StoreUnavailableError
 from memroute.graph.events import Final, as_payload
-from memroute.memory.models import Scope, coerce_scope
+from memroute.memory.models import Scope
 from memroute.service.auth import authenticate, authorize
 from memroute.service.context import Service
 from memroute.service.keys import KeyGrant
 from memroute.service.models import (
     AddEpisodes,
     Deleted,
+    DeleteQuery,
     ErrorBody,
     Hit,
     Retrieve,
     RetrieveResponse,
     ScopeStats,
+    ScopeQuery,
     Search,
     SearchResponse,
     Status,
@@ -66,16 +68,6 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (503, "The database is unavailable"))}
 
 
-def scope_query(org_id: Annotated[str, Query()], project_id: Annotated[str, Query()] = "default",
-                user_id: Annotated[str | None, Query()] = None,
-                agent_id: Annotated[str | None, Query()] = None) -> Scope:
-    """A scope given as query parameters."""
-    parts = {"org_id": org_id, "project_id": project_id, "user_id": user_id,
-             "agent_id": agent_id}
-    return coerce_scope({k: v for k, v in parts.items() if v is not None})
-
-
-ScopeQuery = Annotated[Scope, Depends(scope_query)]
 router = APIRouter(prefix="/v1", responses=_ERRORS)
 
 
@@ -89,27 +81,22 @@ async def add_episodes(body: AddEpisodes, grant: Grant, svc: Svc) -> Uids:
 
 @router.delete("/episodes", response_model=Deleted, response_model_exclude_none=True,
                tags=["memory"])
-async def delete_episodes(
-    scope: ScopeQuery, grant: Grant, svc: Svc,
-    uid: Annotated[list[str] | None, Query(description="Delete these uids (repeatable).")] = None,
-    session_id: Annotated[str | None, Query(description="Delete this session.")] = None,
-    all: Annotated[bool, Query(description="With neither uid nor session_id: delete the "
-                                           "whole scope (must be explicit).")] = False,
-    sub_scopes: Annotated[bool, Query(description="With all=true: the scopes under this one "
-                                                  "too (a user's agents).")] = False,
-) -> Deleted:
+async def delete_episodes(params: Annotated[DeleteQuery, Query()], grant: Grant,
+                          svc: Svc) -> Deleted:
     """Delete episodes by uid, by session, or (with ``all=true``) the whole scope, with
     ``sub_scopes=true`` every scope under it too (``by_scope`` counts each)."""
-    authorize(grant, scope)
-    deleted = await svc.memory.delete(scope, session_id=session_id, uids=uid, all=all,
-                                      sub_scopes=sub_scopes)
-    return Deleted(deleted=deleted, by_scope=deleted.by_scope if all else None)
+    scope = authorize(grant, params.scope)
+    deleted = await svc.memory.delete(scope, session_id=params.session_id, uids=params.uid,
+                                      all=params.all, sub_scopes=params.sub_scopes)
+    return Deleted(deleted=deleted, by_scope=deleted.by_scope if params.all else None)
 
 
 @router.get("/scopes/stats", response_model=ScopeStats, tags=["memory"])
-async def scope_stats(scope: ScopeQuery, grant: Grant, svc: Svc) -> ScopeStats:
+async def scope_stats(params: Annotated[ScopeQuery, Query()], grant: Grant,
+                      svc: Svc) -> ScopeStats:
     """How many episodes and sentences a scope holds."""
-    return ScopeStats(scope=scope, **await svc.memory.count(authorize(grant, scope)))
+    scope = authorize(grant, params.scope)
+    return ScopeStats(scope=scope, **await svc.memory.count(scope))
 
 
 @router.post("/search", response_model=SearchResponse, tags=["retrieval"])
