@@ -512,6 +512,9 @@ async def exercise_mcp(client: Client, other_project: str = "elsewhere") -> None
         assert names in text and "pydantic" not in text and "http" not in text, text
     nothing = await ok("memory_search", {"query": "a typo"})
     assert nothing["results"] == []  # the refused episode was not stored
+    unknown = await client.call_tool("memory_forget", {"uids": ["m0"]})
+    assert unknown.is_error and unknown.content[0].text.startswith(
+        "[InvalidInputError] unknown tool 'memory_forget': the tools are memory_add, "), unknown
 
 
 async def test_mcp_over_streamable_http(tenant_factory, served) -> None:
@@ -556,6 +559,10 @@ async def test_mcp_over_stdio_as_the_docs_configure_it(tenant_factory, memory: M
 
 UNREADABLE = [  # (line, the id a reply can name, JSON-RPC code)
     (b"this is not JSON", None, -32700),
+    (b'{"jsonrpc": "2.0", "id": null, "method": "tools/list"}', None, -32600),
+    (b'{"jsonrpc": "2.0", "id": true, "method": "tools/list"}', None, -32600),
+    (b'{"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}', None, -32600),
+    (b'[{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}]', None, -32600),  # a batch
     (b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "memory_search",'
      b' "arguments": {"query": "\\ud800"}}}', 7, -32700),  # a lone surrogate escape
     (b"[" * 100_000 + b"]" * 100_000, None, -32700),  # nested 100k levels deep
@@ -567,7 +574,9 @@ UNREADABLE = [  # (line, the id a reply can name, JSON-RPC code)
 async def test_mcp_answers_every_unreadable_message(tenant_factory, served, memory: Memory,
                                                     pg_url: str, pg_home: Path) -> None:
     """Over stdio each unreadable line gets its JSON-RPC error (the client does not wait for
-    its own timeout), as the same bodies do over HTTP; the session goes on."""
+    its own timeout), as the same bodies do over HTTP (not an empty 202 nor pydantic's
+    report); the session goes on. A request whose id is null or true is one: the SDK would
+    read it as a notification and never answer."""
     t = await tenant_factory()
     env = service_env(pg_url, memory.schema, pg_home, MEMROUTE_API_KEY=t.token)
     process = await asyncio.create_subprocess_exec(
@@ -593,10 +602,14 @@ async def test_mcp_answers_every_unreadable_message(tenant_factory, served, memo
         await asyncio.wait_for(process.wait(), 60)
     headers = {"Authorization": f"Bearer {t.token}", "Content-Type": "application/json",
                "Accept": "application/json, text/event-stream"}
-    for line, _, code in UNREADABLE:
-        if code == -32700:  # the same bodies over HTTP (the SDK's transport answers them)
-            over_http = await t.client.post("/mcp", content=line, headers=headers)
-            assert over_http.json()["error"]["code"] == code, (line[:40], over_http.text)
+    for line, request_id, code in UNREADABLE:  # the same bodies over HTTP
+        over_http = await t.client.post("/mcp", content=line, headers=headers)
+        reply = over_http.json()
+        assert over_http.status_code == 400 and reply["id"] == request_id, over_http.text
+        assert reply["error"]["code"] == code, (line[:40], over_http.text)
+        message = reply["error"]["message"]
+        assert "validation error" not in message.lower() and "pydantic" not in message
+        assert len(message) < 200, message
 
 
 def test_mcp_stdio_refuses_a_wrong_key(memory: Memory, pg_url: str, pg_home: Path) -> None:

@@ -27,6 +27,7 @@ from memroute.errors import (
 )
 from memroute.service.auth import authenticate, bearer_token
 from memroute.service.context import Service, close_service, open_service
+from memroute.service.jsonrpc import JsonRpcRefusals
 from memroute.service.mcp_server import build_mcp_server, http_token
 from memroute.service.models import MAX_REQUEST_BYTES, invalid_fields
 from memroute.service.routes import router
@@ -169,7 +170,8 @@ def create_app(settings: MemrouteSettings | None = None, *, service: Service | N
             streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host,
             transport_security=mcp_host_checks(host, list(allowed_hosts or [])),
             max_request_body_size=max_body_bytes).routes[0]
-        app.router.routes.append(Route("/mcp", endpoint=endpoint.endpoint,
+        # a body that is not one JSON-RPC message gets its JSON-RPC error before the SDK
+        app.router.routes.append(Route("/mcp", endpoint=JsonRpcRefusals(endpoint.endpoint),
                                        include_in_schema=False))
     return app
 
