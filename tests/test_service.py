@@ -303,6 +303,9 @@ async def test_retrieve_reports_the_hops_as_the_stream_and_the_library_do(
     library = await RetrievalAgent(memory).aretrieve(body["query"], scope=t.scope, k=4,
                                                      strategy="chain")
     assert json.loads(json.dumps(library.hops)) == got["hops"]
+    # the rounds of searches and the prompts' hashes, as the library's RetrievalResult
+    assert got["search_rounds"] == library.search_rounds == final["search_rounds"] >= 1
+    assert got["prompt_versions"] == library.prompt_versions == final["prompt_versions"]
 
 
 async def test_retrieve_is_asked_as_of_a_time(tenant_factory) -> None:

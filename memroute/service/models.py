@@ -163,7 +163,11 @@ class RetrieveResponse(BaseModel):
     stop_reason: str
     hops: list[HopRecord] = Field(description="Each chain hop: its query and the judge's "
                                               "verdict (empty for direct and split).")
+    search_rounds: int = Field(description="Rounds of searches one after another (a hop's "
+                                           "concurrent searches are one round).")
     planner: str
+    prompt_versions: dict[str, str] = Field(description="The hash of each prompt an LLM "
+                                                        "planner sent (empty offline).")
     notes: list[str]
     costs: dict[str, Any] = Field(description="Per node and total: llm_calls, tokens, wall_ms.")
 
@@ -172,8 +176,9 @@ class RetrieveResponse(BaseModel):
         return cls(results=[Hit.of(r) for r in result.results], route=result.route,
                    route_reason=result.route_reason, queries=result.queries,
                    sub_queries=result.sub_queries, stop_reason=result.stop_reason,
-                   hops=result.hops, planner=result.planner, notes=result.notes,
-                   costs=result.costs.as_dict())
+                   hops=result.hops, search_rounds=result.search_rounds,
+                   planner=result.planner, prompt_versions=result.prompt_versions,
+                   notes=result.notes, costs=result.costs.as_dict())
 
 
 class Status(BaseModel):
