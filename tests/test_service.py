@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -326,6 +327,43 @@ async def test_retrieve_is_asked_as_of_a_time(tenant_factory) -> None:
     for bad in ("last Tuesday", 1720429200, True, "0001-01-01T00:00:00+01:00"):
         refused = await t.client.post("/v1/retrieve", json={**body, "as_of": bad})
         assert refused.status_code == 422 and "as_of" in refused.text, (bad, refused.text)
+
+
+async def test_a_failing_stream_ends_with_a_typed_error_event(memory: Memory, pg_url: str,
+                                                             pg_home: Path,
+                                                             tmp_path: Path) -> None:
+    """Whatever fails once a stream has begun, its last event is ``error``: a table renamed
+    under a server (psycopg's UndefinedTable: neither a memroute error nor a lost
+    connection) ends the stream with ``InternalError``, its text in the server's log only,
+    as the JSON route answers it with a 500."""
+    schema = f"stream_{uuid.uuid4().hex[:8]}"
+    server = ServedProcess(service_env(pg_url, schema, pg_home), tmp_path / "serve.log").start()
+    try:
+        keys = await KeyStore.open(pg_url, schema)
+        try:
+            token, _ = await keys.create("broken", project_ids=["p"])
+        finally:
+            await keys.close()
+        scope = {"org_id": "broken", "project_id": "p"}
+        body = {"scope": scope, "query": "Where does Alice live?"}
+        async with httpx.AsyncClient(base_url=server.url, timeout=60, headers={
+                "Authorization": f"Bearer {token}"}) as client:
+            await client.post("/v1/episodes", json={"scope": scope, "episodes": [
+                {"content": c} for c in FACTS]})
+            async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+                await conn.execute(f"ALTER TABLE {schema}.sentences RENAME TO moved_away")
+            async with client.stream("POST", "/v1/retrieve/stream", json=body) as response:
+                assert response.status_code == 200
+                events = sse_events((await response.aread()).decode())
+            plain = await client.post("/v1/retrieve", json=body)
+    finally:
+        server.stop()
+    assert events[0][0] == "route", events  # the stream had begun
+    assert events[-1] == ("error", {"error": "internal error (see the server log)",
+                                    "kind": "InternalError"}), events
+    assert plain.status_code == 500 and plain.json()["kind"] == "InternalError"
+    log = (tmp_path / "serve.log").read_text()
+    assert "rest.stream_failed" in log and "UndefinedTable" in log, log[-3000:]
 
 
 def raw_get(url: str, target: bytes) -> tuple[int, dict]:

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from psycopg import OperationalError
 
+from memroute._log import get_logger
 from memroute.errors import MemrouteError, StoreUnavailableError
 from memroute.graph.events import Final, as_payload
 from memroute.memory.models import Scope
@@ -37,6 +38,9 @@ from memroute.service.models import (
     Status,
     Uids,
 )
+
+
+log = get_logger(__name__)
 
 
 def service(request: Request) -> Service:
@@ -131,6 +135,8 @@ async def retrieve_stream(body: Retrieve, grant: Grant, svc: Svc) -> StreamingRe
     scope = authorize(grant, body.scope)
 
     async def events() -> AsyncIterator[str]:
+        # the stream has begun (200 is sent): whatever fails, the error is its last event,
+        # typed as the JSON routes' bodies are
         try:
             async for event in svc.agent.astream(body.query, scope=scope, k=body.k,
                                                  filters=body.filters, strategy=body.strategy,
@@ -140,10 +146,15 @@ async def retrieve_stream(body: Retrieve, grant: Grant, svc: Svc) -> StreamingRe
                 else:
                     yield _sse(event.event, as_payload(event))
         except MemrouteError as exc:
-            yield _sse("error", {"error": str(exc), "kind": type(exc).__name__})
-        except OperationalError as exc:  # the stream has begun: the error is its last event
-            yield _sse("error", {"error": f"database unavailable: {exc}",
+            yield _sse("error", {"error": " ".join(str(exc).split()),
+                                 "kind": type(exc).__name__})
+        except OperationalError as exc:
+            yield _sse("error", {"error": f"database unavailable: {' '.join(str(exc).split())}",
                                  "kind": StoreUnavailableError.__name__})
+        except Exception as exc:  # its text stays in the server's log, as for the JSON routes
+            log.error("rest.stream_failed", path="/v1/retrieve/stream", exc_info=exc)
+            yield _sse("error", {"error": "internal error (see the server log)",
+                                 "kind": "InternalError"})
 
     return StreamingResponse(events(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
