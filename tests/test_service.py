@@ -329,6 +329,41 @@ async def test_retrieve_is_asked_as_of_a_time(tenant_factory) -> None:
         assert refused.status_code == 422 and "as_of" in refused.text, (bad, refused.text)
 
 
+async def test_an_empty_scope_says_so(tenant_factory, served) -> None:
+    """A search or retrieve of a scope holding no episodes returns nothing and a hint naming
+    that scope, on REST (the stream's final event too) and MCP; a scope that holds episodes
+    gets no hint, even when nothing matches."""
+    t = await tenant_factory()
+    nobody = {**t.scope, "user_id": "nobody"}
+    named = f"scope {t.org}/p/nobody holds no episodes"
+    body = {"scope": nobody, "query": "Where does Alice live?"}
+    found = (await t.client.post("/v1/search", json=body)).json()
+    assert (found["results"], found["hint"]) == ([], named)
+    got = (await t.client.post("/v1/retrieve", json=body)).json()
+    assert (got["results"], got["hint"]) == ([], named)
+    async with t.client.stream("POST", "/v1/retrieve/stream", json=body) as response:
+        final = sse_events((await response.aread()).decode())[-1]
+    assert final[0] == "final" and final[1]["hint"] == named
+    await t.client.post("/v1/episodes", json={"scope": t.scope, "episodes": [
+        {"content": c} for c in FACTS]})
+    full = {"scope": t.scope, "query": "Where does Alice live?"}
+    hit = (await t.client.post("/v1/search", json=full)).json()
+    assert hit["results"] and hit["hint"] is None
+    filtered = (await t.client.post("/v1/search", json={
+        **full, "filters": {"producer": "nobody"}})).json()
+    assert (filtered["results"], filtered["hint"]) == ([], None)  # the scope is not empty
+    retrieved = (await t.client.post("/v1/retrieve", json=full)).json()
+    assert retrieved["results"] and retrieved["hint"] is None
+    async with mcp_http(served.url, t.token) as client:
+        for name in ("memory_search", "memory_retrieve"):
+            empty = (await client.call_tool(name, {"query": "Alice", "user_id": "nobody"})
+                     ).structured_content
+            assert empty["results"] == [] and empty["hint"] == named
+            assert named in empty["text"]  # the text a model reads says it too
+            full_page = (await client.call_tool(name, {"query": "Alice"})).structured_content
+            assert full_page["results"] and full_page["hint"] is None
+
+
 async def test_a_failing_stream_ends_with_a_typed_error_event(memory: Memory, pg_url: str,
                                                              pg_home: Path,
                                                              tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from memroute import __version__
 from memroute._log import get_logger
 from memroute.errors import InvalidInputError, MemrouteError
+from memroute.hints import HINT_HELP, empty_scope_hint
 from memroute.memory.limits import MAX_ID_CHARS, MAX_K, MAX_LIST, MAX_QUERY_CHARS
 from memroute.memory.models import SCOPE_PART_PATTERN, Scope
 from memroute.service.auth import authenticate, authorize, bearer_token
@@ -65,6 +66,7 @@ class SearchPage(BaseModel):
     text: str = Field(description="'Showing 10 of 42 results (page 1/5):' and the numbered "
                                   "results, best first, or why there are none.")
     results: list[dict[str, Any]]
+    hint: str | None = Field(default=None, description=HINT_HELP)
 
 
 class Retrieved(BaseModel):
@@ -76,6 +78,7 @@ class Retrieved(BaseModel):
     stop_reason: str
     results: list[dict[str, Any]]
     text: str = Field(description="The results as numbered lines, best first.")
+    hint: str | None = Field(default=None, description=HINT_HELP)
 
 
 class Added(BaseModel):
@@ -166,7 +169,9 @@ def build_mcp_server(get_service: Callable[[], Service], token_for: TokenSource,
         # would serve an episode deleted since, by this process or another
         search = MemorySearch(get_service().memory, scope, page_size=PAGE_SIZE, as_of=as_of)
         text, results = await search.apage(query, page)  # a failure: the memory's error
-        return SearchPage(text=text, results=results)
+        hint = None if results else await empty_scope_hint(get_service().memory, scope)
+        return SearchPage(text=f"{text} ({hint})" if hint else text, results=results,
+                          hint=hint)
 
     async def memory_retrieve(ctx: Context, query: Query,
                               k: Annotated[int, Field(ge=1, le=MAX_K,
@@ -181,11 +186,13 @@ def build_mcp_server(get_service: Callable[[], Service], token_for: TokenSource,
         scope = await scoped(ctx, project_id, user_id, agent_id)
         found = await get_service().agent.aretrieve(query, scope=scope, k=k, strategy=strategy,
                                                     budget=budget, as_of=as_of)
+        text = "\n".join(format_result(i, r) for i, r in enumerate(found.results, 1))
+        hint = None if found.results else await empty_scope_hint(get_service().memory, scope)
         return Retrieved(route=found.route, route_reason=found.route_reason,
                          queries=found.queries, stop_reason=found.stop_reason,
                          results=[artifact(i, r) for i, r in enumerate(found.results, 1)],
-                         text="\n".join(format_result(i, r)
-                                        for i, r in enumerate(found.results, 1)))
+                         text=text or f"No results found for {query!r}." + (
+                             f" ({hint})" if hint else ""), hint=hint)
 
     async def memory_add(ctx: Context,
                          episodes: Annotated[list[StrictEpisode], Field(

@@ -18,6 +18,7 @@ from pydantic_core import ErrorDetails
 
 from memroute.agent import RetrievalResult
 from memroute.graph.state import HopRecord
+from memroute.hints import HINT_HELP
 from memroute.memory.limits import MAX_K, MAX_QUERY_CHARS
 from memroute.memory.models import Episode, Scope, ScoredResult
 from memroute.strategies.base import Strategy
@@ -150,6 +151,7 @@ class Hit(BaseModel):
 class SearchResponse(BaseModel):
     results: list[Hit]
     timings: dict[str, float] = Field(description="Stage timings of the search, in ms.")
+    hint: str | None = Field(default=None, description=HINT_HELP)
 
 
 class RetrieveResponse(BaseModel):
@@ -170,15 +172,16 @@ class RetrieveResponse(BaseModel):
                                                         "planner sent (empty offline).")
     notes: list[str]
     costs: dict[str, Any] = Field(description="Per node and total: llm_calls, tokens, wall_ms.")
+    hint: str | None = Field(default=None, description=HINT_HELP)
 
     @classmethod
-    def of(cls, result: RetrievalResult) -> RetrieveResponse:
+    def of(cls, result: RetrievalResult, hint: str | None = None) -> RetrieveResponse:
         return cls(results=[Hit.of(r) for r in result.results], route=result.route,
                    route_reason=result.route_reason, queries=result.queries,
                    sub_queries=result.sub_queries, stop_reason=result.stop_reason,
                    hops=result.hops, search_rounds=result.search_rounds,
                    planner=result.planner, prompt_versions=result.prompt_versions,
-                   notes=result.notes, costs=result.costs.as_dict())
+                   notes=result.notes, costs=result.costs.as_dict(), hint=hint)
 
 
 class Status(BaseModel):

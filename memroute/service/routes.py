@@ -19,6 +19,7 @@ from psycopg import OperationalError
 from memroute._log import get_logger
 from memroute.errors import MemrouteError, StoreUnavailableError
 from memroute.graph.events import Final, as_payload
+from memroute.hints import empty_scope_hint
 from memroute.memory.models import Scope
 from memroute.service.auth import authenticate, authorize
 from memroute.service.context import Service
@@ -103,22 +104,33 @@ async def scope_stats(params: Annotated[ScopeQuery, Query()], grant: Grant,
     return ScopeStats(scope=scope, **await svc.memory.count(scope))
 
 
+async def _hint(svc: Service, scope: Scope, results: list) -> str | None:
+    """`empty_scope_hint`, asked only when nothing was found."""
+    return None if results else await empty_scope_hint(svc.memory, scope)
+
+
 @router.post("/search", response_model=SearchResponse, tags=["retrieval"])
 async def search(body: Search, grant: Grant, svc: Svc) -> SearchResponse:
-    """Direct search: one query, the top ``k`` results with their context, best first."""
-    found = await svc.memory.search_scored(authorize(grant, body.scope), body.query, k=body.k,
-                                           filters=body.filters, as_of=body.as_of)
-    return SearchResponse(results=[Hit.of(r) for r in found], timings=found.timings)
+    """Direct search: one query, the top ``k`` results with their context, best first. The
+    query is matched as written: ``as_of`` bounds what is returned (the agent,
+    /v1/retrieve, also reads 'last week' against it)."""
+    scope = authorize(grant, body.scope)
+    found = await svc.memory.search_scored(scope, body.query, k=body.k, filters=body.filters,
+                                           as_of=body.as_of)
+    return SearchResponse(results=[Hit.of(r) for r in found], timings=found.timings,
+                          hint=await _hint(svc, scope, found))
 
 
 @router.post("/retrieve", response_model=RetrieveResponse, tags=["retrieval"])
 async def retrieve(body: Retrieve, grant: Grant, svc: Svc) -> RetrieveResponse:
     """The retrieval agent: routes the query (direct, split or chain, or the ``strategy``
-    given), searches within the ``budget``, and reranks the pooled evidence."""
-    result = await svc.agent.aretrieve(body.query, scope=authorize(grant, body.scope), k=body.k,
+    given), searches within the ``budget``, and reranks the pooled evidence; 'last week'
+    in the query is read against ``as_of``."""
+    scope = authorize(grant, body.scope)
+    result = await svc.agent.aretrieve(body.query, scope=scope, k=body.k,
                                        filters=body.filters, strategy=body.strategy,
                                        budget=body.budget, as_of=body.as_of)
-    return RetrieveResponse.of(result)
+    return RetrieveResponse.of(result, await _hint(svc, scope, result.results))
 
 
 def _sse(event: str, data: Any) -> str:
@@ -142,7 +154,9 @@ async def retrieve_stream(body: Retrieve, grant: Grant, svc: Svc) -> StreamingRe
                                                  filters=body.filters, strategy=body.strategy,
                                                  budget=body.budget, as_of=body.as_of):
                 if isinstance(event, Final):
-                    yield _sse("final", RetrieveResponse.of(event.result).model_dump(mode="json"))
+                    final = RetrieveResponse.of(event.result,
+                                                await _hint(svc, scope, event.result.results))
+                    yield _sse("final", final.model_dump(mode="json"))
                 else:
                     yield _sse(event.event, as_payload(event))
         except MemrouteError as exc:
