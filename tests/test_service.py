@@ -511,6 +511,29 @@ async def test_the_mcp_client_in_docs_runs(served, keys, tmp_path: Path) -> None
                               "arguments: k: Input should be greater than or equal to 1")
 
 
+async def test_the_docs_signatures_are_the_served_ones() -> None:
+    """docs/serving.md's signatures of search and retrieve (REST and MCP) name every field
+    their schemas have, ``as_of`` included, and say how each reads it."""
+    from memroute.service.app import openapi_schema
+    from memroute.service.mcp_server import build_mcp_server
+
+    text = " ".join((DOCS / "serving.md").read_text().split())
+    bodies = openapi_schema()["components"]["schemas"]
+    for route, model in (("search", "Search"), ("retrieve", "Retrieve")):
+        (fields,) = re.findall(rf"`POST /v1/{route} {{(.*?)}}`", text)
+        assert {f.split("=")[0] for f in fields.split(", ")} == set(
+            bodies[model]["properties"]), (route, fields)
+    tools = {t.name: t for t in await build_mcp_server(lambda: None, lambda ctx: None
+                                                        ).list_tools()}
+    for name in ("memory_search", "memory_retrieve"):
+        (arguments,) = re.findall(rf"`{name}\((.*?)\)`", text)
+        scope_parts = {"project_id", "user_id", "agent_id"}
+        assert {a.split("=")[0] for a in arguments.split(", ")} == set(
+            tools[name].input_schema["properties"]) - scope_parts, (name, arguments)
+    assert "matches the query as written" in text
+    assert "also reads \"last week\" or \"yesterday\" against `as_of`" in text
+
+
 # -- MCP -----------------------------------------------------------------------------------
 
 def mcp_http(url: str, token: str | None) -> Client:
