@@ -718,6 +718,32 @@ async def test_filters_in_memroute_dialect_and_langgraphs(mstore, ns) -> None:
         await mstore.asearch(ns, filter={"n": {"$near": 2}})
 
 
+@pytest.mark.parametrize("index", ["memroute", "embed"])
+async def test_floats_come_back_floats(memory: Memory, index) -> None:
+    """jsonb keeps numbers as decimals: a float Python prints with an exponent (1e16 and up)
+    came back an int (1.79e308 as 309 digits). A value's floats, and an episode's metadata's,
+    come back floats; ints stay ints; filters compare them as numbers."""
+    config = ({"fields": ["text"]} if index == "memroute"
+              else {"dims": 8, "embed": Letters(), "fields": ["text"]})
+    store = MemrouteStore(memory, tenant=fresh_tenant(), index=config)
+    value = {"text": "Big numbers.", "max": 1.79e308, "e20": 1e20, "neg": -1e16, "tiny": 1e-300,
+             "int": 10**20, "one": 1.0, "nested": [{"x": 2.5e30}], "said": "1e+20"}
+    await store.aput(("n",), "k", value)
+    for item in [await store.aget(("n",), "k"), *await store.asearch(("n",)),
+                 *await store.asearch(("n",), query="big numbers")]:
+        assert item.value == value
+        assert [type(item.value[k]) for k in ("max", "e20", "neg", "int", "one")] == \
+            [float, float, float, int, float]
+        assert type(item.value["nested"][0]["x"]) is float
+    for condition in ({"e20": 1e20}, {"max": {"$gt": 1e308}}, {"int": {"$gte": 1e20}}):
+        assert [i.key for i in await store.asearch(("n",), query="big numbers",
+                                                   filter=condition)] == ["k"]
+    scope = fresh_tenant()
+    await memory.add(scope, [{"uid": "e", "content": "An episode.", "metadata": value}])
+    (episode,) = await memory.get(scope, ["e"])
+    assert episode.episode.metadata == value and type(episode.episode.metadata["e20"]) is float
+
+
 # -- tenants ----------------------------------------------------------------------------------
 
 async def test_stores_of_two_tenants_share_nothing(memory: Memory) -> None:

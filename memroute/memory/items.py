@@ -26,7 +26,7 @@ from psycopg.types.json import Jsonb
 
 from memroute.memory.filters import compile_filter
 from memroute.memory.limits import MAX_EPISODES_PER_CALL
-from memroute.memory.models import Episode, Scope
+from memroute.memory.models import Episode, Scope, json_text
 from memroute.memory.retry import with_retry
 
 if TYPE_CHECKING:
@@ -231,7 +231,7 @@ class StoreItems:
         and its sentences; `_ContentChanged` if one's content is not what was read."""
         s, t = self.schema, tenant.key
         uids = [e.uid for e in kept]
-        metadata = [Jsonb(e.metadata) for e in kept]
+        metadata = [_jsonb(e.metadata) for e in kept]
         times = [e.produced_at for e in kept]
         cur = await conn.execute(
             f"UPDATE {s}.episodes e SET metadata = w.metadata, produced_at = w.produced_at "
@@ -282,7 +282,7 @@ class StoreItems:
             "ttl_minutes = EXCLUDED.ttl_minutes, episode_uid = EXCLUDED.episode_uid",
             [t, tenant.org_id, tenant.project_id, tenant.user_id, tenant.agent_id,
              [p for p, _, _ in puts], [w.key for _, w, _ in puts],
-             [Jsonb(w.value) for _, w, _ in puts], expires,
+             [_jsonb(w.value) for _, w, _ in puts], expires,
              [w.ttl_minutes for _, w, _ in puts], [u for _, _, u in puts]])
         await conn.execute(
             f"DELETE FROM {s}.store_vectors v "
@@ -481,6 +481,11 @@ class StoreItems:
 
 class _ContentChanged(Exception):
     """An episode's content changed between reading it and writing (the write is redone)."""
+
+
+def _jsonb(value: dict[str, Any]) -> Jsonb:
+    """A value or metadata as jsonb, through `json_text` (which keeps a float a float)."""
+    return Jsonb(json_text(value), dumps=str)
 
 
 def _named(sql: str, name: str, count: int) -> str:
