@@ -186,6 +186,12 @@ class StoreItems:
             await self._write(tenant, writes, expiry, episodes, {})
         self.memory._forget_vectors(tenant.key, [item_uid(w.namespace, w.key) for w in writes])
         self.memory._forget_speakers(tenant.key)
+        await self._wrote([tenant.key])
+
+    async def _wrote(self, tenant_keys: list[str]) -> None:
+        """After a commit: the memory's reads of these tenants see it, on a replica too
+        (`memroute.memory.replicas`)."""
+        await self.memory._reads.wrote(tenant_keys)
 
     async def _stored_contents(self, tenant: Scope, episodes: list[Episode]) -> dict[str, str]:
         """The uids of ``episodes`` stored with the same content, and that content."""
@@ -324,7 +330,10 @@ class StoreItems:
                                 live_only)
             return rows
 
-        found = [_item(row) for row in await self._run("store get", read)]
+        rows = await self._run("store get", read)
+        if rows and any(refresh or ()):
+            await self._wrote([tenant.key])
+        found = [_item(row) for row in rows]
         return {(item.namespace, item.key): item for item in found}
 
     async def listing(self, tenant: Scope, prefix: tuple[str, ...],
@@ -349,7 +358,10 @@ class StoreItems:
                 await self._refresh(conn, tenant, [r[:2] for r in rows], live_only)
             return rows
 
-        return [_item(row) for row in await self._run("store search", read)]
+        rows = await self._run("store search", read)
+        if refresh and rows:
+            await self._wrote([tenant.key])
+        return [_item(row) for row in rows]
 
     async def by_episode(self, tenant: Scope, uids: list[str], *, live_only: bool,
                          refresh: bool) -> dict[str, StoredItem]:
@@ -367,7 +379,10 @@ class StoreItems:
                 await self._refresh(conn, tenant, [r[:2] for r in rows], live_only)
             return rows
 
-        return {row[5]: _item(row) for row in await self._run("store search", read)}
+        rows = await self._run("store search", read)
+        if refresh and rows:
+            await self._wrote([tenant.key])
+        return {row[5]: _item(row) for row in rows}
 
     async def vector_search(self, tenant: Scope, prefix: tuple[str, ...],
                             filters: dict[str, Any] | None, query: Sequence[float], *,
@@ -405,7 +420,10 @@ class StoreItems:
                 await self._refresh(conn, tenant, [r[:2] for r in rows], live_only)
             return rows
 
-        return [_item(row, row[5]) for row in await self._run("store search", read)]
+        rows = await self._run("store search", read)
+        if refresh and rows:
+            await self._wrote([tenant.key])
+        return [_item(row, row[5]) for row in rows]
 
     async def namespaces(self, tenant: Scope, conditions: list[tuple[str, tuple[str, ...]]], *,
                          max_depth: int | None, limit: int, offset: int, live_only: bool
@@ -439,6 +457,8 @@ class StoreItems:
             await self._refresh(conn, tenant, [(namespace_text(ns), k) for ns, k in found],
                                 live_only)
         await self._run("store refresh", refresh)
+        if found:
+            await self._wrote([tenant.key])
 
     async def _refresh(self, conn: AsyncConnection, tenant: Scope,
                        found: list[tuple[str, str]], live_only: bool) -> None:
@@ -476,6 +496,7 @@ class StoreItems:
         deleted = await self._run("store sweep", sweep)
         if deleted:
             self.memory._forget_vectors(tenant.key)
+            await self._wrote([tenant.key])
         return deleted
 
 
