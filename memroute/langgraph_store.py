@@ -17,7 +17,8 @@ LangGraph's semantics (its own store test suites run against it: tests/langgraph
 - Items put with ``index=False``, or with no text at the index fields, are never scored: a
   search with a query returns them after the scored ones, with ``score=None``.
 - ``ttl`` is LangGraph's ``TTLConfig``; ``omit_expired`` defaults to True here (expired items
-  are never read, ``list_namespaces`` included); ``start_ttl_sweeper`` deletes them.
+  are never read, ``list_namespaces`` included); ``start_ttl_sweeper`` deletes them, every
+  tenant's (one sweep of the whole table, as LangGraph's PostgresStore).
 - A batch is validated whole (namespaces, match conditions, keys, values, ttls, filters,
   bounds) before anything runs: any bad op raises a typed error and nothing is written. Its
   reads see the state before its writes, which commit in one transaction. Concurrent calls
@@ -602,19 +603,20 @@ class MemrouteStore(BaseStore):
     # -- ttl --------------------------------------------------------------------------------
 
     def sweep_ttl(self) -> int:
-        """Delete this tenant's expired items now (blocking); how many."""
+        """Delete the expired items of every tenant of the memory's schema now (blocking), as
+        LangGraph's stores sweep their whole table; how many."""
         if isinstance(self.loop, LoopHandle):
-            return self.loop.run_as_sync(self.items.sweep(self.tenant))
+            return self.loop.run_as_sync(self.items.sweep())
         if self._home is None or _running_loop() is self._home:
             raise InvalidInputError(_NEEDS_SYNC_MEMORY)
-        return asyncio.run_coroutine_threadsafe(self.items.sweep(self.tenant), self._home).result()
+        return asyncio.run_coroutine_threadsafe(self.items.sweep(), self._home).result()
 
     async def asweep_ttl(self) -> int:
-        """Delete this tenant's expired items now; how many."""
-        return await self.loop.run_as_async(self.items.sweep(self.tenant))
+        """Delete the expired items of every tenant of the memory's schema now; how many."""
+        return await self.loop.run_as_async(self.items.sweep())
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> Any:
-        """Delete this tenant's expired items every ``sweep_interval_minutes`` (default the
+        """Delete every tenant's expired items every ``sweep_interval_minutes`` (default the
         ttl config's, else 5), as LangGraph's stores: over a `SyncMemory` it returns a
         ``concurrent.futures.Future``; over a `Memory` it is awaited (``await
         store.start_ttl_sweeper()``) and gives the ``asyncio.Task``. Without a ttl config it
@@ -667,12 +669,12 @@ class MemrouteStore(BaseStore):
         while True:
             await asyncio.sleep(minutes * 60)
             try:
-                swept = await self.items.sweep(self.tenant)
+                swept = await self.items.sweep()
             except Exception as exc:  # the next round tries again
                 log.warning("store.ttl_sweep_failed", error=str(exc))
             else:
                 if swept:
-                    log.info("store.ttl_swept", items=swept, tenant=self.tenant.key)
+                    log.info("store.ttl_swept", items=swept)
 
 
 for _name in ("get", "search", "put", "delete", "list_namespaces"):

@@ -134,18 +134,21 @@ async def test_a_paused_replica_never_hides_a_write_nor_serves_a_deleted_episode
 
 async def test_a_stores_writes_are_never_missed_on_a_paused_replica(
         settings, embedder, standby: Standby, schema: str) -> None:
-    """`MemrouteStore` writes (puts, deletes, the ttl refresh of a read) note their position
-    as `Memory.add` does: its searches, and the memory's, read them at once however far the
-    replica lags."""
+    """`MemrouteStore` writes (puts, deletes, the ttl refresh of a read, the sweep) note
+    their position as `Memory.add` does: its searches, and the memory's, read them at once
+    however far the replica lags."""
     memory = await open_replicated(settings, embedder, schema, standby.url, read_max_lag_s=60)
     org = f"st-{uuid.uuid4().hex[:8]}"
-    put, refreshed = (Scope(org_id=org, project_id=p) for p in ("put", "read"))
+    put, refreshed, swept = (Scope(org_id=org, project_id=p) for p in ("put", "read", "swept"))
     store = MemrouteStore(memory, tenant=put, index={"fields": ["text"]}, strategy="direct")
     reader = MemrouteStore(memory, tenant=refreshed, index={"fields": ["text"]},
                            strategy="direct", ttl={"refresh_on_read": True})
+    sweeper = MemrouteStore(memory, tenant=swept, index={"fields": ["text"]},
+                            ttl={"omit_expired": False})
     ns = ("notes",)
     try:
         await store.aput(ns, "old", {"text": "The lighthouse lamp is green."})
+        await sweeper.aput(ns, "gone", {"text": "The old pier is closed."}, ttl=1 / 60)
         standby.caught_up()
         assert await uids_found(memory, put, "what colour is the lamp") == [item_uid(ns, "old")]
         await reader.aput(ns, "lamp", {"text": "The harbour lamp is red."}, ttl=4 / 60)
@@ -167,8 +170,12 @@ async def test_a_stores_writes_are_never_missed_on_a_paused_replica(
             found = await reader.asearch(ns, query="What colour is the harbour lamp?",
                                          refresh_ttl=False)
             assert [h.key for h in found] == ["lamp"]
-            # the replica really lags: it still holds the deleted episode
+            assert await sweeper.asweep_ttl() >= 1
+            assert await memory.search_scored(swept, "Is the pier closed?", k=3,
+                                              expired_items=True) == []
+            # the replica really lags: it still holds the deleted and swept episodes
             assert on_standby(standby, schema, put) == {item_uid(ns, "old")}
+            assert on_standby(standby, schema, swept) == {item_uid(ns, "gone")}
         finally:
             standby.resume_replay()
         standby.caught_up()

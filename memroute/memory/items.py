@@ -7,7 +7,9 @@ its tenant's scope (``episode_uid``), which the search lanes, the agent and the 
 like any other episode.
 
 A tenant is a `Scope`. Its key leads every primary key and every statement's WHERE, so no
-statement reads or writes another tenant's rows, whatever namespace it is given. A namespace
+statement reads or writes another tenant's rows, whatever namespace it is given; the one
+exception is the TTL sweep's search for the tenants holding expired items (`StoreItems.sweep`,
+maintenance of the whole table, as LangGraph's PostgresStore sweeps). A namespace
 is kept as its labels joined by "." (a label never holds one): a prefix matches whole labels,
 the namespace itself by equality and its descendants by an escaped LIKE.
 """
@@ -482,22 +484,33 @@ class StoreItems:
             "FROM refreshed r WHERE x.scope_key = %s AND x.episode_uid = r.episode_uid",
             [[p for p, _ in found], [k for _, k in found], t, t, t])
 
-    async def sweep(self, tenant: Scope) -> int:
-        """Delete the tenant's expired items (with their vectors and episodes); how many."""
-        async def sweep(conn: AsyncConnection) -> int:
-            cur = await conn.execute(
-                f"WITH gone AS (DELETE FROM {self.schema}.store_items "
-                "WHERE scope_key = %s AND expires_at <= now() RETURNING episode_uid), "
-                f"episodes AS (DELETE FROM {self.schema}.episodes e USING gone g "
-                "WHERE e.scope_key = %s AND e.uid = g.episode_uid) SELECT count(*) FROM gone",
-                [tenant.key, tenant.key])
-            return (await cur.fetchone())[0]
+    async def sweep(self) -> int:
+        """Delete every tenant's expired items (with their vectors and episodes), one tenant
+        at a time; how many. Finding the tenants reads the whole table (the one statement
+        of the store's that reaches several tenants: docs/scaling.md)."""
+        async def expired_tenants(conn: AsyncConnection) -> list[str]:
+            cur = await conn.execute(f"SELECT DISTINCT scope_key FROM {self.schema}.store_items "
+                                     "WHERE expires_at <= now()")
+            return [key for key, in await cur.fetchall()]
 
-        deleted = await self._run("store sweep", sweep)
-        if deleted:
-            self.memory._forget_vectors(tenant.key)
-            await self._wrote([tenant.key])
-        return deleted
+        swept: dict[str, int] = {}
+        for key in await self._run("store sweep", expired_tenants):
+            swept[key] = await self._run("store sweep",
+                                         lambda conn, key=key: self._sweep_tenant(conn, key))
+            if swept[key]:
+                self.memory._forget_vectors(key)
+        if swept:
+            await self._wrote(list(swept))
+        return sum(swept.values())
+
+    async def _sweep_tenant(self, conn: AsyncConnection, tenant_key: str) -> int:
+        cur = await conn.execute(
+            f"WITH gone AS (DELETE FROM {self.schema}.store_items "
+            "WHERE scope_key = %s AND expires_at <= now() RETURNING episode_uid), "
+            f"episodes AS (DELETE FROM {self.schema}.episodes e USING gone g "
+            "WHERE e.scope_key = %s AND e.uid = g.episode_uid) SELECT count(*) FROM gone",
+            [tenant_key, tenant_key])
+        return (await cur.fetchone())[0]
 
 
 class _ContentChanged(Exception):
