@@ -337,19 +337,83 @@ async def test_sync_calls_over_a_memory_run_from_other_threads(memory, ns) -> No
 
 async def test_concurrent_calls_run_as_one_batch(mstore, ns, monkeypatch) -> None:
     batches = []
-    execute = mstore._execute
+    execute = mstore._batches.execute
 
     async def counted(plan):
         batches.append(len(plan))
         return await execute(plan)
 
-    monkeypatch.setattr(mstore, "_execute", counted)
+    monkeypatch.setattr(mstore._batches, "execute", counted)
     await asyncio.gather(*(mstore.aput(ns, f"k{i}", {"text": f"note {i}"}) for i in range(8)))
     got = await asyncio.gather(*(mstore.aget(ns, f"k{i}") for i in range(8)),
                                mstore.aget(("a.b",), "k"), return_exceptions=True)
     assert batches == [8, 8]  # the bad namespace failed its own call only, before queueing
     assert [g.value["text"] for g in got[:8]] == [f"note {i}" for i in range(8)]
     assert isinstance(got[8], InvalidNamespaceError)
+
+
+class FailingQueries(Embeddings):
+    """A caller's embedder (letter counts, as `Letters`) that fails on the query "boom"."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return Letters().embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        if text == "boom":
+            raise RuntimeError("the embedding API refused this query")
+        return Letters().embed_query(text)
+
+
+def merged_runs(store: MemrouteStore, monkeypatch) -> list[int]:
+    """The sizes of the plans ``store`` runs from now on (merged and alone)."""
+    runs: list[int] = []
+    execute = store._batches.execute
+
+    async def counted(plan):
+        runs.append(len(plan))
+        return await execute(plan)
+
+    monkeypatch.setattr(store._batches, "execute", counted)
+    return runs
+
+
+async def test_an_op_failing_while_it_runs_fails_its_own_caller_only(memory, ns,
+                                                                     monkeypatch) -> None:
+    """Concurrent calls run as one batch; when one caller's op fails in it, the others get
+    their results (their batches run again on their own) and only that caller the error."""
+    store = MemrouteStore(memory, tenant=fresh_tenant(),
+                          index={"dims": 8, "embed": FailingQueries(), "fields": ["t"]})
+    await store.aput(ns, "there", {"t": "stored before"}, index=False)
+    runs = merged_runs(store, monkeypatch)
+    search, put, get = await asyncio.gather(
+        store.asearch(ns, query="boom"), store.aput(ns, "new", {"t": "cafe"}, index=False),
+        store.aget(ns, "there"), return_exceptions=True)
+    assert runs[0] == 3  # one merged batch, which failed; then each caller's on its own
+    assert isinstance(search, ModelUnavailableError) and "refused" in str(search)
+    assert put is None and (await store.aget(ns, "new")).value == {"t": "cafe"}
+    assert get.value == {"t": "stored before"}
+
+
+async def test_a_filter_at_its_limits_never_fails_for_what_the_store_adds(mstore, ns,
+                                                                          monkeypatch) -> None:
+    """The namespace and the expiry are the store's own filters, beside the caller's: a
+    filter of 64 conditions (the limit) and a prefix deeper than 64 labels search with a
+    query as without, and a valid put merged with such a search is stored."""
+    value = {"text": "Biscuit the dog eats salmon kibble.", **{f"f{i}": i for i in range(64)}}
+    at_limit = {f"f{i}": i for i in range(64)}
+    deep = tuple(f"l{i}" for i in range(70))
+    await mstore.aput(ns, "dog", value)
+    await mstore.aput(deep, "dog", value)
+    runs = merged_runs(mstore, monkeypatch)
+    found, put = await asyncio.gather(
+        mstore.asearch(ns, query="What does the dog eat?", filter=at_limit),
+        mstore.aput(ns, "cat", {"text": "Miso the cat sleeps all day."}))
+    assert runs == [2]
+    assert [i.key for i in found] == ["dog"] and put is None
+    assert (await mstore.aget(ns, "cat")) is not None
+    assert [i.namespace for i in await mstore.asearch(deep, query="dog food")] == [deep]
+    assert [i.key for i in await mstore.asearch(deep[:66], query="dog food",
+                                                filter=at_limit)] == ["dog"]
 
 
 # -- the index config as LangGraph defines it ------------------------------------------------

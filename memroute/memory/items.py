@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from memroute.memory.filters import compile_filter
+from memroute.memory.filters import MAX_CLAUSES, compile_filter
 from memroute.memory.limits import MAX_EPISODES_PER_CALL
 from memroute.memory.models import Episode, Scope, json_text
 from memroute.memory.retry import with_retry
@@ -64,15 +64,18 @@ def item_uid(namespace: Sequence[str], key: str) -> str:
     return "item:" + hashlib.sha256(f"{len(prefix)}:{prefix}{key}".encode()).hexdigest()[:40]
 
 
-def namespace_filter(prefix: Sequence[str]) -> dict[str, Any]:
-    """The item episodes under ``prefix``, in memroute's filter dialect."""
+def namespace_filters(prefix: Sequence[str]) -> list[dict[str, Any]]:
+    """The item episodes under ``prefix``, in memroute's filter dialect: filters that must
+    all hold, each within a filter's limit of conditions however deep the prefix."""
     if not prefix:
-        return {NAMESPACE_KEY: {"$exists": True}}
-    return {f"{NAMESPACE_KEY}.l{i}": label for i, label in enumerate(prefix)}
+        return [{NAMESPACE_KEY: {"$exists": True}}]
+    labels = [(f"{NAMESPACE_KEY}.l{i}", label) for i, label in enumerate(prefix)]
+    return [dict(labels[i:i + MAX_CLAUSES]) for i in range(0, len(labels), MAX_CLAUSES)]
 
 
 def live_filter(now: float) -> dict[str, Any]:
-    """The item episodes that have not expired at ``now`` (Unix seconds)."""
+    """The item episodes that have not expired at ``now`` (Unix seconds); a read's
+    `ReadBound` leaves expired ones out unless it is told not to."""
     return {"$or": [{EXPIRES_KEY: {"$exists": False}}, {EXPIRES_KEY: {"$gt": now}}]}
 
 

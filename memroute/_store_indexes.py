@@ -1,0 +1,233 @@
+"""The two search contracts of a `MemrouteStore`, one class each, chosen by its index config.
+
+- `VectorIndex` (LangGraph's index config with ``embed``): one vector per item and field path
+  from the caller's embedder; a search scores the query against every vector of the tenant
+  under the prefix, LangGraph's scores (`memroute.memory.items.StoredItems.vector_search`).
+- `AgentIndex` (no ``embed``): an item's text is one episode of the tenant's scope; a search
+  runs memroute's retrieval agent over those episodes and scores an item by its final
+  rerank.
+
+Either way the items without text at the index fields come unscored, after the scored ones.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.embeddings import Embeddings
+from langgraph.store.base import SearchOp
+from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
+
+from memroute.errors import InvalidInputError, ModelUnavailableError
+from memroute.memory.items import (
+    VALUE_KEY,
+    Distance,
+    ItemWrite,
+    StoredItem,
+    StoreItems,
+    live_filter,
+    namespace_filters,
+)
+from memroute.memory.limits import MAX_K
+from memroute.memory.models import MAX_CONTENT_CHARS, Scope
+
+if TYPE_CHECKING:
+    from memroute.agent import RetrievalAgent
+    from memroute.memory.store import Memory
+    from memroute.strategies.base import Strategy
+
+INDEX_KEYS = frozenset({"dims", "embed", "fields", "distance_type", "ann_index_config"})
+_DISTANCES = ("cosine", "inner_product", "l2")
+
+
+@dataclass
+class PlannedPut:
+    """A put (or delete) of a batch, validated; ``texts`` await the caller's embedder."""
+
+    write: ItemWrite
+    texts: list[tuple[str, str]] = field(default_factory=list)  # (field path, text)
+
+
+def tokenized(paths: Any, what: str) -> tuple[tuple[str, Any], ...]:
+    """Field paths (LangGraph's syntax: ``a.b``, ``a[*].b``, ``$``) with their tokens."""
+    if isinstance(paths, str):
+        paths = [paths]
+    if not isinstance(paths, (list, tuple)) or not all(isinstance(p, str) and p for p in paths):
+        raise InvalidInputError(f"{what} is a list of field paths (non-empty strings)")
+    return tuple((p, "$" if p == "$" else tokenize_path(p)) for p in paths)
+
+
+def texts_at(value: dict[str, Any], paths: tuple[tuple[str, Any], ...]) -> dict[str, str]:
+    """The non-blank texts of ``value`` at ``paths``, by field path (``path.i`` for each of
+    several texts at one path)."""
+    texts: dict[str, str] = {}
+    for path, tokens in paths:
+        found = [t for t in get_text_at_path(value, tokens) if t.strip()]
+        texts.update((f"{path}.{i}" if len(found) > 1 else path, t)
+                      for i, t in enumerate(found))
+    return texts
+
+
+def episode_filter(filters: dict[str, Any]) -> dict[str, Any]:
+    """A filter on an item's value as a filter on the metadata of its episode."""
+    prefixed: dict[str, Any] = {}
+    for key, condition in filters.items():
+        if key in ("$and", "$or") and isinstance(condition, list):
+            prefixed[key] = [episode_filter(c) if isinstance(c, dict) else c for c in condition]
+        elif isinstance(key, str) and key.startswith("$"):
+            prefixed[key] = condition  # not a field: the compiled filter says what is wrong
+        else:
+            prefixed[f"{VALUE_KEY}.{key}"] = condition
+    return prefixed
+
+
+def _scored(item: StoredItem, score: float) -> StoredItem:
+    return StoredItem(item.namespace, item.key, item.value, item.created_at, item.updated_at,
+                      float(score))
+
+
+class VectorIndex:
+    """LangGraph's index: the caller's embedder, one vector per item and field path, and
+    `PostgresStore`'s scores (``distance``)."""
+
+    def __init__(self, fields: tuple[tuple[str, Any], ...], embeddings: Embeddings, dims: int,
+                 distance: Distance) -> None:
+        self.fields, self.embeddings, self.dims = fields, embeddings, dims
+        self.distance = distance
+
+    def check_search(self, op: SearchOp) -> None:
+        """Every vector is scored: any page may be asked for."""
+
+    def plan_put(self, write: ItemWrite, texts: dict[str, str]) -> PlannedPut:
+        return PlannedPut(write, list(texts.items()))
+
+    async def embed(self, puts: list[PlannedPut]) -> None:
+        """The vectors of ``puts``, from the caller's embedder, in one call."""
+        puts = [put for put in puts if put.texts]
+        if not puts:
+            return
+        texts = [text for put in puts for _, text in put.texts]
+        try:
+            vectors = await self.embeddings.aembed_documents(texts)
+        except Exception as exc:
+            raise ModelUnavailableError(f"the index's embedder failed: {exc}") from exc
+        if len(vectors) != len(texts) or any(len(v) != self.dims for v in vectors):
+            raise ModelUnavailableError(
+                f"the index's embedder returned {len(vectors)} vectors of "
+                f"{sorted({len(v) for v in vectors})} dimensions for {len(texts)} texts; "
+                f"the index config says {self.dims}")
+        found = iter(vectors)
+        for put in puts:
+            w = put.write
+            put.write = ItemWrite(w.namespace, w.key, w.value, w.ttl_minutes,
+                                  vectors=tuple((path, next(found)) for path, _ in put.texts))
+
+    async def search(self, items: StoreItems, tenant: Scope, op: SearchOp,
+                     prefix: tuple[str, ...], query: str, *, omit_expired: bool
+                     ) -> list[StoredItem]:
+        try:
+            vector = await self.embeddings.aembed_query(query)
+        except Exception as exc:
+            raise ModelUnavailableError(f"the index's embedder failed: {exc}") from exc
+        if len(vector) != self.dims:
+            raise ModelUnavailableError(
+                f"the index's embedder returned a {len(vector)}-d query vector; the index "
+                f"config says {self.dims}")
+        return await items.vector_search(
+            tenant, prefix, op.filter, vector, distance=self.distance, limit=op.limit,
+            offset=op.offset, live_only=omit_expired, refresh=op.refresh_ttl)
+
+
+class AgentIndex:
+    """memroute's own index: an item's text at the fields is one episode of the tenant's
+    scope, embedded by the memory's embedder; a search runs ``agent`` (``strategy``) over
+    those episodes and scores an item by the final rerank."""
+
+    def __init__(self, fields: tuple[tuple[str, Any], ...], agent: RetrievalAgent,
+                 strategy: Strategy) -> None:
+        self.fields, self.agent, self.strategy = fields, agent, strategy
+
+    def check_search(self, op: SearchOp) -> None:
+        if op.offset + op.limit > MAX_K:
+            raise InvalidInputError(f"offset + limit must be at most {MAX_K} with a query")
+
+    def plan_put(self, write: ItemWrite, texts: dict[str, str]) -> PlannedPut:
+        content = "\n".join(texts.values())[:MAX_CONTENT_CHARS]
+        return PlannedPut(ItemWrite(write.namespace, write.key, write.value, write.ttl_minutes,
+                                    text=content or None))
+
+    async def embed(self, puts: list[PlannedPut]) -> None:
+        """Nothing: the memory embeds an item's episode when it is written."""
+
+    async def search(self, items: StoreItems, tenant: Scope, op: SearchOp,
+                     prefix: tuple[str, ...], query: str, *, omit_expired: bool
+                     ) -> list[StoredItem]:
+        """The agent's page of the items' episodes, scored by its final rerank; then the
+        items without an episode, unscored."""
+        k = op.offset + op.limit
+        # the store's conditions beside the caller's filter, each limited on its own; the
+        # agent's bound leaves expired items out, unless it was built to find them
+        filters = [*namespace_filters(prefix),
+                   *([episode_filter(op.filter)] if op.filter else [])]
+        if omit_expired and self.agent.options["expired_items"]:
+            filters.append(live_filter(time.time()))
+        result = await self.agent.aretrieve(query, scope=tenant, k=k, strategy=self.strategy,
+                                            filters=filters)
+        stored = await items.by_episode(tenant, [r.uid for r in result.results],
+                                        live_only=omit_expired, refresh=False)
+        scored = [_scored(stored[r.uid], r.rerank_score) for r in result.results
+                  if r.uid in stored]
+        page = scored[op.offset:k]
+        if op.refresh_ttl and page:
+            await items.refresh(tenant, [(i.namespace, i.key) for i in page],
+                                live_only=omit_expired)
+        if len(result.results) < k and len(page) < op.limit:
+            # every scored item is ranked: the unscored ones follow, last updated first
+            page += await items.listing(
+                tenant, prefix, op.filter, limit=op.limit - len(page),
+                offset=max(0, op.offset - len(scored)), live_only=omit_expired,
+                refresh=op.refresh_ttl, without_episode=True)
+        return page
+
+
+StoreIndex = VectorIndex | AgentIndex
+
+
+def make_index(index: Any, memory: Memory, agent: RetrievalAgent,
+               strategy: Strategy) -> StoreIndex:
+    """The index a store's ``index=`` config (LangGraph's ``IndexConfig``) asks for."""
+    if index is None:
+        return AgentIndex(tokenized("$", "index fields"), agent, strategy)
+    if not isinstance(index, Mapping):
+        raise InvalidInputError("index is LangGraph's IndexConfig (a mapping) or None")
+    if unknown := sorted(str(k) for k in index if k not in INDEX_KEYS):
+        raise InvalidInputError(f"unknown index setting(s) {unknown}: use {sorted(INDEX_KEYS)}")
+    fields = tokenized(index.get("fields") or ["$"], "index fields")
+    dims = index.get("dims")
+    if index.get("embed") is None:
+        if dims is not None and dims != memory.embedder.dim:
+            raise InvalidInputError(
+                f"without embed, items are embedded by the memory's embedder "
+                f"({memory.embedder.name}, {memory.embedder.dim}-d), not {dims!r:.20}-d")
+        if index.get("distance_type", "cosine") != "cosine":
+            raise InvalidInputError("distance_type applies to an index with its own embed")
+        return AgentIndex(fields, agent, strategy)
+    if isinstance(dims, bool) or not isinstance(dims, int) or not 1 <= dims <= 65_535:
+        raise InvalidInputError(f"index dims must be an integer in [1, 65535], got {dims!r:.40}")
+    distance = index.get("distance_type", "cosine")
+    if distance not in _DISTANCES:
+        raise InvalidInputError(f"distance_type is one of {_DISTANCES}, got {distance!r:.40}")
+    if not isinstance(index.get("ann_index_config") or {}, Mapping):
+        raise InvalidInputError("ann_index_config is a mapping")
+    embed = index["embed"]
+    if not (isinstance(embed, (Embeddings, str)) or callable(embed)):
+        raise InvalidInputError("embed is a LangChain Embeddings, a function of texts, or a "
+                                "'provider:model' string")
+    try:
+        embeddings = ensure_embeddings(embed)
+    except (ValueError, ImportError) as exc:
+        raise InvalidInputError(f"index embed {embed!r:.60}: {exc}") from exc
+    return VectorIndex(fields, embeddings, dims, distance)
