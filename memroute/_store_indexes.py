@@ -5,7 +5,8 @@
   under the prefix, LangGraph's scores (`memroute.memory.items.StoredItems.vector_search`).
 - `AgentIndex` (no ``embed``): an item's text is one episode of the tenant's scope; a search
   runs memroute's retrieval agent over those episodes and scores an item by its final
-  rerank.
+  rerank. The agent's order depends on how many results it ranks, so the order of the items
+  is fixed whatever the page (`RANK_DEPTHS`): consecutive pages are slices of one ranking.
 
 Either way the items without text at the index fields come unscored, after the scored ones.
 """
@@ -39,6 +40,12 @@ if TYPE_CHECKING:
     from memroute.memory.store import Memory
     from memroute.strategies.base import Strategy
 
+# The order of an `AgentIndex` search, whatever the page: the agent's ranking of the first
+# depth, then what its ranking of the next depth adds, and so on. A page reads the depths up
+# to its end: the first page of 10 costs one ranking of 10, as when the depth followed the
+# page, and a deeper page up to about twice its old cost (one ranking of 1,000 for every
+# page made a search 5x slower on 100 items and time out on 1,000: docs/interfaces.md).
+RANK_DEPTHS = (10, 20, 40, 80, 160, 320, 640, MAX_K)
 INDEX_KEYS = frozenset({"dims", "embed", "fields", "distance_type", "ann_index_config"})
 _DISTANCES = ("cosine", "inner_product", "l2")
 
@@ -151,8 +158,9 @@ class AgentIndex:
         self.fields, self.agent, self.strategy = fields, agent, strategy
 
     def check_search(self, op: SearchOp) -> None:
-        if op.offset + op.limit > MAX_K:
-            raise InvalidInputError(f"offset + limit must be at most {MAX_K} with a query")
+        if op.offset + op.limit > RANK_DEPTHS[-1]:
+            raise InvalidInputError(
+                f"offset + limit must be at most {RANK_DEPTHS[-1]} with a query")
 
     def plan_put(self, write: ItemWrite, texts: dict[str, str]) -> PlannedPut:
         content = "\n".join(texts.values())[:MAX_CONTENT_CHARS]
@@ -165,32 +173,49 @@ class AgentIndex:
     async def search(self, items: StoreItems, tenant: Scope, op: SearchOp,
                      prefix: tuple[str, ...], query: str, *, omit_expired: bool
                      ) -> list[StoredItem]:
-        """The agent's page of the items' episodes, scored by its final rerank; then the
-        items without an episode, unscored."""
-        k = op.offset + op.limit
-        # the store's conditions beside the caller's filter, each limited on its own; the
-        # agent's bound leaves expired items out, unless it was built to find them
-        filters = [*namespace_filters(prefix),
-                   *([episode_filter(op.filter)] if op.filter else [])]
-        if omit_expired and self.agent.options["expired_items"]:
-            filters.append(live_filter(time.time()))
-        result = await self.agent.aretrieve(query, scope=tenant, k=k, strategy=self.strategy,
-                                            filters=filters)
-        stored = await items.by_episode(tenant, [r.uid for r in result.results],
+        """The page of the items' ranking (`ranked`), then the items without an episode,
+        unscored, once every scored item is ranked."""
+        end = op.offset + op.limit
+        ranked, every = await self.ranked(tenant, prefix, op.filter, query, end,
+                                          omit_expired=omit_expired)
+        stored = await items.by_episode(tenant, [uid for uid, _ in ranked],
                                         live_only=omit_expired, refresh=False)
-        scored = [_scored(stored[r.uid], r.rerank_score) for r in result.results
-                  if r.uid in stored]
-        page = scored[op.offset:k]
+        scored = [_scored(stored[uid], score) for uid, score in ranked if uid in stored]
+        page = scored[op.offset:end]
         if op.refresh_ttl and page:
             await items.refresh(tenant, [(i.namespace, i.key) for i in page],
                                 live_only=omit_expired)
-        if len(result.results) < k and len(page) < op.limit:
-            # every scored item is ranked: the unscored ones follow, last updated first
+        if every and len(page) < op.limit:
             page += await items.listing(
                 tenant, prefix, op.filter, limit=op.limit - len(page),
                 offset=max(0, op.offset - len(scored)), live_only=omit_expired,
                 refresh=op.refresh_ttl, without_episode=True)
         return page
+
+    async def ranked(self, tenant: Scope, prefix: tuple[str, ...],
+                     value_filter: dict[str, Any] | None, query: str, end: int, *,
+                     omit_expired: bool) -> tuple[list[tuple[str, float]], bool]:
+        """The first ``end`` (or more) of the item episodes' order, with their scores: the
+        agent's results at each of `RANK_DEPTHS` in turn, each adding those the depths
+        before did not rank, until ``end`` is reached; and whether every item it can find
+        is ranked (a depth returned fewer results than it asked for)."""
+        # the store's conditions beside the caller's filter, each limited on its own; the
+        # agent's bound leaves expired items out, unless it was built to find them
+        filters = [*namespace_filters(prefix),
+                   *([episode_filter(value_filter)] if value_filter else [])]
+        if omit_expired and self.agent.options["expired_items"]:
+            filters.append(live_filter(time.time()))
+        ranked: dict[str, float] = {}
+        for depth in RANK_DEPTHS:
+            result = await self.agent.aretrieve(query, scope=tenant, k=depth,
+                                                strategy=self.strategy, filters=filters)
+            for hit in result.results:
+                ranked.setdefault(hit.uid, hit.rerank_score)
+            if len(result.results) < depth:
+                return list(ranked.items()), True
+            if len(ranked) >= end:
+                break
+        return list(ranked.items()), False
 
 
 StoreIndex = VectorIndex | AgentIndex

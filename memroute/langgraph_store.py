@@ -14,7 +14,8 @@ LangGraph's semantics (its own store test suites run against it: tests/langgraph
   field vector (``distance_type`` cosine by default, ``inner_product`` or ``l2``). Without
   ``embed``, an item's text at the index fields is one episode in the tenant's scope and a
   search runs memroute's retrieval agent (hybrid lanes, the strategy, the final rerank): its
-  score is the final rerank score.
+  score is the final rerank score. Either way, consecutive pages of one query are slices of
+  one ranking.
 - Items put with ``index=False``, or with no text at the index fields, are never scored: a
   search with a query returns them after the scored ones, with ``score=None``.
 - ``ttl`` is LangGraph's ``TTLConfig``; ``omit_expired`` defaults to True here (expired items

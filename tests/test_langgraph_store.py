@@ -519,6 +519,54 @@ def test_a_provider_string_builds_langchains_embeddings(memory, monkeypatch) -> 
     assert store.index_config["embed"] == "openai:text-embedding-3-small"
 
 
+# -- pages ----------------------------------------------------------------------------------
+
+NOTES = ["Biscuit the dog eats salmon kibble.",
+         "Maya flies with Aurora Air and sits by the window.",
+         "My sister Priya moved to Lisbon last year.",
+         "The cat Miso sleeps all day on the sofa.",
+         "Maya's brother Tom works at Tidewave Labs.",
+         "Rex chases the ball in the park every morning.",
+         "Priya bakes sourdough bread on Sundays.",
+         "Tom's daughter learns the violin.",
+         "The cat Miso hides under the bed during storms.",
+         "Maya booked a window seat to Lisbon for May.",
+         "Biscuit's vet is on Harbour Street.",
+         "Tidewave Labs builds tide sensors for the harbour."]
+PAGED_QUERIES = ["What does Maya's dog chase, and where does the cat sleep?",
+                 "Which airline does Maya fly and what does the dog eat?",
+                 "Who is the sister of the person whose brother works at Tidewave Labs?",
+                 "What does the dog do?"]
+
+
+async def pages_of(store: MemrouteStore, ns, query: str, size: int, total: int) -> list[list]:
+    return [[(i.key, i.score) for i in await store.asearch(ns, query=query, limit=size,
+                                                           offset=offset)]
+            for offset in range(0, total + size, size)]
+
+
+@pytest.mark.parametrize("index", ["memroute", "embed"])
+async def test_consecutive_pages_are_slices_of_one_ranking(memory, index) -> None:
+    """Pages of one query give each item once, none skipped, in the order (and with the
+    scores) of one large page: the scored items, then the unscored ones. (memroute's agent
+    orders results differently at another k: pages past its first depth read the next.)"""
+    config = ({"fields": ["text"]} if index == "memroute"
+              else {"dims": 8, "embed": Letters(), "fields": ["text"]})
+    store = MemrouteStore(memory, tenant=fresh_tenant(), index=config)
+    ns = ("notes",)
+    for i, text in enumerate(NOTES):
+        await store.aput(ns, f"n{i}", {"text": text})
+    await store.aput(ns, "raw1", {"text": "Biscuit chases the cat."}, index=False)
+    await store.aput(ns, "raw2", {"text": "Tom flies to Lisbon."}, index=False)
+    for query in PAGED_QUERIES:
+        whole = [(i.key, i.score) for i in await store.asearch(ns, query=query, limit=14)]
+        assert len({key for key, _ in whole}) == 14
+        assert [key for key, score in whole if score is None] == ["raw2", "raw1"]
+        for size in (2, 3, 5):
+            pages = await pages_of(store, ns, query, size, 14)
+            assert [hit for page in pages for hit in page] == whole, (query, size)
+
+
 # -- as a LangGraph agent's store ------------------------------------------------------------
 
 class ToolCallingFake(GenericFakeChatModel):
