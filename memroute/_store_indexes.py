@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import SearchOp
 from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
 RANK_DEPTHS = (10, 20, 40, 80, 160, 320, 640, MAX_K)
 INDEX_KEYS = frozenset({"dims", "embed", "fields", "distance_type", "ann_index_config"})
 _DISTANCES = ("cosine", "inner_product", "l2")
+_VECTOR_TYPES = ("vector", "halfvec")
+_HALF_MAX = float(np.finfo(np.float16).max)
 
 
 @dataclass
@@ -98,12 +101,13 @@ def _scored(item: StoredItem, score: float) -> StoredItem:
 
 class VectorIndex:
     """LangGraph's index: the caller's embedder, one vector per item and field path, and
-    `PostgresStore`'s scores (``distance``)."""
+    `PostgresStore`'s scores (``distance``). ``half``: vectors (and queries) rounded to half
+    precision, as a ``halfvec`` column keeps them."""
 
     def __init__(self, fields: tuple[tuple[str, Any], ...], embeddings: Embeddings, dims: int,
-                 distance: Distance) -> None:
+                 distance: Distance, half: bool) -> None:
         self.fields, self.embeddings, self.dims = fields, embeddings, dims
-        self.distance = distance
+        self.distance, self.half = distance, half
 
     def check_search(self, op: SearchOp) -> None:
         """Every vector is scored: any page may be asked for."""
@@ -126,11 +130,24 @@ class VectorIndex:
                 f"the index's embedder returned {len(vectors)} vectors of "
                 f"{sorted({len(v) for v in vectors})} dimensions for {len(texts)} texts; "
                 f"the index config says {self.dims}")
-        found = iter(vectors)
+        found = iter(self._kept(vectors))
         for put in puts:
             w = put.write
             put.write = ItemWrite(w.namespace, w.key, w.value, w.ttl_minutes,
                                   vectors=tuple((path, next(found)) for path, _ in put.texts))
+
+    def _kept(self, vectors: list[list[float]]) -> list[list[float]]:
+        """``vectors`` as stored: finite, and at half precision when ``half``."""
+        array = np.asarray(vectors, dtype=np.float64)
+        if not np.isfinite(array).all():
+            raise ModelUnavailableError("the index's embedder returned NaN or infinite values")
+        if self.half:
+            if np.abs(array).max(initial=0.0) > _HALF_MAX:
+                raise InvalidInputError(
+                    f"the index's embedder returned values beyond half precision "
+                    f"(±{_HALF_MAX:g}): use ann_index_config vector_type 'vector'")
+            array = array.astype(np.float16)
+        return array.astype(np.float32).tolist()
 
     async def search(self, items: StoreItems, tenant: Scope, op: SearchOp,
                      prefix: tuple[str, ...], query: str, *, omit_expired: bool
@@ -143,6 +160,7 @@ class VectorIndex:
             raise ModelUnavailableError(
                 f"the index's embedder returned a {len(vector)}-d query vector; the index "
                 f"config says {self.dims}")
+        (vector,) = self._kept([vector])
         return await items.vector_search(
             tenant, prefix, op.filter, vector, distance=self.distance, limit=op.limit,
             offset=op.offset, live_only=omit_expired, refresh=op.refresh_ttl)
@@ -221,6 +239,27 @@ class AgentIndex:
 StoreIndex = VectorIndex | AgentIndex
 
 
+def _check_ann_config(config: Any) -> bool:
+    """Whether LangGraph's ``ann_index_config`` asks for half-precision vectors; refused
+    when it asks for an approximate index, which memroute does not build."""
+    if config is None:
+        return False
+    if not isinstance(config, Mapping):
+        raise InvalidInputError("ann_index_config is a mapping")
+    if config.get("kind", "flat") != "flat" or set(config) - {"kind", "vector_type"}:
+        asked = {k: v for k, v in config.items() if k != "vector_type"}
+        raise InvalidInputError(
+            f"ann_index_config {asked!r:.80} asks for an approximate index, which memroute "
+            "does not build: a search scores every vector of its tenant under the prefix "
+            "exactly (kind 'flat'), and one index over every tenant's vectors would make "
+            "each tenant's search pass over the others'. Leave kind out or set 'flat'")
+    vector_type = config.get("vector_type", "vector")
+    if vector_type not in _VECTOR_TYPES:
+        raise InvalidInputError(f"ann_index_config vector_type is one of {_VECTOR_TYPES}, "
+                                f"got {vector_type!r:.40}")
+    return vector_type == "halfvec"
+
+
 def make_index(index: Any, memory: Memory, agent: RetrievalAgent,
                strategy: Strategy) -> StoreIndex:
     """The index a store's ``index=`` config (LangGraph's ``IndexConfig``) asks for."""
@@ -232,21 +271,21 @@ def make_index(index: Any, memory: Memory, agent: RetrievalAgent,
         raise InvalidInputError(f"unknown index setting(s) {unknown}: use {sorted(INDEX_KEYS)}")
     fields = tokenized(index.get("fields") or ["$"], "index fields")
     dims = index.get("dims")
+    half = _check_ann_config(index.get("ann_index_config"))
     if index.get("embed") is None:
         if dims is not None and dims != memory.embedder.dim:
             raise InvalidInputError(
                 f"without embed, items are embedded by the memory's embedder "
                 f"({memory.embedder.name}, {memory.embedder.dim}-d), not {dims!r:.20}-d")
-        if index.get("distance_type", "cosine") != "cosine":
-            raise InvalidInputError("distance_type applies to an index with its own embed")
+        if index.get("distance_type", "cosine") != "cosine" or half:
+            raise InvalidInputError(
+                "distance_type and a halfvec vector_type apply to an index with its own embed")
         return AgentIndex(fields, agent, strategy)
     if isinstance(dims, bool) or not isinstance(dims, int) or not 1 <= dims <= 65_535:
         raise InvalidInputError(f"index dims must be an integer in [1, 65535], got {dims!r:.40}")
     distance = index.get("distance_type", "cosine")
     if distance not in _DISTANCES:
         raise InvalidInputError(f"distance_type is one of {_DISTANCES}, got {distance!r:.40}")
-    if not isinstance(index.get("ann_index_config") or {}, Mapping):
-        raise InvalidInputError("ann_index_config is a mapping")
     embed = index["embed"]
     if not (isinstance(embed, (Embeddings, str)) or callable(embed)):
         raise InvalidInputError("embed is a LangChain Embeddings, a function of texts, or a "
@@ -255,4 +294,4 @@ def make_index(index: Any, memory: Memory, agent: RetrievalAgent,
         embeddings = ensure_embeddings(embed)
     except (ValueError, ImportError) as exc:
         raise InvalidInputError(f"index embed {embed!r:.60}: {exc}") from exc
-    return VectorIndex(fields, embeddings, dims, distance)
+    return VectorIndex(fields, embeddings, dims, distance, half)

@@ -258,8 +258,9 @@ class MemrouteStore(BaseStore):
     `Memory` (async calls; sync calls only from other threads, as ``AsyncPostgresStore``).
     ``tenant``: the `Scope` (or org id, or tuple of scope ids) the store is bound to;
     default `DEFAULT_TENANT`. ``index``: LangGraph's ``IndexConfig`` (``dims``, ``embed``,
-    ``fields``; and ``distance_type`` as ``PostgresStore``): with ``embed``, LangGraph's
-    vector search; without, memroute's own. ``ttl``: LangGraph's ``TTLConfig``.
+    ``fields``; ``distance_type`` and ``ann_index_config`` as ``PostgresStore``, without an
+    approximate index): with ``embed``, LangGraph's vector search; without, memroute's own.
+    ``ttl``: LangGraph's ``TTLConfig``.
     ``strategy`` and ``agent``: the retrieval strategy and `RetrievalAgent` of memroute's own
     search (default: ``auto``, the offline planner, no neighbouring turns).
     """

@@ -511,6 +511,45 @@ def test_bad_index_configs_are_typed_errors(memory, index) -> None:
         MemrouteStore(memory, index=index)
 
 
+async def test_ann_index_config_halfvec_keeps_half_precision_as_postgres_store(memory) -> None:
+    """``vector_type: "halfvec"`` rounds the stored vectors and the query to half precision
+    (what a halfvec column holds), so the scores are those of half-precision vectors."""
+    letters = Letters()
+    store = MemrouteStore(memory, tenant=fresh_tenant(), index={
+        "dims": 8, "embed": letters, "fields": ["t"],
+        "ann_index_config": {"kind": "flat", "vector_type": "halfvec"}})
+    await store.aput(("d",), "x", {"t": "bead cafe"})
+    async with memory._pool.connection() as conn:
+        cur = await conn.execute(f"SELECT embedding FROM {memory.schema}.store_vectors "
+                                 "WHERE scope_key = %s", [store.tenant.key])
+        (stored,), = await cur.fetchall()
+    half = np.asarray(letters.embed_query("bead cafe"), dtype=np.float16)
+    assert stored.to_list() == half.astype(np.float32).tolist()
+    assert not np.array_equal(half.astype(np.float64), letters.embed_query("bead cafe"))
+    (item,) = await store.asearch(("d",), query="a bad cab")
+    query = np.asarray(letters.embed_query("a bad cab"), dtype=np.float16)
+    assert item.score == pytest.approx(cosine(query.astype(np.float64),
+                                              half.astype(np.float64)), abs=1e-6)
+
+
+@pytest.mark.parametrize("ann, says", [
+    ({"kind": "hnsw"}, "approximate index"),
+    ({"kind": "ivfflat", "nlist": 100}, "approximate index"),
+    ({"vector_type": "vector", "m": 16}, "approximate index"),
+    ({"vector_type": "bit"}, "vector_type"),
+    ("hnsw", "mapping"),
+])
+def test_ann_index_config_asking_for_an_approximate_index_is_refused(memory, ann, says) -> None:
+    with pytest.raises(InvalidInputError, match=says):
+        MemrouteStore(memory, index={"dims": 8, "embed": Letters(), "ann_index_config": ann})
+
+
+def test_ann_index_config_without_embed_asks_nothing_of_memroutes_index(memory) -> None:
+    with pytest.raises(InvalidInputError, match="its own embed"):
+        MemrouteStore(memory, index={"ann_index_config": {"vector_type": "halfvec"}})
+    MemrouteStore(memory, index={"ann_index_config": {"kind": "flat", "vector_type": "vector"}})
+
+
 def test_a_provider_string_builds_langchains_embeddings(memory, monkeypatch) -> None:
     """``embed="provider:model"`` goes through LangGraph's own `ensure_embeddings`."""
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
