@@ -3,7 +3,8 @@ LangGraph agent (``compile(store=...)``, ``create_react_agent(..., store=...)``)
 LangGraph's semantics (its own store test suites run against it: tests/langgraph_store_suite).
 
 - A store is bound to a tenant (a memroute `Scope`; ``tenant=None``: `DEFAULT_TENANT`, shared
-  by every store built without one). Inside it, namespaces are LangGraph's: any depth >= 1,
+  by every store built without one on the same schema, and nobody's: no store may name its
+  org). Inside it, namespaces are LangGraph's: any depth >= 1,
   labels without "."; a search or a listing reaches every namespace under its prefix, and
   nothing outside the tenant, whatever the prefix: the tenant's scope key is in every
   statement (memroute.memory.items).
@@ -90,7 +91,8 @@ _NEEDS_SYNC_MEMORY = (
 
 def tenant_scope(tenant: Any) -> Scope:
     """The scope a ``tenant=`` names: a `Scope` (or its dict), an org id, or a tuple of
-    (org_id[, project_id[, user_id[, agent_id]]]); None is `DEFAULT_TENANT`."""
+    (org_id[, project_id[, user_id[, agent_id]]]); None is `DEFAULT_TENANT`, whose org no
+    tenant may name (it is every unbound store's, nobody's own)."""
     if tenant is None:
         return DEFAULT_TENANT
     if isinstance(tenant, str):
@@ -99,7 +101,13 @@ def tenant_scope(tenant: Any) -> Scope:
         if not 1 <= len(tenant) <= len(_SCOPE_IDS):
             raise InvalidInputError("a tenant is an org id or a tuple of 1-4 scope ids")
         tenant = dict(zip(_SCOPE_IDS, tenant))
-    return coerce_scope(tenant)
+    scope = coerce_scope(tenant)
+    if scope.org_id == DEFAULT_TENANT.org_id:
+        raise InvalidInputError(
+            f"org {DEFAULT_TENANT.org_id!r} is reserved: it holds the items of every store "
+            "built without a tenant on this schema. Leave tenant out to share those, or "
+            "name an org of your own")
+    return scope
 
 
 # -- validation of one op ------------------------------------------------------------------

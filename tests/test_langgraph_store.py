@@ -927,6 +927,21 @@ async def test_stores_of_two_tenants_share_nothing(memory: Memory) -> None:
     assert await theirs.asearch(()) == []
 
 
+async def test_unbound_stores_share_the_reserved_tenant_no_store_may_name(memory: Memory,
+                                                                        ns) -> None:
+    """Every store built without a tenant on one schema shares `DEFAULT_TENANT`; its org is
+    reserved: a store naming it, or a scope under it, is refused."""
+    one, two = MemrouteStore(memory), MemrouteStore(memory)
+    assert one.tenant == two.tenant == DEFAULT_TENANT
+    await one.aput(ns, "shared", {"text": "seen by every unbound store"})
+    assert (await two.aget(ns, "shared")).value == {"text": "seen by every unbound store"}
+    for named in (DEFAULT_TENANT.org_id, (DEFAULT_TENANT.org_id, "p"), DEFAULT_TENANT,
+                  {"org_id": DEFAULT_TENANT.org_id, "project_id": "p", "user_id": "u"}):
+        with pytest.raises(InvalidInputError, match="reserved"):
+            MemrouteStore(memory, tenant=named)
+    assert await MemrouteStore(memory, tenant=fresh_tenant()).aget(ns, "shared") is None
+
+
 def test_a_tenant_is_a_scope(memory: Memory) -> None:
     assert MemrouteStore(memory, tenant="acme").tenant == Scope(org_id="acme")
     assert MemrouteStore(memory, tenant=("acme", "crm", "maya")).tenant == \

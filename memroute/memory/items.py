@@ -34,7 +34,8 @@ from memroute.memory.retry import with_retry
 if TYPE_CHECKING:
     from memroute.memory.store import Memory
 
-# The tenant of a store built without one (as LangGraph's stores are built).
+# The tenant of every store built without one (as LangGraph's stores are built) on a schema:
+# a reserved org, nobody's tenant (no store names it, no API key reaches it).
 DEFAULT_TENANT = Scope(org_id="langgraph-store")
 PRODUCER = "langgraph-store"  # the producer and session of an item's episode
 SESSION = "store"
