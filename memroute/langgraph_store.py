@@ -80,6 +80,9 @@ MAX_VALUE_DEPTH = 64  # levels of nesting in a value
 MAX_KEY_CHARS = 256
 MAX_NAMESPACE_BYTES = 1024  # of the labels joined by "." (an index entry holds ~2.7 kB)
 DEFAULT_SWEEP_MINUTES = 5.0  # as LangGraph's stores, when the ttl config names no interval
+# a ttl (and a sweep interval) of at most 1,000 years: an expiry Python's and PostgreSQL's
+# times can hold (None keeps an item until it is deleted)
+MAX_TTL_MINUTES = 1_000 * 365.25 * 24 * 60
 _SCOPE_IDS = ("org_id", "project_id", "user_id", "agent_id")
 _TTL_KEYS = frozenset({"default_ttl", "refresh_on_read", "omit_expired",
                        "sweep_interval_minutes"})
@@ -183,9 +186,10 @@ def _check_minutes(minutes: Any, what: str) -> float | None:
     if minutes is None:
         return None
     if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not (
-            math.isfinite(minutes) and minutes > 0):
-        raise InvalidInputError(f"{what} is a positive number of minutes or None, "
-                                f"got {minutes!r:.40}")
+            math.isfinite(minutes) and 0 < minutes <= MAX_TTL_MINUTES):
+        raise InvalidInputError(f"{what} is a positive number of minutes, at most "
+                                f"{MAX_TTL_MINUTES:,.0f} (1,000 years), or None; got "
+                                f"{minutes!r:.40}")
     return float(minutes)
 
 

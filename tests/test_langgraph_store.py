@@ -40,7 +40,7 @@ from memroute.errors import (
     InvalidNamespaceError,
     ModelUnavailableError,
 )
-from memroute.langgraph_store import DEFAULT_TENANT, MemrouteStore
+from memroute.langgraph_store import DEFAULT_TENANT, MAX_TTL_MINUTES, MemrouteStore
 from memroute.memory import Memory, Scope, SyncMemory
 
 INDEX_FIELDS = ["text"]
@@ -829,6 +829,19 @@ async def test_default_ttl_and_bad_ttls(memory: Memory, ns) -> None:
                    {"default_tll": 5}, ["default_ttl"]):
         with pytest.raises(InvalidInputError):
             MemrouteStore(memory, ttl=config)
+
+
+async def test_a_ttl_is_bounded_and_a_huge_one_a_typed_error(memory: Memory, ns) -> None:
+    store = MemrouteStore(memory, tenant=fresh_tenant())
+    for ttl in (1e300, MAX_TTL_MINUTES * 1.01, 2**63):
+        with pytest.raises(InvalidInputError, match="1,000 years"):
+            await store.aput(ns, "huge", {"text": "x"}, ttl=ttl)
+    for config in ({"default_ttl": 1e300}, {"sweep_interval_minutes": 1e300}):
+        with pytest.raises(InvalidInputError, match="1,000 years"):
+            MemrouteStore(memory, ttl=config)
+    await store.aput(ns, "long", {"text": "x"}, ttl=MAX_TTL_MINUTES)
+    assert (await store.aget(ns, "long")).value == {"text": "x"}
+    assert await store.aget(ns, "huge") is None
 
 
 # -- typed errors, all-or-nothing batches, bounds ------------------------------------------
