@@ -496,6 +496,16 @@ async def test_an_embedder_that_breaks_its_dims_writes_nothing(memory) -> None:
     assert await store.asearch(("d",)) == []
 
 
+async def test_an_embedder_returning_nan_is_a_typed_error_and_writes_nothing(memory) -> None:
+    def nan_vectors(texts: list[str]) -> list[list[float]]:
+        return [[float("nan")] * 8 for _ in texts]
+
+    store = MemrouteStore(memory, tenant=fresh_tenant(), index={"dims": 8, "embed": nan_vectors})
+    with pytest.raises(ModelUnavailableError, match="NaN"):
+        await store.aput(("d",), "x", {"t": "cafe"})
+    assert await store.asearch(("d",)) == []
+
+
 @pytest.mark.parametrize("index", [
     {"dims": 8, "embed": "no-provider-here"},
     {"dims": 8, "embed": 42},
