@@ -2,7 +2,7 @@
 
 - `VectorIndex` (LangGraph's index config with ``embed``): one vector per item and field path
   from the caller's embedder; a search scores the query against every vector of the tenant
-  under the prefix, LangGraph's scores (`memroute.memory.items.StoredItems.vector_search`).
+  under the prefix, LangGraph's scores (`memroute.memory.items.StoreItems.vector_search`).
 - `AgentIndex` (no ``embed``): an item's text is one episode of the tenant's scope; a search
   runs memroute's retrieval agent over those episodes and scores an item by its final
   rerank. The agent's order depends on how many results it ranks, so the order of the items
