@@ -34,11 +34,35 @@ def text_problem(value: str) -> str | None:
     return None
 
 
+class _FloatsKeptEncoder(json.JSONEncoder):
+    """JSON whose floats stay floats in jsonb. jsonb keeps a number as a decimal: ``1e+20``
+    comes back as ``100000000000000000000``, which reads as an int; a float that Python
+    prints with an exponent (1e16 and beyond) is written out in full, with ``.0``."""
+
+    def iterencode(self, o: Any, _one_shot: bool = False) -> Any:
+        def floatstr(value: float) -> str:
+            text = float.__repr__(value)  # finite: `json_text` checked it first
+            return f"{int(value)}.0" if "e+" in text else text
+
+        encode = (json.encoder.py_encode_basestring_ascii if self.ensure_ascii
+                  else json.encoder.py_encode_basestring)
+        return json.encoder._make_iterencode(
+            {} if self.check_circular else None, self.default, encode, self.indent,
+            floatstr, self.key_separator, self.item_separator, self.sort_keys,
+            self.skipkeys, _one_shot)(o, 0)
+
+
+_FLOATS_KEPT = _FloatsKeptEncoder(allow_nan=False, ensure_ascii=False)
+
+
 def json_text(value: Any) -> str:
     """``value`` as JSON that PostgreSQL's jsonb accepts, or ValueError saying why not
-    (NaN/Infinity, NUL characters, lone surrogates, integers too long to print)."""
+    (NaN/Infinity, NUL characters, lone surrogates, integers too long to print). Every
+    write of jsonb goes through it, so a float comes back a float (`_FloatsKeptEncoder`)."""
     try:
         text = json.dumps(value, allow_nan=False, ensure_ascii=False)
+        if "e+" in text:  # maybe a float with an exponent (or only a string holding "e+")
+            text = _FLOATS_KEPT.encode(value)
     except (TypeError, ValueError, RecursionError) as exc:
         raise ValueError(f"must be finite JSON: {exc}") from exc
     if "\\u0000" in text:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -21,7 +20,7 @@ from memroute.errors import InvalidInputError, ModelUnavailableError
 from memroute.memory.embedders import Embedder
 from memroute.memory.entity_sql import entity_columns, sentence_entities
 from memroute.memory.limits import MAX_CHARS_PER_CALL, MAX_EPISODES_PER_CALL
-from memroute.memory.models import Episode, Scope, coerce_episode, with_default_uids
+from memroute.memory.models import Episode, Scope, coerce_episode, json_text, with_default_uids
 from memroute.memory.retry import with_retry
 from memroute.memory.scope_index import STATE_SQL, ScopeIndexes, state_params
 from memroute.memory.splitter import split_sentences
@@ -224,9 +223,10 @@ class EpisodeWriter:
             "COPY _memroute_new (ord, uid, session_id, producer, produced_at, content, metadata) "
             "FROM STDIN"
         ) as copy:
+            metadata = {e.uid: json_text(e.metadata) for e in prepared.new}
             for i, e in enumerate(prepared.new):
                 await copy.write_row([i, e.uid, e.session_id, e.producer, e.produced_at,
-                                      e.content, json.dumps(e.metadata)])
+                                      e.content, metadata[e.uid]])
         cur = await conn.execute(
             f"""
             INSERT INTO {s}.episodes (scope_key, org_id, project_id, user_id, agent_id, uid,
@@ -251,13 +251,12 @@ class EpisodeWriter:
         ) as copy:
             copy.set_types(SENTENCE_COPY_TYPES)
             entities = prepared.entities or [None] * len(prepared.sentences)
-            metadata = {e.uid: _json(json.dumps(e.metadata)) for e in prepared.new}
             for (e, idx, text), vector, found in zip(prepared.sentences, prepared.vectors,
                                                      entities, strict=True):
                 if e.uid in inserted:  # a concurrent add of the same uid wrote its own
                     keys, details = (None, None) if found is None else entity_columns(found)
                     await copy.write_row([scope.key, e.uid, idx, text, vector, e.session_id,
-                                          e.producer, e.produced_at, metadata[e.uid], keys,
+                                          e.producer, e.produced_at, _json(metadata[e.uid]), keys,
                                           None if details is None else _json(details)])
         indexes = self.scope_indexes
         if indexes is not None and not indexes.known_valid(scope.key):
