@@ -257,7 +257,11 @@ def _check_ann_config(config: Any) -> bool:
         return False
     if not isinstance(config, Mapping):
         raise InvalidInputError("ann_index_config is a mapping")
-    if config.get("kind", "flat") != "flat" or set(config) - {"kind", "vector_type"}:
+    if unknown := sorted(str(k) for k in set(config) - {"kind", "vector_type"}):
+        raise InvalidInputError(
+            f"unknown ann_index_config setting(s) {unknown}: memroute builds no approximate "
+            "index of a store's vectors, so it takes only kind 'flat' and vector_type")
+    if str(config.get("kind", "flat")).lower() != "flat":
         asked = {k: v for k, v in config.items() if k != "vector_type"}
         raise InvalidInputError(
             f"ann_index_config {asked!r:.80} asks for an approximate index, which memroute "

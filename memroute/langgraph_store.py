@@ -79,7 +79,8 @@ log = get_logger(__name__)
 MAX_VALUE_DEPTH = 64  # levels of nesting in a value
 MAX_KEY_CHARS = 256
 MAX_NAMESPACE_BYTES = 1024  # of the labels joined by "." (an index entry holds ~2.7 kB)
-DEFAULT_SWEEP_MINUTES = 5.0  # as LangGraph's stores, when the ttl config names no interval
+DEFAULT_SWEEP_MINUTES = 5.0
+MIN_SWEEP_MINUTES = 1 / 600  # a sweep every 0.1 s at most  # as LangGraph's stores, when the ttl config names no interval
 # a ttl (and a sweep interval) of at most 1,000 years: an expiry Python's and PostgreSQL's
 # times can hold (None keeps an item until it is deleted)
 MAX_TTL_MINUTES = 1_000 * 365.25 * 24 * 60
@@ -459,6 +460,9 @@ class MemrouteStore(BaseStore):
         does nothing."""
         interval = _check_minutes(sweep_interval_minutes, "sweep_interval_minutes") or float(
             (self.ttl_config or {}).get("sweep_interval_minutes") or DEFAULT_SWEEP_MINUTES)
+        if interval < MIN_SWEEP_MINUTES:
+            raise InvalidInputError(f"sweep_interval_minutes is at least {MIN_SWEEP_MINUTES:.4f}"
+                                    f" (a sweep every 0.1 s), got {interval!r:.40}")
         if isinstance(self.loop, LoopHandle):
             if self.ttl_config is None:
                 idle: concurrent.futures.Future[None] = concurrent.futures.Future()

@@ -567,3 +567,12 @@ def test_a_closed_pipe_ends_the_command_quietly(tmp_path: Path) -> None:
     assert "error" not in closed.stderr and "BrokenPipe" not in closed.stderr
     failed = runner.invoke(pipe, ["lines", "--no-broken"])
     assert failed.exit_code == 1 and "unexpected RuntimeError: not a pipe" in failed.stderr
+
+
+@pytest.mark.parametrize("where", ["acme/p/", "acme//u1", "/p", "acme/p/u/a/x"])
+def test_a_scope_with_an_empty_part_is_an_input_error(cli, where: str) -> None:
+    """An empty part is refused (exit 2), never a wider scope: ``acme/p/`` would otherwise
+    erase the project's memory instead of a user's."""
+    for args in (("search", "x", "--scope", where), ("db", "erase", "--scope", where, "--yes")):
+        refused = cli(*args)
+        assert refused.exit_code == 2 and "invalid scope" in refused.output, refused.output

@@ -258,6 +258,18 @@ async def test_a_scope_is_read_by_one_strict_model_on_every_face(tenant_factory,
         assert error["kind"] == "InvalidInputError" and named in error["error"], error
     typo = await t.client.get("/v1/scopes/stats", params={**t.scope, "userid": "u1"})
     assert typo.status_code == 422 and "userid" in typo.json()["error"], typo.text
+    # a parameter given twice, an empty uid: refused too
+    twice = await t.client.delete("/v1/episodes?" + "&".join(
+        f"{k}={v}" for k, v in user.items()) + "&all=false&all=true")
+    assert twice.status_code == 422 and "all" in twice.json()["error"], twice.text
+    empty_uid = await t.client.delete("/v1/episodes", params={**user, "uid": ""})
+    assert empty_uid.status_code == 422, empty_uid.text
+    # a POST route reads its body only: a query string there is refused, never dropped
+    for route, body in (("/v1/episodes", {"scope": t.scope, "episodes": [
+            {"content": "A note meant for u1."}]}), ("/v1/search", {"scope": t.scope,
+                                                                   "query": "note"})):
+        refused = await t.client.post(route, params={"user_id": "u1"}, json=body)
+        assert refused.status_code == 422 and "user_id" in refused.json()["error"], refused.text
     assert await held() == [1, 1]
 
     async with mcp_http(served.url, t.token) as client:  # its scope: the key's project

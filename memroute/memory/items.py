@@ -28,7 +28,7 @@ from psycopg.types.json import Jsonb
 
 from memroute.memory.filters import MAX_CLAUSES, compile_filter
 from memroute.memory.limits import MAX_EPISODES_PER_CALL
-from memroute.memory.models import Episode, Scope, json_text
+from memroute.memory.models import STORE_METADATA_KEYS, Episode, Scope, json_text
 from memroute.memory.retry import with_retry
 
 if TYPE_CHECKING:
@@ -41,9 +41,7 @@ PRODUCER = "langgraph-store"  # the producer and session of an item's episode
 SESSION = "store"
 # keys of an item episode's metadata: its namespace's labels ({"l0": ..., "l1": ...}), its
 # value (what a search's filter reads) and when it expires (Unix seconds; absent: never)
-NAMESPACE_KEY = "store_ns"
-VALUE_KEY = "store_value"
-EXPIRES_KEY = "store_expires_at"
+NAMESPACE_KEY, VALUE_KEY, EXPIRES_KEY = STORE_METADATA_KEYS
 Distance = Literal["cosine", "inner_product", "l2"]
 # a search's score per distance, the larger the closer (as LangGraph's PostgresStore)
 _SIMILARITY = {"cosine": "1 - (v.embedding <=> %(query)s::vector)",
@@ -221,7 +219,7 @@ class StoreItems:
         writer = self.memory._writer
         embed = [e for e in episodes if e.uid not in unchanged]
         prepared = [await writer.prepare(tenant, embed[i:i + MAX_EPISODES_PER_CALL],
-                                         replace=True)
+                                         replace=True, store_items=True)
                     for i in range(0, len(embed), MAX_EPISODES_PER_CALL)]
         kept = [e for e in episodes if e.uid in unchanged]
 

@@ -20,6 +20,17 @@ MAX_CONTENT_CHARS = 1_000_000
 MIN_PRODUCED_AT = datetime.min.replace(tzinfo=timezone.utc)
 MAX_PRODUCED_AT = datetime.max.replace(tzinfo=timezone.utc)
 SCOPE_PART_PATTERN = r"^[\w.:@\-]{1,128}$"  # each id of a scope
+# metadata keys only the LangGraph store face writes, on its items' episodes (their namespace,
+# value and expiry, `memroute.memory.items`): another write naming one is refused, so no
+# episode can pass for an item, nor hide itself or its scope behind a made-up expiry
+STORE_METADATA_KEYS = ("store_ns", "store_value", "store_expires_at")
+
+
+def reserved_metadata_problem(metadata: dict[str, Any]) -> str | None:
+    """Why ``metadata`` cannot be written by a caller (it names a store key), or None."""
+    taken = [key for key in STORE_METADATA_KEYS if key in metadata]
+    return (f"metadata keys {taken} are reserved for the LangGraph store's items"
+            if taken else None)
 _SCOPE_PART = re.compile(SCOPE_PART_PATTERN)
 
 

@@ -20,7 +20,14 @@ from memroute.errors import InvalidInputError, ModelUnavailableError
 from memroute.memory.embedders import Embedder
 from memroute.memory.entity_sql import entity_columns, sentence_entities
 from memroute.memory.limits import MAX_CHARS_PER_CALL, MAX_EPISODES_PER_CALL
-from memroute.memory.models import Episode, Scope, coerce_episode, json_text, with_default_uids
+from memroute.memory.models import (
+    Episode,
+    Scope,
+    coerce_episode,
+    json_text,
+    reserved_metadata_problem,
+    with_default_uids,
+)
 from memroute.memory.retry import with_retry
 from memroute.memory.scope_index import STATE_SQL, ScopeIndexes, state_params
 from memroute.memory.splitter import split_sentences
@@ -119,9 +126,10 @@ class EpisodeWriter:
                     await preparing
 
     async def prepare(self, scope: Scope, episodes: list[Episode | dict], *,
-                      replace: bool = False) -> PreparedAdd:
+                      replace: bool = False, store_items: bool = False) -> PreparedAdd:
         """Validate, skip the uids stored already (unless ``replace``), split and embed;
-        nothing is written."""
+        nothing is written. Only the store face's own writes (``store_items``) may name its
+        metadata keys (`memroute.memory.models.STORE_METADATA_KEYS`)."""
         if not isinstance(episodes, (list, tuple)):
             raise InvalidInputError("episodes must be a list")
         if len(episodes) > MAX_EPISODES_PER_CALL:
@@ -129,6 +137,10 @@ class EpisodeWriter:
                 f"{len(episodes)} episodes in one call; the limit is {MAX_EPISODES_PER_CALL} "
                 "(one transaction): use add_batches for more")
         items = with_default_uids(scope, [coerce_episode(e, i) for i, e in enumerate(episodes)])
+        if not store_items:
+            for position, episode in enumerate(items):
+                if problem := reserved_metadata_problem(episode.metadata):
+                    raise InvalidInputError(f"episode #{position}: {problem}")
         if (chars := sum(len(e.content) for e in items)) > MAX_CHARS_PER_CALL:
             raise InvalidInputError(
                 f"{chars} characters of content in one call; the limit is {MAX_CHARS_PER_CALL}:"

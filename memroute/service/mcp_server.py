@@ -55,6 +55,10 @@ UserId = Annotated[ScopePart | None, Field(
 AgentId = Annotated[ScopePart | None, Field(
     description="Agent whose memory this is (default: none).")]
 Uid = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
+Filters = Annotated[dict[str, Any] | None, Field(
+    description="memroute's filter dialect over metadata and the columns session_id, producer "
+                "and produced_at, e.g. {\"producer\": \"user\"}: nothing outside it is "
+                "returned.")]
 AsOfArg = Annotated[AsOf, Field(description=AS_OF_HELP + " memory_retrieve also reads 'last "
                                             "week' or 'yesterday' against it.")]
 TokenSource = Callable[[Context], str | None]
@@ -162,12 +166,13 @@ def build_mcp_server(get_service: Callable[[], Service], token_for: TokenSource,
         return authorize(grant, scope)
 
     async def memory_search(ctx: Context, query: Query, page: Page = 0, as_of: AsOfArg = None,
-                            project_id: ProjectId = None, user_id: UserId = None,
-                            agent_id: AgentId = None) -> SearchPage:
+                            filters: Filters = None, project_id: ProjectId = None,
+                            user_id: UserId = None, agent_id: AgentId = None) -> SearchPage:
         scope = await scoped(ctx, project_id, user_id, agent_id)
         # a fresh search per call (each page reads the store again): a kept result list
         # would serve an episode deleted since, by this process or another
-        search = MemorySearch(get_service().memory, scope, page_size=PAGE_SIZE, as_of=as_of)
+        search = MemorySearch(get_service().memory, scope, page_size=PAGE_SIZE, as_of=as_of,
+                              filters=filters)
         text, results = await search.apage(query, page)  # a failure: the memory's error
         hint = None if results else await empty_scope_hint(get_service().memory, scope)
         return SearchPage(text=f"{text} ({hint})" if hint else text, results=results,
@@ -180,12 +185,12 @@ def build_mcp_server(get_service: Callable[[], Service], token_for: TokenSource,
                                   description="auto lets the agent choose the route.")] = "auto",
                               budget: Annotated[Budget | None, Field(
                                   description="Ceilings on LLM calls, tokens and seconds.")] = None,
-                              as_of: AsOfArg = None,
+                              as_of: AsOfArg = None, filters: Filters = None,
                               project_id: ProjectId = None, user_id: UserId = None,
                               agent_id: AgentId = None) -> Retrieved:
         scope = await scoped(ctx, project_id, user_id, agent_id)
         found = await get_service().agent.aretrieve(query, scope=scope, k=k, strategy=strategy,
-                                                    budget=budget, as_of=as_of)
+                                                    budget=budget, as_of=as_of, filters=filters)
         text = "\n".join(format_result(i, r) for i, r in enumerate(found.results, 1))
         hint = None if found.results else await empty_scope_hint(get_service().memory, scope)
         return Retrieved(route=found.route, route_reason=found.route_reason,

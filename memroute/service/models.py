@@ -19,7 +19,7 @@ from pydantic_core import ErrorDetails
 from memroute.agent import RetrievalResult
 from memroute.graph.state import HopRecord
 from memroute.hints import HINT_HELP
-from memroute.memory.limits import MAX_K, MAX_QUERY_CHARS
+from memroute.memory.limits import MAX_ID_CHARS, MAX_K, MAX_QUERY_CHARS
 from memroute.memory.models import Episode, Scope, ScoredResult
 from memroute.strategies.base import Strategy
 from memroute.strategies.budget import Budget
@@ -85,7 +85,8 @@ class ScopeQuery(Scope):
 class DeleteQuery(ScopeQuery):
     """``DELETE /v1/episodes``: the scope, and what to delete in it."""
 
-    uid: list[str] | None = Field(default=None, description="Delete these uids (repeatable).")
+    uid: list[Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]] | None = Field(
+        default=None, description="Delete these uids (repeatable).")
     session_id: str | None = Field(default=None, description="Delete this session.")
     all: Flag = Field(default=False, description="With neither uid nor session_id: delete the "
                                                  "whole scope (must be explicit).")

@@ -17,7 +17,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from psycopg import OperationalError
 
 from memroute._log import get_logger
-from memroute.errors import MemrouteError, StoreUnavailableError
+from memroute.errors import InvalidInputError, MemrouteError, StoreUnavailableError
 from memroute.graph.events import Final, as_payload
 from memroute.hints import empty_scope_hint
 from memroute.memory.models import Scope
@@ -73,7 +73,24 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (503, "The database is unavailable"))}
 
 
-router = APIRouter(prefix="/v1", responses=_ERRORS)
+LIST_PARAMETERS = frozenset({"uid"})  # query parameters a route takes repeated
+
+
+async def query_string_checked(request: Request) -> None:
+    """The query string carries only what the route reads, each once: a POST route takes
+    its arguments in its body, so any query parameter there is refused (it would be read as
+    nothing, never as the scope meant); a parameter given twice is refused (which one would
+    count is not the caller's to guess), but for the lists (``uid``)."""
+    names = [name for name, _ in request.query_params.multi_items()]
+    if request.method == "POST" and names:
+        raise InvalidInputError(f"unknown query parameter(s) {sorted(set(names))}: this route "
+                                "takes its arguments in the JSON body")
+    if repeated := sorted({n for n in names if names.count(n) > 1} - LIST_PARAMETERS):
+        raise InvalidInputError(f"query parameter(s) {repeated} given more than once")
+
+
+router = APIRouter(prefix="/v1", responses=_ERRORS,
+                   dependencies=[Depends(query_string_checked)])
 
 
 @router.post("/episodes", response_model=Uids, tags=["memory"])
