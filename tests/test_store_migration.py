@@ -35,7 +35,8 @@ async def test_old_items_move_to_the_default_tenant_without_embedding(settings, 
         old_scope, ns = Scope(org_id=org, project_id="notes", user_id="maya"), (org, "notes",
                                                                                 "maya")
         dog = {"text": "Biscuit eats salmon kibble. He naps after lunch.", "kind": "pet"}
-        await memory.upsert(old_scope, [
+        # the old store wrote them as episodes with its own metadata keys (store_items)
+        await memory._writer.commit(await memory._writer.prepare(old_scope, [
             old_item("dog", dog["text"], dog),
             old_item("raw", '{"text": "a note never searched"}',
                      {"text": "a note never searched"}, store_unindexed=True),
@@ -43,7 +44,7 @@ async def test_old_items_move_to_the_default_tenant_without_embedding(settings, 
                      store_expires_at=time.time() - 60, store_ttl_minutes=1.0),
             old_item("kept", "A note with a ttl.", {"text": "A note with a ttl."},
                      store_expires_at=time.time() + 3600, store_ttl_minutes=60.0),
-        ])
+        ], replace=True, store_items=True))
         await memory.add(old_scope, [{"uid": "turn", "content": "An ordinary turn."}])
         before = await sentence_vectors(memory, old_scope, "dog")
         async with memory._pool.connection() as conn:  # back to schema version 5
