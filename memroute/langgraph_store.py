@@ -3,25 +3,30 @@ LangGraph agent (``compile(store=...)``, ``create_react_agent(..., store=...)``)
 LangGraph's semantics (its own store test suites run against it: tests/langgraph_store_suite).
 
 - A store is bound to a tenant (a memroute `Scope`; ``tenant=None``: `DEFAULT_TENANT`, shared
-  by every store built without one). Inside it, namespaces are LangGraph's: any depth >= 1,
+  by every store built without one on the same schema, and nobody's: no store may name its
+  org). Inside it, namespaces are LangGraph's: any depth >= 1,
   labels without "."; a search or a listing reaches every namespace under its prefix, and
   nothing outside the tenant, whatever the prefix: the tenant's scope key is in every
   statement (memroute.memory.items).
-- ``index`` is LangGraph's index config. With ``embed`` (LangChain ``Embeddings``, a
-  function, or a "provider:model" string) and ``dims``, each item gets one vector per field
-  path and a search scores it as LangGraph's PostgresStore does: the similarity of the query
-  to its best field vector (``distance_type`` cosine by default, ``inner_product`` or
-  ``l2``). Without ``embed``, an item's text at the index fields is one episode in the
-  tenant's scope and a search runs memroute's retrieval agent (hybrid lanes, the strategy,
-  the final rerank): its score is the final rerank score.
+- ``index`` is LangGraph's index config, and chooses one of two search contracts
+  (memroute._store_indexes). With ``embed`` (LangChain ``Embeddings``, a function, or a
+  "provider:model" string) and ``dims``, each item gets one vector per field path and a
+  search scores it as LangGraph's PostgresStore does: the similarity of the query to its best
+  field vector (``distance_type`` cosine by default, ``inner_product`` or ``l2``). Without
+  ``embed``, an item's text at the index fields is one episode in the tenant's scope and a
+  search runs memroute's retrieval agent (hybrid lanes, the strategy, the final rerank): its
+  score is the final rerank score. Either way, consecutive pages of one query are slices of
+  one ranking.
 - Items put with ``index=False``, or with no text at the index fields, are never scored: a
   search with a query returns them after the scored ones, with ``score=None``.
 - ``ttl`` is LangGraph's ``TTLConfig``; ``omit_expired`` defaults to True here (expired items
-  are never read, ``list_namespaces`` included); ``start_ttl_sweeper`` deletes them.
+  are never read, ``list_namespaces`` included); ``start_ttl_sweeper`` deletes them, every
+  tenant's (one sweep of the whole table, as LangGraph's PostgresStore).
 - A batch is validated whole (namespaces, match conditions, keys, values, ttls, filters,
   bounds) before anything runs: any bad op raises a typed error and nothing is written. Its
   reads see the state before its writes, which commit in one transaction. Concurrent calls
-  run as one batch (as LangGraph's async stores).
+  run as one batch (as LangGraph's async stores), and a failing op fails its own caller only
+  (memroute._store_batches).
 """
 
 from __future__ import annotations
@@ -30,12 +35,9 @@ import asyncio
 import concurrent.futures
 import functools
 import math
-import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
     NOT_PROVIDED,
     BaseStore,
@@ -50,24 +52,22 @@ from langgraph.store.base import (
     TTLConfig,
 )
 from langgraph.store.base import InvalidNamespaceError as LangGraphInvalidNamespaceError
-from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
 
 from memroute._log import get_logger
 from memroute._loop import LoopHandle
-from memroute.agent import RetrievalAgent
-from memroute.errors import InvalidInputError, InvalidNamespaceError, ModelUnavailableError
-from memroute.memory.filters import compile_filter
-from memroute.memory.items import (
-    DEFAULT_TENANT,
-    VALUE_KEY,
-    Distance,
-    ItemWrite,
-    StoredItem,
-    item_uid,
-    live_filter,
-    namespace_filter,
-    namespace_text,
+from memroute._store_batches import MergedBatches
+from memroute._store_indexes import (
+    PlannedPut,
+    VectorIndex,
+    episode_filter,
+    make_index,
+    texts_at,
+    tokenized,
 )
+from memroute.agent import RetrievalAgent
+from memroute.errors import InvalidInputError, InvalidNamespaceError
+from memroute.memory.filters import compile_filter
+from memroute.memory.items import DEFAULT_TENANT, ItemWrite, StoredItem, item_uid, namespace_text
 from memroute.memory.limits import MAX_K, MAX_LIST, MAX_OFFSET, MAX_QUERY_CHARS
 from memroute.memory.models import MAX_CONTENT_CHARS, Scope, coerce_scope, json_text, text_problem
 from memroute.memory.store import Memory
@@ -79,12 +79,14 @@ log = get_logger(__name__)
 MAX_VALUE_DEPTH = 64  # levels of nesting in a value
 MAX_KEY_CHARS = 256
 MAX_NAMESPACE_BYTES = 1024  # of the labels joined by "." (an index entry holds ~2.7 kB)
-DEFAULT_SWEEP_MINUTES = 5.0  # as LangGraph's stores, when the ttl config names no interval
+DEFAULT_SWEEP_MINUTES = 5.0
+MIN_SWEEP_MINUTES = 1 / 600  # a sweep every 0.1 s at most  # as LangGraph's stores, when the ttl config names no interval
+# a ttl (and a sweep interval) of at most 1,000 years: an expiry Python's and PostgreSQL's
+# times can hold (None keeps an item until it is deleted)
+MAX_TTL_MINUTES = 1_000 * 365.25 * 24 * 60
 _SCOPE_IDS = ("org_id", "project_id", "user_id", "agent_id")
-_INDEX_KEYS = frozenset({"dims", "embed", "fields", "distance_type", "ann_index_config"})
 _TTL_KEYS = frozenset({"default_ttl", "refresh_on_read", "omit_expired",
                        "sweep_interval_minutes"})
-_DISTANCES = ("cosine", "inner_product", "l2")
 _NEEDS_SYNC_MEMORY = (
     "a synchronous call to a MemrouteStore over a Memory needs that Memory's event loop "
     "running in another thread; use the async call (aget, asearch, aput, ...) or build the "
@@ -93,7 +95,8 @@ _NEEDS_SYNC_MEMORY = (
 
 def tenant_scope(tenant: Any) -> Scope:
     """The scope a ``tenant=`` names: a `Scope` (or its dict), an org id, or a tuple of
-    (org_id[, project_id[, user_id[, agent_id]]]); None is `DEFAULT_TENANT`."""
+    (org_id[, project_id[, user_id[, agent_id]]]); None is `DEFAULT_TENANT`, whose org no
+    tenant may name (it is every unbound store's, nobody's own)."""
     if tenant is None:
         return DEFAULT_TENANT
     if isinstance(tenant, str):
@@ -102,7 +105,13 @@ def tenant_scope(tenant: Any) -> Scope:
         if not 1 <= len(tenant) <= len(_SCOPE_IDS):
             raise InvalidInputError("a tenant is an org id or a tuple of 1-4 scope ids")
         tenant = dict(zip(_SCOPE_IDS, tenant))
-    return coerce_scope(tenant)
+    scope = coerce_scope(tenant)
+    if scope.org_id == DEFAULT_TENANT.org_id:
+        raise InvalidInputError(
+            f"org {DEFAULT_TENANT.org_id!r} is reserved: it holds the items of every store "
+            "built without a tenant on this schema. Leave tenant out to share those, or "
+            "name an org of your own")
+    return scope
 
 
 # -- validation of one op ------------------------------------------------------------------
@@ -178,9 +187,10 @@ def _check_minutes(minutes: Any, what: str) -> float | None:
     if minutes is None:
         return None
     if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not (
-            math.isfinite(minutes) and minutes > 0):
-        raise InvalidInputError(f"{what} is a positive number of minutes or None, "
-                                f"got {minutes!r:.40}")
+            math.isfinite(minutes) and 0 < minutes <= MAX_TTL_MINUTES):
+        raise InvalidInputError(f"{what} is a positive number of minutes, at most "
+                                f"{MAX_TTL_MINUTES:,.0f} (1,000 years), or None; got "
+                                f"{minutes!r:.40}")
     return float(minutes)
 
 
@@ -202,19 +212,6 @@ def _check_query(query: Any) -> str | None:
     return query if query.strip() else None
 
 
-def _episode_filter(filters: dict[str, Any]) -> dict[str, Any]:
-    """A filter on the value as a filter on the metadata of the items' episodes."""
-    prefixed: dict[str, Any] = {}
-    for key, condition in filters.items():
-        if key in ("$and", "$or") and isinstance(condition, list):
-            prefixed[key] = [_episode_filter(c) if isinstance(c, dict) else c for c in condition]
-        elif isinstance(key, str) and key.startswith("$"):
-            prefixed[key] = condition  # not a field: the compiled filter says what is wrong
-        else:
-            prefixed[f"{VALUE_KEY}.{key}"] = condition
-    return prefixed
-
-
 def _check_filter(filters: Any) -> dict[str, Any] | None:
     """LangGraph's filter on the value (``{"field": v}``, ``{"field": {"$gt": v}}``; memroute's
     dialect: memroute.memory.filters), or a `FilterError`."""
@@ -223,13 +220,8 @@ def _check_filter(filters: Any) -> dict[str, Any] | None:
     if not isinstance(filters, dict):
         raise InvalidInputError("filter must be a mapping of value fields to conditions")
     compile_filter(filters, "i", document="value", columns=False)
-    compile_filter(_episode_filter(filters), "s")
+    compile_filter(episode_filter(filters), "s")
     return filters
-
-
-def _all_of(*filters: dict[str, Any] | None) -> dict[str, Any]:
-    parts = [f for f in filters if f]
-    return parts[0] if len(parts) == 1 else {"$and": parts}
 
 
 def _check_ttl_config(ttl: Any) -> TTLConfig | None:
@@ -245,69 +237,6 @@ def _check_ttl_config(ttl: Any) -> TTLConfig | None:
         if not isinstance(ttl.get(flag, True), bool):
             raise InvalidInputError(f"{flag} is true or false")
     return TTLConfig(**ttl)  # type: ignore[typeddict-item]
-
-
-@dataclass(frozen=True)
-class _Index:
-    """An index config, resolved: the field paths, and the caller's embedder (None: memroute's
-    own search over the items' episodes)."""
-
-    fields: tuple[tuple[str, Any], ...] = (("$", "$"),)
-    embeddings: Embeddings | None = None
-    dims: int | None = None
-    distance: Distance = "cosine"
-
-
-def _tokenized(paths: Any, what: str) -> tuple[tuple[str, Any], ...]:
-    if isinstance(paths, str):
-        paths = [paths]
-    if not isinstance(paths, (list, tuple)) or not all(isinstance(p, str) and p for p in paths):
-        raise InvalidInputError(f"{what} is a list of field paths (non-empty strings)")
-    return tuple((p, "$" if p == "$" else tokenize_path(p)) for p in paths)
-
-
-def _resolve_index(index: Any, memory: Memory) -> _Index:
-    if index is None:
-        return _Index()
-    if not isinstance(index, Mapping):
-        raise InvalidInputError("index is LangGraph's IndexConfig (a mapping) or None")
-    if unknown := sorted(str(k) for k in index if k not in _INDEX_KEYS):
-        raise InvalidInputError(f"unknown index setting(s) {unknown}: use {sorted(_INDEX_KEYS)}")
-    fields = _tokenized(index.get("fields") or ["$"], "index fields")
-    dims = index.get("dims")
-    if index.get("embed") is None:
-        if dims is not None and dims != memory.embedder.dim:
-            raise InvalidInputError(
-                f"without embed, items are embedded by the memory's embedder "
-                f"({memory.embedder.name}, {memory.embedder.dim}-d), not {dims!r:.20}-d")
-        if index.get("distance_type", "cosine") != "cosine":
-            raise InvalidInputError("distance_type applies to an index with its own embed")
-        return _Index(fields)
-    _check_int(dims, "index dims", 1, 65_535)
-    distance = index.get("distance_type", "cosine")
-    if distance not in _DISTANCES:
-        raise InvalidInputError(f"distance_type is one of {_DISTANCES}, got {distance!r:.40}")
-    if not isinstance(index.get("ann_index_config") or {}, Mapping):
-        raise InvalidInputError("ann_index_config is a mapping")
-    embed = index["embed"]
-    if not (isinstance(embed, (Embeddings, str)) or callable(embed)):
-        raise InvalidInputError("embed is a LangChain Embeddings, a function of texts, or a "
-                                "'provider:model' string")
-    try:
-        embeddings = ensure_embeddings(embed)
-    except (ValueError, ImportError) as exc:
-        raise InvalidInputError(f"index embed {embed!r:.60}: {exc}") from exc
-    return _Index(fields, embeddings, dims, distance)
-
-
-# -- a batch, planned ------------------------------------------------------------------------
-
-@dataclass
-class _Put:
-    """A put (or delete) of a batch, validated; ``texts`` await the caller's embedder."""
-
-    write: ItemWrite
-    texts: list[tuple[str, str]] = field(default_factory=list)  # (field path, text)
 
 
 def _typed_namespace_errors(method: Any) -> Any:
@@ -342,8 +271,9 @@ class MemrouteStore(BaseStore):
     `Memory` (async calls; sync calls only from other threads, as ``AsyncPostgresStore``).
     ``tenant``: the `Scope` (or org id, or tuple of scope ids) the store is bound to;
     default `DEFAULT_TENANT`. ``index``: LangGraph's ``IndexConfig`` (``dims``, ``embed``,
-    ``fields``; and ``distance_type`` as ``PostgresStore``): with ``embed``, LangGraph's
-    vector search; without, memroute's own. ``ttl``: LangGraph's ``TTLConfig``.
+    ``fields``; ``distance_type`` and ``ann_index_config`` as ``PostgresStore``, without an
+    approximate index): with ``embed``, LangGraph's vector search; without, memroute's own.
+    ``ttl``: LangGraph's ``TTLConfig``.
     ``strategy`` and ``agent``: the retrieval strategy and `RetrievalAgent` of memroute's own
     search (default: ``auto``, the offline planner, no neighbouring turns).
     """
@@ -357,18 +287,18 @@ class MemrouteStore(BaseStore):
         if strategy not in STRATEGIES:
             raise InvalidInputError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
         self.tenant = tenant_scope(tenant)
-        self._index = _resolve_index(index, self.memory)
-        self.index_config = dict(index) if index is not None else None
-        self.embeddings = self._index.embeddings
         self.ttl_config = _check_ttl_config(ttl)
         self.strategy = strategy
         self.agent = agent or RetrievalAgent(memory, context=(0, 0),
                                              expired_items=not self.omit_expired)
+        self._index = make_index(index, self.memory, self.agent, strategy)
+        self.index_config = dict(index) if index is not None else None
+        self.embeddings = (self._index.embeddings if isinstance(self._index, VectorIndex)
+                           else None)
         self.items = self.memory.items
         # the loop the memory's pool lives on (a Memory's: its caller's, known once used)
         self._home = self.loop.loop if isinstance(self.loop, LoopHandle) else _running_loop()
-        self._waiting: list[tuple[list[Any], asyncio.Future[list[Result]]]] = []
-        self._running: asyncio.Task[None] | None = None
+        self._batches = MergedBatches(self._execute)
         self._sweeper: asyncio.Task[None] | concurrent.futures.Future[None] | None = None
 
     @property
@@ -408,7 +338,7 @@ class MemrouteStore(BaseStore):
     # -- planning: every op validated before anything runs ----------------------------------
 
     def _plan(self, ops: list[Op]) -> list[Any]:
-        """The ops, validated whole: puts become `_Put`s, the rest stay as they are."""
+        """The ops, validated whole: puts become `PlannedPut`s, the rest stay as they are."""
         return [self._check(op) for op in ops]
 
     def _check(self, op: Op) -> Any:
@@ -422,9 +352,8 @@ class MemrouteStore(BaseStore):
             _check_labels(op.namespace_prefix, what="namespace prefix")
             _check_int(op.limit, "limit", 1, MAX_K)
             _check_int(op.offset, "offset", 0, MAX_OFFSET)
-            query = _check_query(op.query)
-            if query and not self._index.embeddings and op.offset + op.limit > MAX_K:
-                raise InvalidInputError(f"offset + limit must be at most {MAX_K} with a query")
+            if _check_query(op.query):
+                self._index.check_search(op)
             _check_filter(op.filter)
             return op
         if isinstance(op, ListNamespacesOp):
@@ -440,80 +369,26 @@ class MemrouteStore(BaseStore):
             return op
         raise InvalidInputError(f"unknown store operation {type(op).__name__}")
 
-    def _check_put(self, op: PutOp) -> _Put:
+    def _check_put(self, op: PutOp) -> PlannedPut:
         namespace, key = _check_namespace(op.namespace), _check_key(op.key)
         if op.value is None:
-            return _Put(ItemWrite(namespace, key, None))
+            return PlannedPut(ItemWrite(namespace, key, None))
         value = _check_value(op.value)
         ttl = (self.ttl_config or {}).get("default_ttl") if op.ttl is NOT_PROVIDED else op.ttl
         ttl = _check_minutes(ttl, "ttl")
-        if op.index is not None and op.index is not False:
-            paths = _tokenized(op.index, "a put's index")
+        if op.index is False:
+            paths: tuple[tuple[str, Any], ...] = ()
         else:
-            paths = () if op.index is False else self._index.fields
-        texts: dict[str, str] = {}  # field path (".i" per text when it holds several) -> text
-        for path, tokens in paths:
-            found = [t for t in get_text_at_path(value, tokens) if t.strip()]
-            texts.update((f"{path}.{i}" if len(found) > 1 else path, t)
-                         for i, t in enumerate(found))
-        if self._index.embeddings is not None:
-            return _Put(ItemWrite(namespace, key, value, ttl), list(texts.items()))
-        content = "\n".join(texts.values())[:MAX_CONTENT_CHARS]
-        return _Put(ItemWrite(namespace, key, value, ttl, text=content or None))
-
-    async def _embed(self, plan: list[Any]) -> None:
-        """The vectors of the plan's puts, from the caller's embedder, in one call."""
-        puts = [step for step in plan if isinstance(step, _Put) and step.texts]
-        if not puts or self._index.embeddings is None:
-            return
-        texts = [text for put in puts for _, text in put.texts]
-        try:
-            vectors = await self._index.embeddings.aembed_documents(texts)
-        except Exception as exc:
-            raise ModelUnavailableError(f"the index's embedder failed: {exc}") from exc
-        if len(vectors) != len(texts) or any(len(v) != self._index.dims for v in vectors):
-            raise ModelUnavailableError(
-                f"the index's embedder returned {len(vectors)} vectors of "
-                f"{sorted({len(v) for v in vectors})} dimensions for {len(texts)} texts; "
-                f"the index config says {self._index.dims}")
-        found = iter(vectors)
-        for put in puts:
-            put.write = ItemWrite(put.write.namespace, put.write.key, put.write.value,
-                                  put.write.ttl_minutes,
-                                  vectors=tuple((path, next(found)) for path, _ in put.texts))
+            paths = self._index.fields if op.index is None else tokenized(op.index, "a put's index")
+        return self._index.plan_put(ItemWrite(namespace, key, value, ttl), texts_at(value, paths))
 
     # -- running: concurrent batches as one -------------------------------------------------
 
     async def _queued(self, plan: list[Any]) -> list[Result]:
-        """Run ``plan`` with every other batch waiting on this loop (LangGraph's async stores
-        batch concurrent calls the same way); each caller's embedding is its own."""
-        await self._embed(plan)
-        done: asyncio.Future[list[Result]] = asyncio.get_running_loop().create_future()
-        self._waiting.append((plan, done))
-        if self._running is None or self._running.done():
-            self._running = asyncio.ensure_future(self._run_waiting())
-        return await done
-
-    async def _run_waiting(self) -> None:
-        while self._waiting:
-            taken = [(plan, done) for plan, done in self._waiting if not done.done()]
-            self._waiting = []
-            try:
-                results = await self._execute([step for plan, _ in taken for step in plan])
-            except asyncio.CancelledError:
-                for _, done in taken:
-                    done.cancel()
-                raise
-            except Exception as exc:
-                for _, done in taken:
-                    if not done.done():
-                        done.set_exception(exc)
-                continue
-            start = 0
-            for plan, done in taken:
-                if not done.done():
-                    done.set_result(results[start:start + len(plan)])
-                start += len(plan)
+        """Run ``plan`` with every other batch waiting on this loop (`MergedBatches`); each
+        caller's embedding is its own."""
+        await self._index.embed([step for step in plan if isinstance(step, PlannedPut)])
+        return await self._batches.run(plan)
 
     async def _execute(self, plan: list[Any]) -> list[Result]:
         """The reads (seeing the state before the batch), then the writes, in one transaction."""
@@ -538,7 +413,7 @@ class MemrouteStore(BaseStore):
                     done[key] = await (self._search(step) if isinstance(step, SearchOp)
                                        else self._list_namespaces(step))
                 results[i] = done[key]
-        writes = [step.write for step in plan if isinstance(step, _Put)]
+        writes = [step.write for step in plan if isinstance(step, PlannedPut)]
         if writes:
             await self.items.write(self.tenant, writes)
         return results
@@ -547,51 +422,14 @@ class MemrouteStore(BaseStore):
 
     async def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix, query = tuple(op.namespace_prefix), _check_query(op.query)
-        common = dict(live_only=self.omit_expired, refresh=op.refresh_ttl)
         if query is None:
             found = await self.items.listing(self.tenant, prefix, op.filter, limit=op.limit,
-                                             offset=op.offset, **common)
-        elif self._index.embeddings is not None:
-            try:
-                vector = await self._index.embeddings.aembed_query(query)
-            except Exception as exc:
-                raise ModelUnavailableError(f"the index's embedder failed: {exc}") from exc
-            if len(vector) != self._index.dims:
-                raise ModelUnavailableError(
-                    f"the index's embedder returned a {len(vector)}-d query vector; the index "
-                    f"config says {self._index.dims}")
-            found = await self.items.vector_search(
-                self.tenant, prefix, op.filter, vector, distance=self._index.distance,
-                limit=op.limit, offset=op.offset, **common)
+                                             offset=op.offset, live_only=self.omit_expired,
+                                             refresh=op.refresh_ttl)
         else:
-            found = await self._agent_search(op, prefix, query)
+            found = await self._index.search(self.items, self.tenant, op, prefix, query,
+                                            omit_expired=self.omit_expired)
         return [_as(SearchItem, item) for item in found]
-
-    async def _agent_search(self, op: SearchOp, prefix: tuple[str, ...], query: str
-                            ) -> list[StoredItem]:
-        """memroute's own search: the agent over the items' episodes in the tenant's scope,
-        scored by its final rerank; then the items without an episode, unscored."""
-        k = op.offset + op.limit
-        filters = _all_of(namespace_filter(prefix),
-                          _episode_filter(op.filter) if op.filter else None,
-                          live_filter(time.time()) if self.omit_expired else None)
-        result = await self.agent.aretrieve(query, scope=self.tenant, k=k,
-                                            strategy=self.strategy, filters=filters)
-        stored = await self.items.by_episode(self.tenant, [r.uid for r in result.results],
-                                             live_only=self.omit_expired, refresh=False)
-        scored = [_scored(stored[r.uid], r.score) for r in result.results
-                  if r.uid in stored]
-        page = scored[op.offset:k]
-        if op.refresh_ttl and page:
-            await self.items.refresh(self.tenant, [(i.namespace, i.key) for i in page],
-                                     live_only=self.omit_expired)
-        if len(result.results) < k and len(page) < op.limit:
-            # every scored item is ranked: the unscored ones follow, last updated first
-            page += await self.items.listing(
-                self.tenant, prefix, op.filter, limit=op.limit - len(page),
-                offset=max(0, op.offset - len(scored)), live_only=self.omit_expired,
-                refresh=op.refresh_ttl, without_episode=True)
-        return page
 
     async def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         conditions = [(c.match_type, _match_path(c.path)) for c in op.match_conditions or ()]
@@ -602,25 +440,29 @@ class MemrouteStore(BaseStore):
     # -- ttl --------------------------------------------------------------------------------
 
     def sweep_ttl(self) -> int:
-        """Delete this tenant's expired items now (blocking); how many."""
+        """Delete the expired items of every tenant of the memory's schema now (blocking), as
+        LangGraph's stores sweep their whole table; how many."""
         if isinstance(self.loop, LoopHandle):
-            return self.loop.run_as_sync(self.items.sweep(self.tenant))
+            return self.loop.run_as_sync(self.items.sweep())
         if self._home is None or _running_loop() is self._home:
             raise InvalidInputError(_NEEDS_SYNC_MEMORY)
-        return asyncio.run_coroutine_threadsafe(self.items.sweep(self.tenant), self._home).result()
+        return asyncio.run_coroutine_threadsafe(self.items.sweep(), self._home).result()
 
     async def asweep_ttl(self) -> int:
-        """Delete this tenant's expired items now; how many."""
-        return await self.loop.run_as_async(self.items.sweep(self.tenant))
+        """Delete the expired items of every tenant of the memory's schema now; how many."""
+        return await self.loop.run_as_async(self.items.sweep())
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> Any:
-        """Delete this tenant's expired items every ``sweep_interval_minutes`` (default the
+        """Delete every tenant's expired items every ``sweep_interval_minutes`` (default the
         ttl config's, else 5), as LangGraph's stores: over a `SyncMemory` it returns a
         ``concurrent.futures.Future``; over a `Memory` it is awaited (``await
         store.start_ttl_sweeper()``) and gives the ``asyncio.Task``. Without a ttl config it
         does nothing."""
         interval = _check_minutes(sweep_interval_minutes, "sweep_interval_minutes") or float(
             (self.ttl_config or {}).get("sweep_interval_minutes") or DEFAULT_SWEEP_MINUTES)
+        if interval < MIN_SWEEP_MINUTES:
+            raise InvalidInputError(f"sweep_interval_minutes is at least {MIN_SWEEP_MINUTES:.4f}"
+                                    f" (a sweep every 0.1 s), got {interval!r:.40}")
         if isinstance(self.loop, LoopHandle):
             if self.ttl_config is None:
                 idle: concurrent.futures.Future[None] = concurrent.futures.Future()
@@ -667,12 +509,12 @@ class MemrouteStore(BaseStore):
         while True:
             await asyncio.sleep(minutes * 60)
             try:
-                swept = await self.items.sweep(self.tenant)
+                swept = await self.items.sweep()
             except Exception as exc:  # the next round tries again
                 log.warning("store.ttl_sweep_failed", error=str(exc))
             else:
                 if swept:
-                    log.info("store.ttl_swept", items=swept, tenant=self.tenant.key)
+                    log.info("store.ttl_swept", items=swept)
 
 
 for _name in ("get", "search", "put", "delete", "list_namespaces"):
@@ -689,11 +531,6 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
-
-
-def _scored(item: StoredItem, score: float) -> StoredItem:
-    return StoredItem(item.namespace, item.key, item.value, item.created_at, item.updated_at,
-                      float(score))
 
 
 def _as(cls: type[Item], item: StoredItem) -> Any:

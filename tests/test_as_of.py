@@ -72,3 +72,10 @@ def test_windows_at_the_calendars_edge_are_no_window_not_a_crash() -> None:
         for question in ("What did I do last year?", "What is on next week?",
                          "What did I do ten years ago?"):
             windowed_searches(question, as_of)  # no OverflowError
+
+
+def test_as_of_text_is_printable_iso_and_its_range_reads_as_dates() -> None:
+    with pytest.raises(InvalidInputError, match="ISO-8601"):
+        parse_as_of("2025-01-15T12:00:00Z\x00")
+    with pytest.raises(InvalidInputError, match="between 0002-01-01 and 9998-12-31"):
+        parse_as_of("9999-12-31")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from statement_routes import SESSION_LOG
 from typer.testing import CliRunner
 
 from memroute import sample_data
@@ -131,6 +132,35 @@ def test_search_filters_and_scope_isolation(cli, scope_arg: str) -> None:
 
     other = cli("search", "laptop order", "--scope", f"other-{uuid.uuid4().hex[:6]}", "--json")
     assert other.exit_code == 0 and json.loads(other.stdout)["results"] == []
+
+
+def test_an_empty_scope_is_named_on_stderr(cli, scope_arg: str,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """`memroute search` and `memroute ask` on a scope that holds no episodes (here: no
+    --scope, so the default one) print one line on stderr naming it (``hint`` in the JSON);
+    a search that finds something never counts the scope (no extra round trip)."""
+    monkeypatch.setenv("MEMROUTE_DB_SCHEMA", f"cli_empty_{uuid.uuid4().hex[:8]}")
+
+    def counts() -> int:
+        return sum(n for (_, caller), n in SESSION_LOG.sent.items()
+                   if caller == "memroute.memory.store:Memory.count")
+
+    hint = ("hint: scope default/default holds no episodes; name the scope with --scope "
+            "org[/project[/user[/agent]]] (or MEMROUTE_SCOPE)")
+    for command in ("search", "ask"):
+        result = cli(command, "Where does Alice live?")
+        assert result.exit_code == 0, result.output
+        assert [line for line in result.stderr.splitlines() if "hint" in line] == [hint]
+        as_json = cli(command, "Where does Alice live?", "--json")
+        assert json.loads(as_json.stdout)["hint"] == "scope default/default holds no episodes"
+    assert cli("search", "x").stderr == hint + "\n"  # search prints nothing else there
+    assert cli("ingest", str(sample_data.path()), "--scope", scope_arg).exit_code == 0
+    before = counts()
+    for command in ("search", "ask"):
+        found = cli(command, "Which clinic does Biscuit go to?", "--scope", scope_arg, "--json")
+        assert json.loads(found.stdout)["results"] and json.loads(found.stdout)["hint"] is None
+        assert "hint" not in cli(command, "Biscuit", "--scope", scope_arg).stderr
+    assert counts() == before
 
 
 def test_bad_lines_are_reported_and_nothing_is_written(cli, scope_arg: str,
@@ -537,3 +567,12 @@ def test_a_closed_pipe_ends_the_command_quietly(tmp_path: Path) -> None:
     assert "error" not in closed.stderr and "BrokenPipe" not in closed.stderr
     failed = runner.invoke(pipe, ["lines", "--no-broken"])
     assert failed.exit_code == 1 and "unexpected RuntimeError: not a pipe" in failed.stderr
+
+
+@pytest.mark.parametrize("where", ["acme/p/", "acme//u1", "/p", "acme/p/u/a/x"])
+def test_a_scope_with_an_empty_part_is_an_input_error(cli, where: str) -> None:
+    """An empty part is refused (exit 2), never a wider scope: ``acme/p/`` would otherwise
+    erase the project's memory instead of a user's."""
+    for args in (("search", "x", "--scope", where), ("db", "erase", "--scope", where, "--yes")):
+        refused = cli(*args)
+        assert refused.exit_code == 2 and "invalid scope" in refused.output, refused.output

@@ -88,15 +88,20 @@ async def test_the_dated_search_reads_only_the_speakers_turns_of_those_days(memo
     assert any("my mom" in r.nucleus.content for r in result.results[:2])
 
 
-def test_a_search_task_narrows_the_callers_filters() -> None:
+def test_a_search_task_narrows_the_matched_turns_within_the_callers_bound() -> None:
+    """The caller's filters and as_of bound the search (its hits and their context); the
+    speaker and the window narrow only the turns it matches."""
     from memroute.graph.memory_search import send_search
-    state = {"scope": {}, "k": 10, "query": QUESTION, "filters": {"session_id": "s1"}}
+    state = {"scope": {}, "k": 10, "query": QUESTION, "filters": {"session_id": "s1"},
+             "as_of": "2023-05-20T09:00:00+00:00"}
     task = send_search(state, "Who did I have dinner with?", "chain", 3, producer="Gina",
                        produced_after="2023-04-26", produced_before="2023-05-11").arg
-    assert task["filters"] == {"$and": [{"session_id": "s1"}, {"producer": "Gina"},
-                                        {"produced_at": {"$gte": "2023-04-26"}},
-                                        {"produced_at": {"$lt": "2023-05-11"}}]}
+    assert task["filters"] == {"session_id": "s1"} and task["as_of"] == state["as_of"]
+    assert task["match"] == {"$and": [{"producer": "Gina"},
+                                      {"produced_at": {"$gte": "2023-04-26"}},
+                                      {"produced_at": {"$lt": "2023-05-11"}}]}
     assert task["producer"] == "Gina"
     alone = send_search({**state, "filters": None}, "x", "chain", 2, producer="Gina").arg
-    assert alone["filters"] == {"producer": "Gina"}
-    assert send_search({**state, "filters": None}, "x", "chain", 2).arg["filters"] is None
+    assert alone["filters"] is None and alone["match"] == {"producer": "Gina"}
+    plain = send_search({**state, "filters": None, "as_of": None}, "x", "chain", 2).arg
+    assert plain["filters"] is None and "match" not in plain and "as_of" not in plain

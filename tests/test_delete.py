@@ -108,7 +108,7 @@ async def test_rest_and_mcp_need_all_and_erase_sub_scopes(memory: Memory, served
     user = {"org_id": org, "project_id": "p", "user_id": "u1"}
     async with httpx.AsyncClient(base_url=served.url, headers=headers, timeout=60) as client:
         refused = await client.delete("/v1/episodes", params=user)
-        assert refused.status_code == 422 and "all=True" in refused.text, refused.text
+        assert refused.status_code == 422 and "all (true)" in refused.text, refused.text
         erased = await client.delete("/v1/episodes",
                                      params={**user, "all": "true", "sub_scopes": "true"})
         assert erased.json() == {"deleted": 6, "by_scope": {

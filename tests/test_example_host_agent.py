@@ -90,10 +90,13 @@ async def test_host_final_state_and_no_model(host, memory: Memory, filled: Scope
     turns = [t for line in reply.content.splitlines()[1:] for t in line.split(". ", 1)[1].split(" / ")]
     assert turns and len(turns) == len(set(turns))
     for result in final["results"]:
-        assert isinstance(result["score"], float) and "rerank_score" not in result
+        # the order is the score; each keeps its own final rerank score beside it
+        assert isinstance(result["score"], float) and result["score"] >= result["rerank_score"]
         assert set(result["shown_elsewhere"]) <= {e["uid"] for e in result["episodes"]} - {
             result["uid"]}
     assert any(r["shown_elsewhere"] for r in final["results"])  # the windows do overlap
+    scores = [r["score"] for r in final["results"]]
+    assert scores == sorted(scores, reverse=True)
 
 
 async def test_host_without_memroute_context_fails_clearly(host, filled: Scope) -> None:

@@ -291,3 +291,44 @@ async def test_the_order_is_the_score(memory: Memory, strategy: str) -> None:
         raised += sum(r.score > r.rerank_score for r in found.results)
     if strategy in ("chain", "auto"):
         assert raised, "no result was placed above a better-scored one: the test shows nothing"
+
+
+async def test_the_stores_metadata_keys_are_its_own(memory: Memory) -> None:
+    """No episode can pass for a store item, hide itself behind a made-up expiry or break its
+    scope's reads: the store's metadata keys are refused on every other write, and a value
+    already stored under one that is not a number breaks no read."""
+    from memroute.errors import InvalidInputError
+
+    scope = Scope(org_id=f"keys-{uuid.uuid4().hex[:8]}", project_id="p")
+    for key in ("store_ns", "store_value", "store_expires_at"):
+        with pytest.raises(InvalidInputError, match="reserved"):
+            await memory.add(scope, [{"content": "A note.", "metadata": {key: 1}}])
+    [uid] = await memory.add(scope, [{"content": "Priya lives in Lisbon.", "uid": "a"}])
+    with pytest.raises(InvalidInputError, match="reserved"):
+        await memory.merge_metadata(scope, {uid: {"store_expires_at": 1}})
+    async with memory._pool.connection() as conn:  # as a store written before this version
+        for table, column in (("episodes", "uid"), ("sentences", "episode_uid")):
+            await conn.execute(
+                f"UPDATE {memory.schema}.{table} SET metadata = "
+                f"metadata || '{{\"store_expires_at\": \"soon\"}}' "
+                f"WHERE scope_key = %s AND {column} = 'a'", [scope.key])
+    found = await memory.search_scored(scope, "Where does Priya live?", k=3)
+    assert [r.uid for r in found] == ["a"]
+    assert [s.episode.uid for s in await memory.get(scope, ["a"])] == ["a"]
+
+
+async def test_a_speaker_after_as_of_steers_nothing(memory: Memory, tenant: Scope) -> None:
+    """A speaker whose turns all come after ``as_of`` is not known yet: no route reason, no
+    query names them."""
+    scope = Scope(org_id=f"spk-{uuid.uuid4().hex[:8]}", project_id="p")
+    await memory.add(scope, [
+        {"uid": "j0", "producer": "user", "session_id": "s1", "produced_at": at(3, 9),
+         "content": "Jonah Reyes is my new lab partner."},
+        {"uid": "j1", "producer": "Jonah Reyes", "session_id": "s2", "produced_at": at(12, 9),
+         "content": "I researched coral bleaching all week."}])
+    agent = RetrievalAgent(memory, planner="offline")
+    for as_of, named in ((AS_OF, False), (None, True)):
+        found = await agent.aretrieve("What did Jonah Reyes research?", scope=scope, k=3,
+                                      as_of=as_of)
+        said = " ".join([found.route_reason, *found.queries])
+        assert ("own turns" in said) is named, (as_of, said)

@@ -40,7 +40,7 @@ from memroute.errors import (
     InvalidNamespaceError,
     ModelUnavailableError,
 )
-from memroute.langgraph_store import DEFAULT_TENANT, MemrouteStore
+from memroute.langgraph_store import DEFAULT_TENANT, MAX_TTL_MINUTES, MemrouteStore
 from memroute.memory import Memory, Scope, SyncMemory
 
 INDEX_FIELDS = ["text"]
@@ -337,19 +337,83 @@ async def test_sync_calls_over_a_memory_run_from_other_threads(memory, ns) -> No
 
 async def test_concurrent_calls_run_as_one_batch(mstore, ns, monkeypatch) -> None:
     batches = []
-    execute = mstore._execute
+    execute = mstore._batches.execute
 
     async def counted(plan):
         batches.append(len(plan))
         return await execute(plan)
 
-    monkeypatch.setattr(mstore, "_execute", counted)
+    monkeypatch.setattr(mstore._batches, "execute", counted)
     await asyncio.gather(*(mstore.aput(ns, f"k{i}", {"text": f"note {i}"}) for i in range(8)))
     got = await asyncio.gather(*(mstore.aget(ns, f"k{i}") for i in range(8)),
                                mstore.aget(("a.b",), "k"), return_exceptions=True)
     assert batches == [8, 8]  # the bad namespace failed its own call only, before queueing
     assert [g.value["text"] for g in got[:8]] == [f"note {i}" for i in range(8)]
     assert isinstance(got[8], InvalidNamespaceError)
+
+
+class FailingQueries(Embeddings):
+    """A caller's embedder (letter counts, as `Letters`) that fails on the query "boom"."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return Letters().embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        if text == "boom":
+            raise RuntimeError("the embedding API refused this query")
+        return Letters().embed_query(text)
+
+
+def merged_runs(store: MemrouteStore, monkeypatch) -> list[int]:
+    """The sizes of the plans ``store`` runs from now on (merged and alone)."""
+    runs: list[int] = []
+    execute = store._batches.execute
+
+    async def counted(plan):
+        runs.append(len(plan))
+        return await execute(plan)
+
+    monkeypatch.setattr(store._batches, "execute", counted)
+    return runs
+
+
+async def test_an_op_failing_while_it_runs_fails_its_own_caller_only(memory, ns,
+                                                                     monkeypatch) -> None:
+    """Concurrent calls run as one batch; when one caller's op fails in it, the others get
+    their results (their batches run again on their own) and only that caller the error."""
+    store = MemrouteStore(memory, tenant=fresh_tenant(),
+                          index={"dims": 8, "embed": FailingQueries(), "fields": ["t"]})
+    await store.aput(ns, "there", {"t": "stored before"}, index=False)
+    runs = merged_runs(store, monkeypatch)
+    search, put, get = await asyncio.gather(
+        store.asearch(ns, query="boom"), store.aput(ns, "new", {"t": "cafe"}, index=False),
+        store.aget(ns, "there"), return_exceptions=True)
+    assert runs[0] == 3  # one merged batch, which failed; then each caller's on its own
+    assert isinstance(search, ModelUnavailableError) and "refused" in str(search)
+    assert put is None and (await store.aget(ns, "new")).value == {"t": "cafe"}
+    assert get.value == {"t": "stored before"}
+
+
+async def test_a_filter_at_its_limits_never_fails_for_what_the_store_adds(mstore, ns,
+                                                                          monkeypatch) -> None:
+    """The namespace and the expiry are the store's own filters, beside the caller's: a
+    filter of 64 conditions (the limit) and a prefix deeper than 64 labels search with a
+    query as without, and a valid put merged with such a search is stored."""
+    value = {"text": "Biscuit the dog eats salmon kibble.", **{f"f{i}": i for i in range(64)}}
+    at_limit = {f"f{i}": i for i in range(64)}
+    deep = tuple(f"l{i}" for i in range(70))
+    await mstore.aput(ns, "dog", value)
+    await mstore.aput(deep, "dog", value)
+    runs = merged_runs(mstore, monkeypatch)
+    found, put = await asyncio.gather(
+        mstore.asearch(ns, query="What does the dog eat?", filter=at_limit),
+        mstore.aput(ns, "cat", {"text": "Miso the cat sleeps all day."}))
+    assert runs == [2]
+    assert [i.key for i in found] == ["dog"] and put is None
+    assert (await mstore.aget(ns, "cat")) is not None
+    assert [i.namespace for i in await mstore.asearch(deep, query="dog food")] == [deep]
+    assert [i.key for i in await mstore.asearch(deep[:66], query="dog food",
+                                                filter=at_limit)] == ["dog"]
 
 
 # -- the index config as LangGraph defines it ------------------------------------------------
@@ -432,6 +496,16 @@ async def test_an_embedder_that_breaks_its_dims_writes_nothing(memory) -> None:
     assert await store.asearch(("d",)) == []
 
 
+async def test_an_embedder_returning_nan_is_a_typed_error_and_writes_nothing(memory) -> None:
+    def nan_vectors(texts: list[str]) -> list[list[float]]:
+        return [[float("nan")] * 8 for _ in texts]
+
+    store = MemrouteStore(memory, tenant=fresh_tenant(), index={"dims": 8, "embed": nan_vectors})
+    with pytest.raises(ModelUnavailableError, match="NaN"):
+        await store.aput(("d",), "x", {"t": "cafe"})
+    assert await store.asearch(("d",)) == []
+
+
 @pytest.mark.parametrize("index", [
     {"dims": 8, "embed": "no-provider-here"},
     {"dims": 8, "embed": 42},
@@ -447,12 +521,101 @@ def test_bad_index_configs_are_typed_errors(memory, index) -> None:
         MemrouteStore(memory, index=index)
 
 
+async def test_ann_index_config_halfvec_keeps_half_precision_as_postgres_store(memory) -> None:
+    """``vector_type: "halfvec"`` rounds the stored vectors and the query to half precision
+    (what a halfvec column holds), so the scores are those of half-precision vectors."""
+    letters = Letters()
+    store = MemrouteStore(memory, tenant=fresh_tenant(), index={
+        "dims": 8, "embed": letters, "fields": ["t"],
+        "ann_index_config": {"kind": "flat", "vector_type": "halfvec"}})
+    await store.aput(("d",), "x", {"t": "bead cafe"})
+    async with memory._pool.connection() as conn:
+        cur = await conn.execute(f"SELECT embedding FROM {memory.schema}.store_vectors "
+                                 "WHERE scope_key = %s", [store.tenant.key])
+        (stored,), = await cur.fetchall()
+    half = np.asarray(letters.embed_query("bead cafe"), dtype=np.float16)
+    assert stored.to_list() == half.astype(np.float32).tolist()
+    assert not np.array_equal(half.astype(np.float64), letters.embed_query("bead cafe"))
+    (item,) = await store.asearch(("d",), query="a bad cab")
+    query = np.asarray(letters.embed_query("a bad cab"), dtype=np.float16)
+    assert item.score == pytest.approx(cosine(query.astype(np.float64),
+                                              half.astype(np.float64)), abs=1e-6)
+
+
+@pytest.mark.parametrize("ann, says", [
+    ({"kind": "hnsw"}, "approximate index"),
+    ({"kind": "ivfflat", "nlist": 100}, "approximate index"),
+    ({"vector_type": "vector", "m": 16}, "approximate index"),
+    ({"vector_type": "bit"}, "vector_type"),
+    ("hnsw", "mapping"),
+])
+def test_ann_index_config_asking_for_an_approximate_index_is_refused(memory, ann, says) -> None:
+    with pytest.raises(InvalidInputError, match=says):
+        MemrouteStore(memory, index={"dims": 8, "embed": Letters(), "ann_index_config": ann})
+
+
+def test_ann_index_config_without_embed_asks_nothing_of_memroutes_index(memory) -> None:
+    with pytest.raises(InvalidInputError, match="its own embed"):
+        MemrouteStore(memory, index={"ann_index_config": {"vector_type": "halfvec"}})
+    MemrouteStore(memory, index={"ann_index_config": {"kind": "flat", "vector_type": "vector"}})
+
+
 def test_a_provider_string_builds_langchains_embeddings(memory, monkeypatch) -> None:
     """``embed="provider:model"`` goes through LangGraph's own `ensure_embeddings`."""
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     store = MemrouteStore(memory, index={"dims": 1536, "embed": "openai:text-embedding-3-small"})
     assert type(store.embeddings).__name__ == "OpenAIEmbeddings"
     assert store.index_config["embed"] == "openai:text-embedding-3-small"
+
+
+# -- pages ----------------------------------------------------------------------------------
+
+NOTES = ["Biscuit the dog eats salmon kibble.",
+         "Maya flies with Aurora Air and sits by the window.",
+         "My sister Priya moved to Lisbon last year.",
+         "The cat Miso sleeps all day on the sofa.",
+         "Maya's brother Tom works at Tidewave Labs.",
+         "Rex chases the ball in the park every morning.",
+         "Priya bakes sourdough bread on Sundays.",
+         "Tom's daughter learns the violin.",
+         "The cat Miso hides under the bed during storms.",
+         "Maya booked a window seat to Lisbon for May.",
+         "Biscuit's vet is on Harbour Street.",
+         "Tidewave Labs builds tide sensors for the harbour."]
+PAGED_QUERIES = ["What does Maya's dog chase, and where does the cat sleep?",
+                 "Which airline does Maya fly and what does the dog eat?",
+                 "Who is the sister of the person whose brother works at Tidewave Labs?",
+                 "What does the dog do?"]
+
+
+async def pages_of(store: MemrouteStore, ns, query: str, size: int, total: int) -> list[list]:
+    return [[(i.key, i.score) for i in await store.asearch(ns, query=query, limit=size,
+                                                           offset=offset)]
+            for offset in range(0, total + size, size)]
+
+
+@pytest.mark.parametrize("index", ["memroute", "embed"])
+async def test_consecutive_pages_are_slices_of_one_ranking(memory, index) -> None:
+    """Pages of one query give each item once, none skipped, in the order (and with the
+    scores) of one large page: the scored items, then the unscored ones. (memroute's agent
+    orders results differently at another k: pages past its first depth read the next.)"""
+    config = ({"fields": ["text"]} if index == "memroute"
+              else {"dims": 8, "embed": Letters(), "fields": ["text"]})
+    store = MemrouteStore(memory, tenant=fresh_tenant(), index=config)
+    ns = ("notes",)
+    for i, text in enumerate(NOTES):
+        await store.aput(ns, f"n{i}", {"text": text})
+    await store.aput(ns, "raw1", {"text": "Biscuit chases the cat."}, index=False)
+    await store.aput(ns, "raw2", {"text": "Tom flies to Lisbon."}, index=False)
+    for query in PAGED_QUERIES:
+        whole = [(i.key, i.score) for i in await store.asearch(ns, query=query, limit=14)]
+        assert len({key for key, _ in whole}) == 14
+        assert [key for key, score in whole if score is None] == ["raw2", "raw1"]
+        scores = [score for _, score in whole if score is not None]
+        assert scores == sorted(scores, reverse=True)  # the order is the score
+        for size in (2, 3, 5):
+            pages = await pages_of(store, ns, query, size, 14)
+            assert [hit for page in pages for hit in page] == whole, (query, size)
 
 
 # -- as a LangGraph agent's store ------------------------------------------------------------
@@ -596,7 +759,7 @@ async def test_expired_items_stay_stored_until_swept(memory: Memory, ns) -> None
     assert await store.aget(ns, "gone") is None
     assert await store.alist_namespaces() == [ns]
     assert (await memory.count(store.tenant))["episodes"] == 2  # expired, unread, stored
-    assert await store.asweep_ttl() == 1  # a sweep deletes it
+    assert await store.asweep_ttl() >= 1  # a sweep deletes it (and other tenants' expired)
     assert (await memory.count(store.tenant))["episodes"] == 1
 
 
@@ -619,24 +782,35 @@ async def test_omit_expired_false_reads_expired_items_until_swept(memory: Memory
     assert (await store.aget(("n",), "k")).value == {"text": "an expired note"}
     assert [i.key for i in await store.asearch(("n",), query="expired note")] == ["k"]
     assert await store.alist_namespaces() == [("n",)]
-    assert await store.asweep_ttl() == 1
+    assert await store.asweep_ttl() >= 1
     assert await store.aget(("n",), "k") is None
 
 
-async def test_the_ttl_sweeper_deletes_expired_items(memory: Memory) -> None:
-    """``start_ttl_sweeper`` sweeps the tenant every ``sweep_interval_minutes`` until
+async def test_the_ttl_sweeper_deletes_every_tenants_expired_items(memory: Memory) -> None:
+    """``start_ttl_sweeper`` sweeps the whole table (every tenant, the unbound stores' too,
+    as LangGraph's PostgresStore) every ``sweep_interval_minutes`` until
     ``stop_ttl_sweeper`` (over a `Memory` both are awaited, as AsyncPostgresStore's)."""
     store = MemrouteStore(memory, index={"fields": INDEX_FIELDS}, tenant=fresh_tenant(),
                           ttl={"sweep_interval_minutes": 0.5 / 60})
     other = MemrouteStore(memory, index={"fields": INDEX_FIELDS}, tenant=fresh_tenant())
-    await store.aput(("n",), "k", {"text": "gone soon"}, ttl=0.5 / 60)
-    await other.aput(("n",), "k", {"text": "another tenant's"}, ttl=0.5 / 60)
+    unbound = MemrouteStore(memory, index={"fields": INDEX_FIELDS})
+    ns = (f"sweep-{uuid.uuid4().hex[:8]}",)
+    for each in (store, other, unbound):
+        await each.aput(ns, "short", {"text": "gone soon"}, ttl=0.5 / 60)
+        await each.aput(ns, "kept", {"text": "stays a while"}, ttl=10)
     task = await store.start_ttl_sweeper()
-    assert isinstance(task, asyncio.Task) and not task.done()
-    await asyncio.sleep(1.6)
-    assert (await memory.count(store.tenant))["episodes"] == 0
-    assert (await memory.count(other.tenant))["episodes"] == 1  # never another tenant's
-    assert await store.stop_ttl_sweeper() is True and task.done()
+    try:
+        assert isinstance(task, asyncio.Task) and not task.done()
+        await asyncio.sleep(1.6)
+        for each in (store, other, unbound):
+            async with memory._pool.connection() as conn:
+                cur = await conn.execute(
+                    f"SELECT key FROM {memory.schema}.store_items WHERE scope_key = %s "
+                    "AND prefix = %s", [each.tenant.key, ns[0]])
+                assert [key for key, in await cur.fetchall()] == ["kept"]
+        assert (await memory.count(other.tenant))["episodes"] == 1  # the expired one's went
+    finally:
+        assert await store.stop_ttl_sweeper() is True and task.done()
     assert await store.stop_ttl_sweeper() is True  # not running
 
 
@@ -667,6 +841,19 @@ async def test_default_ttl_and_bad_ttls(memory: Memory, ns) -> None:
                    {"default_tll": 5}, ["default_ttl"]):
         with pytest.raises(InvalidInputError):
             MemrouteStore(memory, ttl=config)
+
+
+async def test_a_ttl_is_bounded_and_a_huge_one_a_typed_error(memory: Memory, ns) -> None:
+    store = MemrouteStore(memory, tenant=fresh_tenant())
+    for ttl in (1e300, MAX_TTL_MINUTES * 1.01, 2**63):
+        with pytest.raises(InvalidInputError, match="1,000 years"):
+            await store.aput(ns, "huge", {"text": "x"}, ttl=ttl)
+    for config in ({"default_ttl": 1e300}, {"sweep_interval_minutes": 1e300}):
+        with pytest.raises(InvalidInputError, match="1,000 years"):
+            MemrouteStore(memory, ttl=config)
+    await store.aput(ns, "long", {"text": "x"}, ttl=MAX_TTL_MINUTES)
+    assert (await store.aget(ns, "long")).value == {"text": "x"}
+    assert await store.aget(ns, "huge") is None
 
 
 # -- typed errors, all-or-nothing batches, bounds ------------------------------------------
@@ -718,6 +905,32 @@ async def test_filters_in_memroute_dialect_and_langgraphs(mstore, ns) -> None:
         await mstore.asearch(ns, filter={"n": {"$near": 2}})
 
 
+@pytest.mark.parametrize("index", ["memroute", "embed"])
+async def test_floats_come_back_floats(memory: Memory, index) -> None:
+    """jsonb keeps numbers as decimals: a float Python prints with an exponent (1e16 and up)
+    came back an int (1.79e308 as 309 digits). A value's floats, and an episode's metadata's,
+    come back floats; ints stay ints; filters compare them as numbers."""
+    config = ({"fields": ["text"]} if index == "memroute"
+              else {"dims": 8, "embed": Letters(), "fields": ["text"]})
+    store = MemrouteStore(memory, tenant=fresh_tenant(), index=config)
+    value = {"text": "Big numbers.", "max": 1.79e308, "e20": 1e20, "neg": -1e16, "tiny": 1e-300,
+             "int": 10**20, "one": 1.0, "nested": [{"x": 2.5e30}], "said": "1e+20"}
+    await store.aput(("n",), "k", value)
+    for item in [await store.aget(("n",), "k"), *await store.asearch(("n",)),
+                 *await store.asearch(("n",), query="big numbers")]:
+        assert item.value == value
+        assert [type(item.value[k]) for k in ("max", "e20", "neg", "int", "one")] == \
+            [float, float, float, int, float]
+        assert type(item.value["nested"][0]["x"]) is float
+    for condition in ({"e20": 1e20}, {"max": {"$gt": 1e308}}, {"int": {"$gte": 1e20}}):
+        assert [i.key for i in await store.asearch(("n",), query="big numbers",
+                                                   filter=condition)] == ["k"]
+    scope = fresh_tenant()
+    await memory.add(scope, [{"uid": "e", "content": "An episode.", "metadata": value}])
+    (episode,) = await memory.get(scope, ["e"])
+    assert episode.episode.metadata == value and type(episode.episode.metadata["e20"]) is float
+
+
 # -- tenants ----------------------------------------------------------------------------------
 
 async def test_stores_of_two_tenants_share_nothing(memory: Memory) -> None:
@@ -737,6 +950,21 @@ async def test_stores_of_two_tenants_share_nothing(memory: Memory) -> None:
     await memory.delete(theirs.tenant, all=True)
     assert await theirs.alist_namespaces() == []
     assert await theirs.asearch(()) == []
+
+
+async def test_unbound_stores_share_the_reserved_tenant_no_store_may_name(memory: Memory,
+                                                                        ns) -> None:
+    """Every store built without a tenant on one schema shares `DEFAULT_TENANT`; its org is
+    reserved: a store naming it, or a scope under it, is refused."""
+    one, two = MemrouteStore(memory), MemrouteStore(memory)
+    assert one.tenant == two.tenant == DEFAULT_TENANT
+    await one.aput(ns, "shared", {"text": "seen by every unbound store"})
+    assert (await two.aget(ns, "shared")).value == {"text": "seen by every unbound store"}
+    for named in (DEFAULT_TENANT.org_id, (DEFAULT_TENANT.org_id, "p"), DEFAULT_TENANT,
+                  {"org_id": DEFAULT_TENANT.org_id, "project_id": "p", "user_id": "u"}):
+        with pytest.raises(InvalidInputError, match="reserved"):
+            MemrouteStore(memory, tenant=named)
+    assert await MemrouteStore(memory, tenant=fresh_tenant()).aget(ns, "shared") is None
 
 
 def test_a_tenant_is_a_scope(memory: Memory) -> None:

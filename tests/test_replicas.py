@@ -23,6 +23,7 @@ import pytest
 from benchmarks.served import ServedProcess, free_port, service_env
 from benchmarks.standby import Standby
 from memroute.errors import InvalidInputError
+from memroute.langgraph_store import MemrouteStore, item_uid
 from memroute.memory import Episode, Memory, Scope
 from memroute.service.keys import KeyStore
 from memroute.settings import MemrouteSettings
@@ -129,6 +130,58 @@ async def test_a_paused_replica_never_hides_a_write_nor_serves_a_deleted_episode
         standby.resume_replay()
     standby.caught_up()
     assert on_standby(standby, schema, scope) == {"new"}
+
+
+async def test_a_stores_writes_are_never_missed_on_a_paused_replica(
+        settings, embedder, standby: Standby, schema: str) -> None:
+    """`MemrouteStore` writes (puts, deletes, the ttl refresh of a read, the sweep) note
+    their position as `Memory.add` does: its searches, and the memory's, read them at once
+    however far the replica lags."""
+    memory = await open_replicated(settings, embedder, schema, standby.url, read_max_lag_s=60)
+    org = f"st-{uuid.uuid4().hex[:8]}"
+    put, refreshed, swept = (Scope(org_id=org, project_id=p) for p in ("put", "read", "swept"))
+    store = MemrouteStore(memory, tenant=put, index={"fields": ["text"]}, strategy="direct")
+    reader = MemrouteStore(memory, tenant=refreshed, index={"fields": ["text"]},
+                           strategy="direct", ttl={"refresh_on_read": True})
+    sweeper = MemrouteStore(memory, tenant=swept, index={"fields": ["text"]},
+                            ttl={"omit_expired": False})
+    ns = ("notes",)
+    try:
+        await store.aput(ns, "old", {"text": "The lighthouse lamp is green."})
+        await sweeper.aput(ns, "gone", {"text": "The old pier is closed."}, ttl=1 / 60)
+        standby.caught_up()
+        assert await uids_found(memory, put, "what colour is the lamp") == [item_uid(ns, "old")]
+        await reader.aput(ns, "lamp", {"text": "The harbour lamp is red."}, ttl=4 / 60)
+        lamp_put = time.monotonic()
+        standby.caught_up()
+        standby.pause_replay()
+        try:
+            # read 2 s after its put, the lamp's 4 s ttl restarts: at 5 s it is live on the
+            # primary only
+            await asyncio.sleep(max(0.0, lamp_put + 2 - time.monotonic()))
+            assert (await reader.aget(ns, "lamp")).value["text"] == "The harbour lamp is red."
+            await store.aput(ns, "new", {"text": "The ferry leaves at noon."})
+            hits = await store.asearch(ns, query="When does the ferry leave?", limit=1)
+            assert [h.key for h in hits] == ["new"]
+            await store.adelete(ns, "old")
+            assert await uids_found(memory, put, "what colour is the lamp") == \
+                [item_uid(ns, "new")]
+            await asyncio.sleep(max(0.0, lamp_put + 5 - time.monotonic()))
+            found = await reader.asearch(ns, query="What colour is the harbour lamp?",
+                                         refresh_ttl=False)
+            assert [h.key for h in found] == ["lamp"]
+            assert await sweeper.asweep_ttl() >= 1
+            assert await memory.search_scored(swept, "Is the pier closed?", k=3,
+                                              expired_items=True) == []
+            # the replica really lags: it still holds the deleted and swept episodes
+            assert on_standby(standby, schema, put) == {item_uid(ns, "old")}
+            assert on_standby(standby, schema, swept) == {item_uid(ns, "gone")}
+        finally:
+            standby.resume_replay()
+        standby.caught_up()
+        assert on_standby(standby, schema, put) == {item_uid(ns, "new")}
+    finally:
+        await memory.close()
 
 
 async def test_a_killed_replica_is_left_out_and_taken_back(replicated: Memory, standby: Standby,

@@ -102,8 +102,10 @@ async def test_documents_carry_ids_and_metadata(memory: Memory, filled: Scope) -
     top, result = docs[0], expected[0]
     meta = top.metadata
     assert meta["uid"] == top.id == result.uid
-    assert meta["score"] == pytest.approx(result.rerank_score, abs=1e-6)
-    assert "rerank_score" not in meta  # one score name on every face
+    assert meta["score"] == pytest.approx(result.score, abs=1e-6)  # what the order is
+    assert meta["rerank_score"] == pytest.approx(result.rerank_score, abs=1e-6)
+    assert [d.metadata["score"] for d in docs] == sorted((d.metadata["score"] for d in docs),
+                                                         reverse=True)
     assert meta["vector_score"] == pytest.approx(result.vector_score, abs=1e-6)
     assert (meta["route"], meta["query"], meta["hop"]) == ("direct", QUESTION, 0)
     assert meta["session_id"] == result.nucleus.session_id == "appointments"

@@ -27,6 +27,7 @@ from statement_routes import (
     route,
 )
 
+from memroute.langgraph_store import MemrouteStore
 from memroute.memory import Episode, Memory, Scope
 from memroute.memory.schema import DISTRIBUTION_COLUMN, REFERENCE_TABLES
 from memroute.memory.tiers import PLACE_NAME
@@ -40,6 +41,9 @@ MULTI_SCOPE_CALLERS = {
     "memroute.memory.entity_sql:backfill": "`Memory.backfill_entities`",
     "memroute.memory.entity_sql:_backfill_days": "`Memory.backfill_entities`",
     "memroute.memory.schema:migrate": "Migration 6",
+    # maintenance of the whole table, as LangGraph's PostgresStore sweeps: it finds the
+    # tenants holding expired items; each tenant's delete then reaches its scope only
+    "memroute.memory.items:StoreItems.sweep": "`MemrouteStore.sweep_ttl`",
 }
 # The module that may send placements (statements naming a partition), and what
 # docs/scaling.md says Citus does in its stead.
@@ -186,7 +190,8 @@ def test_a_statement_reaches_one_scope_only_through_an_equality_on_every_data_ta
 
 
 async def every_operation(memory: Memory) -> None:
-    """Each operation of `Memory` that reads or writes the data tables, once or more."""
+    """Each operation of `Memory` that reads or writes the data tables, once or more, and
+    of the LangGraph store over it (`Memory.items`)."""
     org = f"org-{uuid.uuid4().hex[:8]}"
     user = Scope(org_id=org, project_id="p", user_id="u")
     agent = Scope(org_id=org, project_id="p", user_id="u", agent_id="a")
@@ -214,6 +219,13 @@ async def every_operation(memory: Memory) -> None:
     await cold.with_stored_embeddings(user, list(hits))
     await memory.delete(user, uids=["t0"])
     await memory.delete(user, session_id="s1")
+    store = MemrouteStore(memory, tenant=user, strategy="direct")
+    await store.aput(("notes",), "trip", {"text": "Maya went to Lisbon."}, ttl=1e-6)
+    await store.aput(("notes",), "home", {"text": "Maya lives in Porto."}, ttl=5)
+    await store.asearch(("notes",), query="Where did Maya go?")
+    await store.asearch(("notes",), filter={"text": {"$exists": True}})
+    await store.alist_namespaces(prefix=("notes",))
+    assert await store.asweep_ttl() >= 1
     await memory.delete(agent, all=True)
     await memory.delete(user, all=True, sub_scopes=True)
 

@@ -152,6 +152,8 @@ async def test_k_beyond_the_hnsw_ef_search_range_works(memory: Memory) -> None:
 
 def windows_in_session_order(episodes: list[Episode], nucleus: Episode, before: int,
                              after: int) -> list[str]:
+    """The uids of a nucleus's window among ``episodes`` (those the search may return: its
+    filters bound the context too)."""
     session = sorted((e for e in episodes if e.session_id == nucleus.session_id),
                      key=lambda e: e.produced_at)
     at = [e.uid for e in session].index(nucleus.uid)
@@ -214,7 +216,7 @@ def test_search_contract_holds_on_random_stores(sync_memory: SyncMemory, episode
     assert {h.uid for h in hits} <= {e.uid for e in matching}
     for hit in hits:  # each result keeps its own window, contiguous in session order
         assert [e.uid for e in hit.episodes] == windows_in_session_order(
-            episodes, by_uid[hit.uid], before, after)
+            matching, by_uid[hit.uid], before, after)
     flat = flatten(hits)
     assert len({e.uid for e in flat}) == len(flat)
     assert {e.uid for e in flat} == {e.uid for h in hits for e in h.episodes}

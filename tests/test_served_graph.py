@@ -89,6 +89,10 @@ async def test_served_graph_runs_streams_and_returns_plain_output(served) -> Non
     client = get_client(url=url)
     assistants = await client.assistants.search(graph_id="memroute")
     assert assistants, "langgraph.json's graph is registered"
+    schemas = await client.assistants.get_schemas(assistants[0]["assistant_id"])
+    served_input = schemas["input_schema"]["properties"]
+    assert {"query", "scope", "k", "filters", "strategy", "budget", "as_of"} <= set(served_input)
+    assert "as_of" in served_input and "description" in served_input["as_of"], served_input
     thread = await client.threads.create()
 
     run_input = {"query": "Who looks after Biscuit?", "scope": scope.as_dict(), "k": 3,

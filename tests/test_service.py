@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -230,6 +231,70 @@ async def test_every_body_is_strict(tenant_factory) -> None:
     assert good.status_code == 200, good.text
 
 
+async def test_a_scope_is_read_by_one_strict_model_on_every_face(tenant_factory,
+                                                                 served) -> None:
+    """A query-string parameter no route has is the typed 422 naming it, never a wider
+    scope (a typo'd ``userid`` once erased the project); a query-string boolean is true or
+    false; MCP's argument types are as strict as a REST body's. A refused request erases
+    nothing."""
+    t = await tenant_factory()
+    user = {**t.scope, "user_id": "u1"}
+    for scope, owner in ((t.scope, "the project"), (user, "u1")):
+        added = await t.client.post("/v1/episodes", json={"scope": scope, "episodes": [
+            {"content": f"A note kept for {owner}."}]})
+        assert added.status_code == 200, added.text
+
+    async def held() -> list[int]:
+        return [(await t.client.get("/v1/scopes/stats", params=scope)).json()["episodes"]
+                for scope in (t.scope, user)]
+
+    for params, named in [({**t.scope, "userid": "u1", "all": "true"}, "userid"),
+                          ({**user, "all": "yes"}, "all"), ({**user, "all": "on"}, "all"),
+                          ({**user, "all": "1"}, "all"), ({**user, "all": "True"}, "all"),
+                          ({**user, "all": "true", "sub_scopes": "yes"}, "sub_scopes")]:
+        refused = await t.client.delete("/v1/episodes", params=params)
+        assert refused.status_code == 422, (params, refused.text)
+        error = refused.json()
+        assert error["kind"] == "InvalidInputError" and named in error["error"], error
+    typo = await t.client.get("/v1/scopes/stats", params={**t.scope, "userid": "u1"})
+    assert typo.status_code == 422 and "userid" in typo.json()["error"], typo.text
+    # a parameter given twice, an empty uid: refused too
+    twice = await t.client.delete("/v1/episodes?" + "&".join(
+        f"{k}={v}" for k, v in user.items()) + "&all=false&all=true")
+    assert twice.status_code == 422 and "all" in twice.json()["error"], twice.text
+    empty_uid = await t.client.delete("/v1/episodes", params={**user, "uid": ""})
+    assert empty_uid.status_code == 422, empty_uid.text
+    # a POST route reads its body only: a query string there is refused, never dropped
+    for route, body in (("/v1/episodes", {"scope": t.scope, "episodes": [
+            {"content": "A note meant for u1."}]}), ("/v1/search", {"scope": t.scope,
+                                                                   "query": "note"})):
+        refused = await t.client.post(route, params={"user_id": "u1"}, json=body)
+        assert refused.status_code == 422 and "user_id" in refused.json()["error"], refused.text
+    assert await held() == [1, 1]
+
+    async with mcp_http(served.url, t.token) as client:  # its scope: the key's project
+        for name, arguments, named in [
+                ("memory_delete", {"all": "yes"}, "all"),
+                ("memory_delete", {"all": "true"}, "all"),
+                ("memory_delete", {"all": 1}, "all"),
+                ("memory_delete", {"uids": '["x"]'}, "uids"),
+                ("memory_delete", {"all": True, "sub_scopes": "yes"}, "sub_scopes"),
+                ("memory_delete", {"all": True, "userid": "u1"}, "userid"),
+                ("memory_retrieve", {"query": "note", "k": "5"}, "k"),
+                ("memory_retrieve", {"query": "note", "k": True}, "k"),
+                ("memory_retrieve", {"query": "note", "k": 5.0}, "k"),
+                ("memory_search", {"query": "note", "page": "1"}, "page")]:
+            result = await client.call_tool(name, arguments)
+            text = result.content[0].text
+            assert result.is_error and text.startswith(
+                f"[InvalidInputError] {name} failed: invalid arguments: {named}"), (arguments, text)
+        assert await held() == [1, 1]
+        gone = await client.call_tool("memory_delete", {"all": True, "user_id": "u1"})
+        assert gone.structured_content["deleted"] == 1
+    everything = await t.client.delete("/v1/episodes", params={**t.scope, "all": "true"})
+    assert everything.json()["deleted"] == 1 and await held() == [0, 0]
+
+
 async def test_retrieve_reports_the_hops_as_the_stream_and_the_library_do(
         tenant_factory, memory: Memory) -> None:
     from memroute import RetrievalAgent
@@ -251,6 +316,9 @@ async def test_retrieve_reports_the_hops_as_the_stream_and_the_library_do(
     library = await RetrievalAgent(memory).aretrieve(body["query"], scope=t.scope, k=4,
                                                      strategy="chain")
     assert json.loads(json.dumps(library.hops)) == got["hops"]
+    # the rounds of searches and the prompts' hashes, as the library's RetrievalResult
+    assert got["search_rounds"] == library.search_rounds == final["search_rounds"] >= 1
+    assert got["prompt_versions"] == library.prompt_versions == final["prompt_versions"]
 
 
 async def test_retrieve_is_asked_as_of_a_time(tenant_factory) -> None:
@@ -271,6 +339,78 @@ async def test_retrieve_is_asked_as_of_a_time(tenant_factory) -> None:
     for bad in ("last Tuesday", 1720429200, True, "0001-01-01T00:00:00+01:00"):
         refused = await t.client.post("/v1/retrieve", json={**body, "as_of": bad})
         assert refused.status_code == 422 and "as_of" in refused.text, (bad, refused.text)
+
+
+async def test_an_empty_scope_says_so(tenant_factory, served) -> None:
+    """A search or retrieve of a scope holding no episodes returns nothing and a hint naming
+    that scope, on REST (the stream's final event too) and MCP; a scope that holds episodes
+    gets no hint, even when nothing matches."""
+    t = await tenant_factory()
+    nobody = {**t.scope, "user_id": "nobody"}
+    named = f"scope {t.org}/p/nobody holds no episodes"
+    body = {"scope": nobody, "query": "Where does Alice live?"}
+    found = (await t.client.post("/v1/search", json=body)).json()
+    assert (found["results"], found["hint"]) == ([], named)
+    got = (await t.client.post("/v1/retrieve", json=body)).json()
+    assert (got["results"], got["hint"]) == ([], named)
+    async with t.client.stream("POST", "/v1/retrieve/stream", json=body) as response:
+        final = sse_events((await response.aread()).decode())[-1]
+    assert final[0] == "final" and final[1]["hint"] == named
+    await t.client.post("/v1/episodes", json={"scope": t.scope, "episodes": [
+        {"content": c} for c in FACTS]})
+    full = {"scope": t.scope, "query": "Where does Alice live?"}
+    hit = (await t.client.post("/v1/search", json=full)).json()
+    assert hit["results"] and hit["hint"] is None
+    filtered = (await t.client.post("/v1/search", json={
+        **full, "filters": {"producer": "nobody"}})).json()
+    assert (filtered["results"], filtered["hint"]) == ([], None)  # the scope is not empty
+    retrieved = (await t.client.post("/v1/retrieve", json=full)).json()
+    assert retrieved["results"] and retrieved["hint"] is None
+    async with mcp_http(served.url, t.token) as client:
+        for name in ("memory_search", "memory_retrieve"):
+            empty = (await client.call_tool(name, {"query": "Alice", "user_id": "nobody"})
+                     ).structured_content
+            assert empty["results"] == [] and empty["hint"] == named
+            assert named in empty["text"]  # the text a model reads says it too
+            full_page = (await client.call_tool(name, {"query": "Alice"})).structured_content
+            assert full_page["results"] and full_page["hint"] is None
+
+
+async def test_a_failing_stream_ends_with_a_typed_error_event(memory: Memory, pg_url: str,
+                                                             pg_home: Path,
+                                                             tmp_path: Path) -> None:
+    """Whatever fails once a stream has begun, its last event is ``error``: a table renamed
+    under a server (psycopg's UndefinedTable: neither a memroute error nor a lost
+    connection) ends the stream with ``InternalError``, its text in the server's log only,
+    as the JSON route answers it with a 500."""
+    schema = f"stream_{uuid.uuid4().hex[:8]}"
+    server = ServedProcess(service_env(pg_url, schema, pg_home), tmp_path / "serve.log").start()
+    try:
+        keys = await KeyStore.open(pg_url, schema)
+        try:
+            token, _ = await keys.create("broken", project_ids=["p"])
+        finally:
+            await keys.close()
+        scope = {"org_id": "broken", "project_id": "p"}
+        body = {"scope": scope, "query": "Where does Alice live?"}
+        async with httpx.AsyncClient(base_url=server.url, timeout=60, headers={
+                "Authorization": f"Bearer {token}"}) as client:
+            await client.post("/v1/episodes", json={"scope": scope, "episodes": [
+                {"content": c} for c in FACTS]})
+            async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+                await conn.execute(f"ALTER TABLE {schema}.sentences RENAME TO moved_away")
+            async with client.stream("POST", "/v1/retrieve/stream", json=body) as response:
+                assert response.status_code == 200
+                events = sse_events((await response.aread()).decode())
+            plain = await client.post("/v1/retrieve", json=body)
+    finally:
+        server.stop()
+    assert events[0][0] == "route", events  # the stream had begun
+    assert events[-1] == ("error", {"error": "internal error (see the server log)",
+                                    "kind": "InternalError"}), events
+    assert plain.status_code == 500 and plain.json()["kind"] == "InternalError"
+    log = (tmp_path / "serve.log").read_text()
+    assert "rest.stream_failed" in log and "UndefinedTable" in log, log[-3000:]
 
 
 def raw_get(url: str, target: bytes) -> tuple[int, dict]:
@@ -383,6 +523,29 @@ async def test_the_mcp_client_in_docs_runs(served, keys, tmp_path: Path) -> None
                               "arguments: k: Input should be greater than or equal to 1")
 
 
+async def test_the_docs_signatures_are_the_served_ones() -> None:
+    """docs/serving.md's signatures of search and retrieve (REST and MCP) name every field
+    their schemas have, ``as_of`` included, and say how each reads it."""
+    from memroute.service.app import openapi_schema
+    from memroute.service.mcp_server import build_mcp_server
+
+    text = " ".join((DOCS / "serving.md").read_text().split())
+    bodies = openapi_schema()["components"]["schemas"]
+    for route, model in (("search", "Search"), ("retrieve", "Retrieve")):
+        (fields,) = re.findall(rf"`POST /v1/{route} {{(.*?)}}`", text)
+        assert {f.split("=")[0] for f in fields.split(", ")} == set(
+            bodies[model]["properties"]), (route, fields)
+    tools = {t.name: t for t in await build_mcp_server(lambda: None, lambda ctx: None
+                                                        ).list_tools()}
+    for name in ("memory_search", "memory_retrieve"):
+        (arguments,) = re.findall(rf"`{name}\((.*?)\)`", text)
+        scope_parts = {"project_id", "user_id", "agent_id"}
+        assert {a.split("=")[0] for a in arguments.split(", ")} == set(
+            tools[name].input_schema["properties"]) - scope_parts, (name, arguments)
+    assert "matches the query as written" in text
+    assert "also reads \"last week\" or \"yesterday\" against `as_of`" in text
+
+
 # -- MCP -----------------------------------------------------------------------------------
 
 def mcp_http(url: str, token: str | None) -> Client:
@@ -460,6 +623,9 @@ async def exercise_mcp(client: Client, other_project: str = "elsewhere") -> None
         assert names in text and "pydantic" not in text and "http" not in text, text
     nothing = await ok("memory_search", {"query": "a typo"})
     assert nothing["results"] == []  # the refused episode was not stored
+    unknown = await client.call_tool("memory_forget", {"uids": ["m0"]})
+    assert unknown.is_error and unknown.content[0].text.startswith(
+        "[InvalidInputError] unknown tool 'memory_forget': the tools are memory_add, "), unknown
 
 
 async def test_mcp_over_streamable_http(tenant_factory, served) -> None:
@@ -504,6 +670,10 @@ async def test_mcp_over_stdio_as_the_docs_configure_it(tenant_factory, memory: M
 
 UNREADABLE = [  # (line, the id a reply can name, JSON-RPC code)
     (b"this is not JSON", None, -32700),
+    (b'{"jsonrpc": "2.0", "id": null, "method": "tools/list"}', None, -32600),
+    (b'{"jsonrpc": "2.0", "id": true, "method": "tools/list"}', None, -32600),
+    (b'{"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}', None, -32600),
+    (b'[{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}]', None, -32600),  # a batch
     (b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "memory_search",'
      b' "arguments": {"query": "\\ud800"}}}', 7, -32700),  # a lone surrogate escape
     (b"[" * 100_000 + b"]" * 100_000, None, -32700),  # nested 100k levels deep
@@ -515,7 +685,9 @@ UNREADABLE = [  # (line, the id a reply can name, JSON-RPC code)
 async def test_mcp_answers_every_unreadable_message(tenant_factory, served, memory: Memory,
                                                     pg_url: str, pg_home: Path) -> None:
     """Over stdio each unreadable line gets its JSON-RPC error (the client does not wait for
-    its own timeout), as the same bodies do over HTTP; the session goes on."""
+    its own timeout), as the same bodies do over HTTP (not an empty 202 nor pydantic's
+    report); the session goes on. A request whose id is null or true is one: the SDK would
+    read it as a notification and never answer."""
     t = await tenant_factory()
     env = service_env(pg_url, memory.schema, pg_home, MEMROUTE_API_KEY=t.token)
     process = await asyncio.create_subprocess_exec(
@@ -541,10 +713,14 @@ async def test_mcp_answers_every_unreadable_message(tenant_factory, served, memo
         await asyncio.wait_for(process.wait(), 60)
     headers = {"Authorization": f"Bearer {t.token}", "Content-Type": "application/json",
                "Accept": "application/json, text/event-stream"}
-    for line, _, code in UNREADABLE:
-        if code == -32700:  # the same bodies over HTTP (the SDK's transport answers them)
-            over_http = await t.client.post("/mcp", content=line, headers=headers)
-            assert over_http.json()["error"]["code"] == code, (line[:40], over_http.text)
+    for line, request_id, code in UNREADABLE:  # the same bodies over HTTP
+        over_http = await t.client.post("/mcp", content=line, headers=headers)
+        reply = over_http.json()
+        assert over_http.status_code == 400 and reply["id"] == request_id, over_http.text
+        assert reply["error"]["code"] == code, (line[:40], over_http.text)
+        message = reply["error"]["message"]
+        assert "validation error" not in message.lower() and "pydantic" not in message
+        assert len(message) < 200, message
 
 
 def test_mcp_stdio_refuses_a_wrong_key(memory: Memory, pg_url: str, pg_home: Path) -> None:

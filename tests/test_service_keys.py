@@ -4,18 +4,22 @@ revoked with `memroute keys`; and the library never imports the service."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import subprocess
 import sys
 import uuid
 from pathlib import Path
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
+from benchmarks.served import ROOT, service_env
 from memroute.cli import app
-from memroute.errors import InvalidInputError
+from memroute.errors import InvalidInputError, NotAuthenticatedError
 from memroute.memory import Memory, Scope
+from memroute.memory.items import DEFAULT_TENANT
 from memroute.service.keys import KeyGrant, KeyStore
 from memroute.settings import get_settings
 from tests.test_layout import PACKAGE, imported_modules
@@ -54,6 +58,46 @@ async def test_a_key_cache_holds_a_verified_key_for_its_seconds_only(
         assert await cached.verify(token[:-1] + "x") is None  # a near miss is never cached
     finally:
         await cached.close()
+
+
+async def test_no_key_reaches_the_store_built_without_a_tenant(
+        keys: KeyStore, memory: Memory, served, pg_home: Path) -> None:
+    """`DEFAULT_TENANT`'s org holds the items of every LangGraph store built without a
+    tenant: nobody's tenant. A key for it is refused when created (library and CLI) and,
+    stored before that, when verified; a scope naming it lies outside every key."""
+    org = DEFAULT_TENANT.org_id
+    with pytest.raises(InvalidInputError, match="built without a tenant"):
+        await keys.create(org)
+    made = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "memroute.cli", "keys", "create", "--org", org],
+        env=service_env(memory.url, memory.schema, pg_home), cwd=ROOT, capture_output=True,
+        text=True, timeout=120)
+    assert made.returncode == 2 and "built without a tenant" in made.stderr, made.stderr
+    assert [r for r in await keys.list(org)] == []
+    # one stored before `create` refused it (the table written directly)
+    key_id, secret = uuid.uuid4().hex[:12], "s" * 43
+    async with memory._pool.connection() as conn:
+        await conn.execute(
+            f"INSERT INTO {memory.schema}.api_keys (key_id, secret_sha256, org_id, name) "
+            "VALUES (%s, %s, %s, 'old')", [key_id, hashlib.sha256(secret.encode()).digest(), org])
+    stored = f"mr_{key_id}.{secret}"
+    with pytest.raises(NotAuthenticatedError, match="built without a tenant"):
+        await keys.verify(stored)
+    unbound = {"org_id": org}
+    async with httpx.AsyncClient(base_url=served.url, timeout=60) as client:
+        for method, path, kwargs in [
+                ("GET", "/v1/scopes/stats", {"params": unbound}),
+                ("POST", "/v1/search", {"json": {"scope": unbound, "query": "x"}}),
+                ("DELETE", "/v1/episodes", {"params": {**unbound, "all": "true"}}),
+                ("POST", "/mcp", {"json": {}})]:
+            answer = await client.request(method, path, **kwargs,
+                                          headers={"Authorization": f"Bearer {stored}"})
+            assert answer.status_code == 401, (path, answer.text)
+            assert answer.json()["kind"] == "NotAuthenticatedError"
+        other, _ = await keys.create(f"acme-{uuid.uuid4().hex[:6]}")
+        named = await client.get("/v1/scopes/stats", params=unbound,
+                                 headers={"Authorization": f"Bearer {other}"})
+        assert named.status_code == 403 and "built without a tenant" in named.json()["error"]
 
 
 def test_a_grant_reaches_its_org_projects_and_users_only() -> None:

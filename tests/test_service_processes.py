@@ -21,6 +21,7 @@ from mcp import Client, StdioServerParameters
 
 from benchmarks.served import ROOT, ServedProcess, service_env
 from memroute.memory.splitter import split_sentences
+from memroute.memory.store import SPEAKERS_TTL_S
 from memroute.service.keys import KeyStore
 
 KEY_CACHE_S = 2.0
@@ -128,6 +129,46 @@ async def test_writes_deletions_and_a_revoked_key_reach_every_process(
               f"(key cache {KEY_CACHE_S:g}s), by memroute mcp at its next call")
     finally:
         for client in (a, b):
+            await client.aclose()
+
+
+SPEAKER_QUESTION = "What did Caroline research for her project?"
+OWN_TURNS = "What did I research for my project?"  # Caroline's own turns, once she is known
+
+
+async def test_another_processs_new_speaker_is_seen_within_the_speakers_ttl(
+        servers, tenant) -> None:
+    """A process keeps a scope's speakers `SPEAKERS_TTL_S` from its lookup: a speaker written
+    through another process reaches its router once that lookup expires. The worst case,
+    measured: the reading process looked the speakers up just before the write."""
+    token, _, scope = tenant
+    writer, reader = clients(servers, token)
+    ask = {"scope": scope, "query": SPEAKER_QUESTION, "k": 5}
+    try:
+        await writer.post("/v1/episodes", json={"scope": scope, "episodes": [
+            {"producer": "Melanie", "content": "I painted a sunset over the lake."}]})
+        assert (await reader.post("/v1/retrieve", json=ask)).json()["queries"] == \
+            [SPEAKER_QUESTION]  # the reader now keeps the speakers: Melanie alone
+        added = await writer.post("/v1/episodes", json={"scope": scope, "episodes": [
+            {"producer": "Caroline", "content": "I researched adoption agencies."}]})
+        assert added.status_code == 200, added.text
+        written = time.monotonic()
+        while True:
+            began = time.monotonic() - written
+            got = (await reader.post("/v1/retrieve", json=ask)).json()
+            answered = time.monotonic() - written
+            if OWN_TURNS in got["queries"]:
+                break
+            assert answered < SPEAKERS_TTL_S + 10, got
+            await asyncio.sleep(0.05)
+        assert began < SPEAKERS_TTL_S, began  # a request begun after the TTL sees it
+        assert OWN_TURNS in (await writer.post("/v1/retrieve", json=ask)).json()["queries"]
+        docs = " ".join((ROOT / "docs" / "serving.md").read_text().split())
+        assert f"every request begun {SPEAKERS_TTL_S:g} s after the write" in docs
+        print(f"\nanother process's new speaker: seen by a request begun {began:.2f}s after "
+              f"the write, answered {answered:.2f}s after it (speakers TTL {SPEAKERS_TTL_S:g}s)")
+    finally:
+        for client in (writer, reader):
             await client.aclose()
 
 

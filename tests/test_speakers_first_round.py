@@ -5,6 +5,7 @@ question naming one sends the own-turns search beside the question's search."""
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
 from memroute import RetrievalAgent, Scope
 from memroute.planners.offline.parsed import first_round_searches
@@ -50,9 +51,15 @@ async def test_speakers_are_looked_up_cached_and_see_a_new_producer(memory) -> N
                               "session_id": "s2"}])
     assert await memory.speakers(scope) == ["Caroline", "Jon", "Melanie"]
     # another process's write: seen once the cached lookup expires
-    memory._speakers[scope.key] = (0.0, ("Caroline",))
+    cached = next(key for key in memory._speakers if key[0] == scope.key)
+    memory._speakers[cached] = (0.0, ("Caroline",))
     assert await memory.speakers(scope) == ["Caroline", "Jon", "Melanie"]
     assert await memory.speakers(_scope("other")) == []  # scope-checked
+    # within the bound: no speaker who first spoke after as_of, none outside the filters
+    before_jon = (await memory.recent(scope, limit=1, filters={"producer": "Jon"}))[0]
+    moment = before_jon.episode.produced_at - timedelta(microseconds=1)
+    assert await memory.speakers(scope, as_of=moment) == ["Caroline", "Melanie"]
+    assert await memory.speakers(scope, filters={"session_id": "s2"}) == ["Jon"]
 
 
 async def test_a_question_naming_a_speaker_searches_both_in_round_one(

@@ -65,7 +65,8 @@ async def test_old_items_move_to_the_default_tenant_without_embedding(
     old_scope, ns = Scope(org_id=org, project_id="notes", user_id="maya"), (org, "notes", "maya")
     dog = {"text": "Biscuit eats salmon kibble. He naps after lunch.", "kind": "pet"}
     try:  # the items as an earlier MemrouteStore wrote them, in a store of version 5
-        await writer.upsert(old_scope, [
+        # the old store wrote them as episodes with its own metadata keys (store_items)
+        await writer._writer.commit(await writer._writer.prepare(old_scope, [
             old_item("dog", dog["text"], dog),
             old_item("raw", '{"text": "a note never searched"}',
                      {"text": "a note never searched"}, store_unindexed=True),
@@ -73,7 +74,7 @@ async def test_old_items_move_to_the_default_tenant_without_embedding(
                      store_expires_at=time.time() - 60, store_ttl_minutes=1.0),
             old_item("kept", "A note with a ttl.", {"text": "A note with a ttl."},
                      store_expires_at=time.time() + 3600, store_ttl_minutes=60.0),
-        ])
+        ], replace=True, store_items=True))
         await writer.add(old_scope, [{"uid": "turn", "content": "An ordinary turn."}])
         before = await sentence_vectors(writer, old_scope, "dog")
         await store_at(writer.url, old, embedder, 5, monkeypatch)

@@ -150,16 +150,18 @@ ScopeOpt = Annotated[str, typer.Option(
 
 
 def parse_scope(text: str):
-    """A `Scope` from ``org[/project[/user[/agent]]]``; empty parts take their defaults."""
+    """A `Scope` from ``org[/project[/user[/agent]]]`` (the same model as every face's): an
+    empty part ("acme/p/", "acme//u1") is an input error, never a wider scope."""
     from memroute.errors import InvalidInputError
     from memroute.memory.models import coerce_scope
 
     parts = text.strip().split("/")
-    if len(parts) > 4 or not parts[0]:
+    if len(parts) > 4 or not all(parts):
         raise InvalidInputError(
-            f"invalid scope {text!r}: use org[/project[/user[/agent]]], e.g. acme/support/u42")
-    fields = dict(zip(("org_id", "project_id", "user_id", "agent_id"), parts, strict=False))
-    return coerce_scope({key: value for key, value in fields.items() if value})
+            f"invalid scope {text!r}: use org[/project[/user[/agent]]] with no empty part, "
+            "e.g. acme/support/u42 (the default project is 'default')")
+    return coerce_scope(dict(zip(("org_id", "project_id", "user_id", "agent_id"), parts,
+                                 strict=False)))
 
 
 def parse_filters(text: str | None) -> dict[str, Any] | None:

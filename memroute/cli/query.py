@@ -60,7 +60,7 @@ def search(
     target = parse_scope(scope)
     where = parse_filters(filters)
     when = as_of_text(as_of)
-    results = run(_search(target, query, _check_k(k), where, when))
+    results, hint = run(_search(target, query, _check_k(k), where, when))
     if json_output:
         out.emit_json({
             "query": query, "scope": out.scope_label(target), "k": k, "filters": where,
@@ -68,6 +68,7 @@ def search(
             "reranker": results.reranker, "timings_ms": results.timings,
             "results": [out.result_dict(i, r, w) for i, (r, w)
                         in enumerate(zip(results, out.shown_windows(results)), start=1)],
+            "hint": hint,
         })
         return
     console = out.stdout_console()
@@ -76,13 +77,25 @@ def search(
     else:
         console.print(out.results_table(results))
     console.print(out.timings_line(results.timings, results.reranker), style="dim")
+    _print_hint(hint)
+
+
+def _print_hint(hint: str | None) -> None:
+    """The empty scope's hint: one line on stderr."""
+    if hint:
+        out.stderr_console().print(
+            f"hint: {hint}; name the scope with --scope org[/project[/user[/agent]]] (or "
+            "MEMROUTE_SCOPE)", markup=False, highlight=False, soft_wrap=True)
 
 
 async def _search(scope: Any, query: str, k: int, filters: dict | None,
-                  as_of: str | None) -> Any:
+                  as_of: str | None) -> tuple[Any, str | None]:
+    from memroute.hints import empty_scope_hint
+
     memory = await open_memory()
     try:
-        return await memory.search_scored(scope, query, k=k, filters=filters, as_of=as_of)
+        results = await memory.search_scored(scope, query, k=k, filters=filters, as_of=as_of)
+        return results, None if results else await empty_scope_hint(memory, scope)
     finally:
         await memory.close()
 
@@ -130,20 +143,21 @@ def ask(
 
     options = {"scope": target, "k": k, "filters": parse_filters(filters),
                "strategy": strategy, "budget": budget, "as_of": as_of_text(as_of)}
-    result = run(_ask(query, planner, options))
+    result, hint = run(_ask(query, planner, options))
     if json_output:
-        out.emit_json(out.answer_dict(query, target, result))
+        out.emit_json({**out.answer_dict(query, target, result), "hint": hint})
         return
     console = out.stdout_console()
     if explain:
         out.print_explanation(console, result)
-        return
-    console.print(out.results_table(result.results))
-    totals = result.costs.totals
-    console.print(f"route {result.route} · {len(result.queries)} quer"
-                  f"{'y' if len(result.queries) == 1 else 'ies'} · {totals['llm_calls']} LLM "
-                  f"call(s) · {totals['wall_ms']:.0f} ms · stop {result.stop_reason}",
-                  style="dim", markup=False)
+    else:
+        console.print(out.results_table(result.results))
+        totals = result.costs.totals
+        console.print(f"route {result.route} · {len(result.queries)} quer"
+                      f"{'y' if len(result.queries) == 1 else 'ies'} · {totals['llm_calls']} "
+                      f"LLM call(s) · {totals['wall_ms']:.0f} ms · stop {result.stop_reason}",
+                      style="dim", markup=False)
+    _print_hint(hint)
 
 
 def make_agent(memory: Any, planner: str | None) -> Any:
@@ -154,7 +168,10 @@ def make_agent(memory: Any, planner: str | None) -> Any:
     return RetrievalAgent(memory=memory, planner=planner)
 
 
-async def _ask(query: str, planner: str | None, options: dict[str, Any]) -> Any:
+async def _ask(query: str, planner: str | None,
+               options: dict[str, Any]) -> tuple[Any, str | None]:
+    from memroute.hints import empty_scope_hint
+
     memory = await open_memory()
     try:
         agent = make_agent(memory, planner)
@@ -165,6 +182,7 @@ async def _ask(query: str, planner: str | None, options: dict[str, Any]) -> Any:
                 result = event.result
             elif not state.json and (line := out.event_line(event)):
                 console.print(f"· {line}", style="dim", markup=False, highlight=False)
-        return result
+        hint = None if result.results else await empty_scope_hint(memory, options["scope"])
+        return result, hint
     finally:
         await memory.close()

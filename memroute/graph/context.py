@@ -106,11 +106,13 @@ class ContextResolver:
             "'memroute' field, or pass context= to build_retrieval_graph")
 
 
-async def scope_speakers(ctx: RetrievalContext, scope: dict[str, Any]) -> list[str]:
-    """The scope's speakers (`Memory.speakers`, cached); [] when the lookup fails (the judge
-    then finds the speaker in the evidence, a round later, as without the lookup)."""
+async def scope_speakers(ctx: RetrievalContext, request: dict[str, Any]) -> list[str]:
+    """The speakers of the request's scope, within its filters and ``as_of``
+    (`Memory.speakers`, cached); [] when the lookup fails (the judge then finds the speaker
+    in the evidence, a round later, as without the lookup)."""
     try:
-        return await ctx.memory.speakers(scope)
+        return await ctx.memory.speakers(request["scope"], filters=request.get("filters"),
+                                         as_of=request.get("as_of"))
     except Exception as exc:  # the question's search reports a store that is down
         log.warning("graph.speakers_failed", error=f"{type(exc).__name__}: {exc}")
         return []

@@ -338,7 +338,7 @@ def make_final_rerank(resolve: ContextResolver):
                     ctx.memory.with_stored_embeddings(state["scope"], hits),
                     pooled_entities(ctx.memory, state["scope"],
                                     list({e.uid for r in hits for e in r.episodes if e.uid})),
-                    scope_speakers(ctx, state["scope"]))
+                    scope_speakers(ctx, state))
                 keys = entity_link_keys(state["query"], pooled, stored, speakers)
             else:
                 pooled = await ctx.memory.with_stored_embeddings(state["scope"], hits)

@@ -25,7 +25,7 @@ from memroute.graph.state import (
 from memroute.memory.filters import MENTIONS_DAY
 from memroute.memory.limits import MAX_K
 from memroute.memory.models import ScoredResult
-from memroute.nlp import SPEAKER_LABEL, Entity
+from memroute.nlp import SPEAKER_LABEL, Entity, entity_key
 from memroute.strategies.base import ChainSearch, Route, search_k
 from memroute.strategies.chain_of_query import stop_before_judging
 
@@ -126,9 +126,12 @@ def send_planned(state: RetrievalState, search: ChainSearch, role: Route, hop: i
 
 
 def hit_entities(result: ScoredResult, stored: dict[str, list[Entity]]) -> list[Entity]:
-    """The stored entities of a hit's nucleus, then the speakers of its context window (a
-    question about a speaker often finds the other speaker's turn that names them first)."""
+    """The stored entities of a hit's nucleus, who said it first when a name did (so the
+    judge reads whose "my" it is), then the speakers of its context window (a question
+    about a speaker often finds the other speaker's turn that names them first)."""
     own = list(stored.get(result.uid, []))
+    said_by = entity_key(result.nucleus.producer)
+    own.sort(key=lambda e: not (e.label == SPEAKER_LABEL and e.key == said_by))
     speakers = {e.key for e in own if e.label == SPEAKER_LABEL}
     for episode in result.episodes:
         for entity in stored.get(episode.uid or "", []):

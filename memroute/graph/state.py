@@ -16,12 +16,14 @@ from datetime import datetime
 from itertools import zip_longest
 from typing import Annotated, Any
 
+from pydantic import Field
 from typing_extensions import NotRequired, Required, TypedDict
 
 from memroute.memory.models import Episode, Scope, ScoredResult
 from memroute.nlp import Entity
 from memroute.strategies.base import Strategy, Usage
 from memroute.strategies.budget import Budget
+from memroute.time.as_of import AS_OF_HELP
 
 
 class ResultRecord(TypedDict):
@@ -228,7 +230,8 @@ class RetrievalInput(TypedDict, total=False):
     budget: Budget | dict[str, Any] | None  # a dict of its fields in state, once validated
     # the time the question is asked (ISO-8601; a datetime is accepted as input): relative
     # expressions resolve against it, and nothing produced after it is searched; None: now
-    as_of: str | datetime | None
+    as_of: Annotated[str | datetime | None, Field(description=AS_OF_HELP + " 'Last week' or "
+                                                  "'yesterday' in the query is read against it.")]
 
 
 class RetrievalOutput(TypedDict, total=False):

@@ -141,7 +141,7 @@ def make_tool_select(resolve: ContextResolver):
             if ctx.memory.settings.query_cache_size else asyncio.sleep(0))
         await asyncio.sleep(0)  # the embedding's first step hands it to its thread
         try:
-            speakers = (await scope_speakers(ctx, request["scope"])
+            speakers = (await scope_speakers(ctx, request)
                         if getattr(ctx.planner, "wants_speakers", False) else [])
             decided = await step.ask_planner(
                 lambda planner: planner.route(request["query"], speakers, **(

@@ -21,11 +21,13 @@ from typing import Any
 
 from memroute.errors import FilterError
 from memroute.memory.filters import compile_filter
+from memroute.memory.models import STORE_METADATA_KEYS
 from memroute.time.as_of import parse_as_of
 
 # where an item of the LangGraph store face keeps its expiry on its episode and sentences
-# (Unix seconds, `memroute.memory.items.EXPIRES_KEY`; absent: never)
-ITEM_EXPIRES_KEY = "store_expires_at"
+# (Unix seconds, `memroute.memory.items.EXPIRES_KEY`; absent: never). Only the store writes
+# it (`memroute.memory.models.STORE_METADATA_KEYS`).
+ITEM_EXPIRES_KEY = STORE_METADATA_KEYS[2]
 
 
 def filter_list(filters: Any) -> tuple[dict[str, Any], ...]:
@@ -96,9 +98,10 @@ class ReadBound:
             parts.append(f"{alias}.produced_at <= %s")
             params.append(self.as_of)
         if not self.expired_items:
-            parts.append(f"(NOT {alias}.metadata ? '{ITEM_EXPIRES_KEY}' OR "
-                         f"({alias}.metadata ->> '{ITEM_EXPIRES_KEY}')::float8 > "
-                         "extract(epoch FROM now()))")
+            expires = f"({alias}.metadata -> '{ITEM_EXPIRES_KEY}')"
+            parts.append(f"(NOT {alias}.metadata ? '{ITEM_EXPIRES_KEY}' OR CASE WHEN "
+                         f"jsonb_typeof({expires}) = 'number' THEN {expires}::float8 > "
+                         "extract(epoch FROM now()) ELSE true END)")
         return parts, params
 
 

@@ -7,7 +7,9 @@ its tenant's scope (``episode_uid``), which the search lanes, the agent and the 
 like any other episode.
 
 A tenant is a `Scope`. Its key leads every primary key and every statement's WHERE, so no
-statement reads or writes another tenant's rows, whatever namespace it is given. A namespace
+statement reads or writes another tenant's rows, whatever namespace it is given; the one
+exception is the TTL sweep's search for the tenants holding expired items (`StoreItems.sweep`,
+maintenance of the whole table, as LangGraph's PostgresStore sweeps). A namespace
 is kept as its labels joined by "." (a label never holds one): a prefix matches whole labels,
 the namespace itself by equality and its descendants by an escaped LIKE.
 """
@@ -24,23 +26,22 @@ from typing import TYPE_CHECKING, Any, Literal
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from memroute.memory.filters import compile_filter
+from memroute.memory.filters import MAX_CLAUSES, compile_filter
 from memroute.memory.limits import MAX_EPISODES_PER_CALL
-from memroute.memory.models import Episode, Scope
+from memroute.memory.models import STORE_METADATA_KEYS, Episode, Scope, json_text
 from memroute.memory.retry import with_retry
 
 if TYPE_CHECKING:
     from memroute.memory.store import Memory
 
-# The tenant of a store built without one (as LangGraph's stores are built).
+# The tenant of every store built without one (as LangGraph's stores are built) on a schema:
+# a reserved org, nobody's tenant (no store names it, no API key reaches it).
 DEFAULT_TENANT = Scope(org_id="langgraph-store")
 PRODUCER = "langgraph-store"  # the producer and session of an item's episode
 SESSION = "store"
 # keys of an item episode's metadata: its namespace's labels ({"l0": ..., "l1": ...}), its
 # value (what a search's filter reads) and when it expires (Unix seconds; absent: never)
-NAMESPACE_KEY = "store_ns"
-VALUE_KEY = "store_value"
-EXPIRES_KEY = "store_expires_at"
+NAMESPACE_KEY, VALUE_KEY, EXPIRES_KEY = STORE_METADATA_KEYS
 Distance = Literal["cosine", "inner_product", "l2"]
 # a search's score per distance, the larger the closer (as LangGraph's PostgresStore)
 _SIMILARITY = {"cosine": "1 - (v.embedding <=> %(query)s::vector)",
@@ -62,15 +63,18 @@ def item_uid(namespace: Sequence[str], key: str) -> str:
     return "item:" + hashlib.sha256(f"{len(prefix)}:{prefix}{key}".encode()).hexdigest()[:40]
 
 
-def namespace_filter(prefix: Sequence[str]) -> dict[str, Any]:
-    """The item episodes under ``prefix``, in memroute's filter dialect."""
+def namespace_filters(prefix: Sequence[str]) -> list[dict[str, Any]]:
+    """The item episodes under ``prefix``, in memroute's filter dialect: filters that must
+    all hold, each within a filter's limit of conditions however deep the prefix."""
     if not prefix:
-        return {NAMESPACE_KEY: {"$exists": True}}
-    return {f"{NAMESPACE_KEY}.l{i}": label for i, label in enumerate(prefix)}
+        return [{NAMESPACE_KEY: {"$exists": True}}]
+    labels = [(f"{NAMESPACE_KEY}.l{i}", label) for i, label in enumerate(prefix)]
+    return [dict(labels[i:i + MAX_CLAUSES]) for i in range(0, len(labels), MAX_CLAUSES)]
 
 
 def live_filter(now: float) -> dict[str, Any]:
-    """The item episodes that have not expired at ``now`` (Unix seconds)."""
+    """The item episodes that have not expired at ``now`` (Unix seconds); a read's
+    `ReadBound` leaves expired ones out unless it is told not to."""
     return {"$or": [{EXPIRES_KEY: {"$exists": False}}, {EXPIRES_KEY: {"$gt": now}}]}
 
 
@@ -186,6 +190,12 @@ class StoreItems:
             await self._write(tenant, writes, expiry, episodes, {})
         self.memory._forget_vectors(tenant.key, [item_uid(w.namespace, w.key) for w in writes])
         self.memory._forget_speakers(tenant.key)
+        await self._wrote([tenant.key])
+
+    async def _wrote(self, tenant_keys: list[str]) -> None:
+        """After a commit: the memory's reads of these tenants see it, on a replica too
+        (`memroute.memory.replicas`)."""
+        await self.memory._reads.wrote(tenant_keys)
 
     async def _stored_contents(self, tenant: Scope, episodes: list[Episode]) -> dict[str, str]:
         """The uids of ``episodes`` stored with the same content, and that content."""
@@ -209,7 +219,7 @@ class StoreItems:
         writer = self.memory._writer
         embed = [e for e in episodes if e.uid not in unchanged]
         prepared = [await writer.prepare(tenant, embed[i:i + MAX_EPISODES_PER_CALL],
-                                         replace=True)
+                                         replace=True, store_items=True)
                     for i in range(0, len(embed), MAX_EPISODES_PER_CALL)]
         kept = [e for e in episodes if e.uid in unchanged]
 
@@ -231,7 +241,7 @@ class StoreItems:
         and its sentences; `_ContentChanged` if one's content is not what was read."""
         s, t = self.schema, tenant.key
         uids = [e.uid for e in kept]
-        metadata = [Jsonb(e.metadata) for e in kept]
+        metadata = [_jsonb(e.metadata) for e in kept]
         times = [e.produced_at for e in kept]
         cur = await conn.execute(
             f"UPDATE {s}.episodes e SET metadata = w.metadata, produced_at = w.produced_at "
@@ -282,7 +292,7 @@ class StoreItems:
             "ttl_minutes = EXCLUDED.ttl_minutes, episode_uid = EXCLUDED.episode_uid",
             [t, tenant.org_id, tenant.project_id, tenant.user_id, tenant.agent_id,
              [p for p, _, _ in puts], [w.key for _, w, _ in puts],
-             [Jsonb(w.value) for _, w, _ in puts], expires,
+             [_jsonb(w.value) for _, w, _ in puts], expires,
              [w.ttl_minutes for _, w, _ in puts], [u for _, _, u in puts]])
         await conn.execute(
             f"DELETE FROM {s}.store_vectors v "
@@ -324,7 +334,10 @@ class StoreItems:
                                 live_only)
             return rows
 
-        found = [_item(row) for row in await self._run("store get", read)]
+        rows = await self._run("store get", read)
+        if rows and any(refresh or ()):
+            await self._wrote([tenant.key])
+        found = [_item(row) for row in rows]
         return {(item.namespace, item.key): item for item in found}
 
     async def listing(self, tenant: Scope, prefix: tuple[str, ...],
@@ -349,7 +362,10 @@ class StoreItems:
                 await self._refresh(conn, tenant, [r[:2] for r in rows], live_only)
             return rows
 
-        return [_item(row) for row in await self._run("store search", read)]
+        rows = await self._run("store search", read)
+        if refresh and rows:
+            await self._wrote([tenant.key])
+        return [_item(row) for row in rows]
 
     async def by_episode(self, tenant: Scope, uids: list[str], *, live_only: bool,
                          refresh: bool) -> dict[str, StoredItem]:
@@ -367,7 +383,10 @@ class StoreItems:
                 await self._refresh(conn, tenant, [r[:2] for r in rows], live_only)
             return rows
 
-        return {row[5]: _item(row) for row in await self._run("store search", read)}
+        rows = await self._run("store search", read)
+        if refresh and rows:
+            await self._wrote([tenant.key])
+        return {row[5]: _item(row) for row in rows}
 
     async def vector_search(self, tenant: Scope, prefix: tuple[str, ...],
                             filters: dict[str, Any] | None, query: Sequence[float], *,
@@ -405,7 +424,10 @@ class StoreItems:
                 await self._refresh(conn, tenant, [r[:2] for r in rows], live_only)
             return rows
 
-        return [_item(row, row[5]) for row in await self._run("store search", read)]
+        rows = await self._run("store search", read)
+        if refresh and rows:
+            await self._wrote([tenant.key])
+        return [_item(row, row[5]) for row in rows]
 
     async def namespaces(self, tenant: Scope, conditions: list[tuple[str, tuple[str, ...]]], *,
                          max_depth: int | None, limit: int, offset: int, live_only: bool
@@ -439,6 +461,8 @@ class StoreItems:
             await self._refresh(conn, tenant, [(namespace_text(ns), k) for ns, k in found],
                                 live_only)
         await self._run("store refresh", refresh)
+        if found:
+            await self._wrote([tenant.key])
 
     async def _refresh(self, conn: AsyncConnection, tenant: Scope,
                        found: list[tuple[str, str]], live_only: bool) -> None:
@@ -462,25 +486,42 @@ class StoreItems:
             "FROM refreshed r WHERE x.scope_key = %s AND x.episode_uid = r.episode_uid",
             [[p for p, _ in found], [k for _, k in found], t, t, t])
 
-    async def sweep(self, tenant: Scope) -> int:
-        """Delete the tenant's expired items (with their vectors and episodes); how many."""
-        async def sweep(conn: AsyncConnection) -> int:
-            cur = await conn.execute(
-                f"WITH gone AS (DELETE FROM {self.schema}.store_items "
-                "WHERE scope_key = %s AND expires_at <= now() RETURNING episode_uid), "
-                f"episodes AS (DELETE FROM {self.schema}.episodes e USING gone g "
-                "WHERE e.scope_key = %s AND e.uid = g.episode_uid) SELECT count(*) FROM gone",
-                [tenant.key, tenant.key])
-            return (await cur.fetchone())[0]
+    async def sweep(self) -> int:
+        """Delete every tenant's expired items (with their vectors and episodes), one tenant
+        at a time; how many. Finding the tenants reads the whole table (the one statement
+        of the store's that reaches several tenants: docs/scaling.md)."""
+        async def expired_tenants(conn: AsyncConnection) -> list[str]:
+            cur = await conn.execute(f"SELECT DISTINCT scope_key FROM {self.schema}.store_items "
+                                     "WHERE expires_at <= now()")
+            return [key for key, in await cur.fetchall()]
 
-        deleted = await self._run("store sweep", sweep)
-        if deleted:
-            self.memory._forget_vectors(tenant.key)
-        return deleted
+        swept: dict[str, int] = {}
+        for key in await self._run("store sweep", expired_tenants):
+            swept[key] = await self._run("store sweep",
+                                         lambda conn, key=key: self._sweep_tenant(conn, key))
+            if swept[key]:
+                self.memory._forget_vectors(key)
+        if swept:
+            await self._wrote(list(swept))
+        return sum(swept.values())
+
+    async def _sweep_tenant(self, conn: AsyncConnection, tenant_key: str) -> int:
+        cur = await conn.execute(
+            f"WITH gone AS (DELETE FROM {self.schema}.store_items "
+            "WHERE scope_key = %s AND expires_at <= now() RETURNING episode_uid), "
+            f"episodes AS (DELETE FROM {self.schema}.episodes e USING gone g "
+            "WHERE e.scope_key = %s AND e.uid = g.episode_uid) SELECT count(*) FROM gone",
+            [tenant_key, tenant_key])
+        return (await cur.fetchone())[0]
 
 
 class _ContentChanged(Exception):
     """An episode's content changed between reading it and writing (the write is redone)."""
+
+
+def _jsonb(value: dict[str, Any]) -> Jsonb:
+    """A value or metadata as jsonb, through `json_text` (which keeps a float a float)."""
+    return Jsonb(json_text(value), dumps=str)
 
 
 def _named(sql: str, name: str, count: int) -> str:

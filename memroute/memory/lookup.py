@@ -77,17 +77,19 @@ async def scopes(conn: AsyncConnection, schema: str, prefix: list[str], limit: i
 
 
 async def scope_producers(conn: AsyncConnection, schema: str, scope_key: str,
-                          limit: int) -> list[str]:
-    """The distinct producers of a scope's episodes, in order, at most ``limit``: a skip scan
-    of the ``(scope_key, producer)`` index (one probe per producer, however many episodes)."""
+                          limit: int, bound: ReadBound) -> list[str]:
+    """The distinct producers of a scope's episodes within ``bound``, in order, at most
+    ``limit``: a skip scan of the ``(scope_key, producer)`` index (one probe per producer,
+    however many episodes)."""
+    where, params = bound.episodes("e", f"{schema}.sentences")
     cur = await conn.execute(
         f"WITH RECURSIVE p(producer) AS ("
-        f" (SELECT producer FROM {schema}.episodes WHERE scope_key = %(scope)s"
-        f"  ORDER BY producer LIMIT 1)"
+        f" (SELECT e.producer FROM {schema}.episodes e WHERE e.scope_key = %s AND {where}"
+        f"  ORDER BY e.producer LIMIT 1)"
         f" UNION ALL"
-        f" SELECT (SELECT e.producer FROM {schema}.episodes e WHERE e.scope_key = %(scope)s"
-        f"         AND e.producer > p.producer ORDER BY e.producer LIMIT 1)"
+        f" SELECT (SELECT e.producer FROM {schema}.episodes e WHERE e.scope_key = %s"
+        f"         AND e.producer > p.producer AND {where} ORDER BY e.producer LIMIT 1)"
         f" FROM p WHERE p.producer IS NOT NULL)"
-        f" SELECT producer FROM p WHERE producer IS NOT NULL LIMIT %(limit)s",
-        {"scope": scope_key, "limit": limit})
+        f" SELECT producer FROM p WHERE producer IS NOT NULL LIMIT %s",
+        [scope_key, *params, scope_key, *params, limit])
     return [row[0] for row in await cur.fetchall()]

@@ -20,6 +20,17 @@ MAX_CONTENT_CHARS = 1_000_000
 MIN_PRODUCED_AT = datetime.min.replace(tzinfo=timezone.utc)
 MAX_PRODUCED_AT = datetime.max.replace(tzinfo=timezone.utc)
 SCOPE_PART_PATTERN = r"^[\w.:@\-]{1,128}$"  # each id of a scope
+# metadata keys only the LangGraph store face writes, on its items' episodes (their namespace,
+# value and expiry, `memroute.memory.items`): another write naming one is refused, so no
+# episode can pass for an item, nor hide itself or its scope behind a made-up expiry
+STORE_METADATA_KEYS = ("store_ns", "store_value", "store_expires_at")
+
+
+def reserved_metadata_problem(metadata: dict[str, Any]) -> str | None:
+    """Why ``metadata`` cannot be written by a caller (it names a store key), or None."""
+    taken = [key for key in STORE_METADATA_KEYS if key in metadata]
+    return (f"metadata keys {taken} are reserved for the LangGraph store's items"
+            if taken else None)
 _SCOPE_PART = re.compile(SCOPE_PART_PATTERN)
 
 
@@ -34,11 +45,35 @@ def text_problem(value: str) -> str | None:
     return None
 
 
+class _FloatsKeptEncoder(json.JSONEncoder):
+    """JSON whose floats stay floats in jsonb. jsonb keeps a number as a decimal: ``1e+20``
+    comes back as ``100000000000000000000``, which reads as an int; a float that Python
+    prints with an exponent (1e16 and beyond) is written out in full, with ``.0``."""
+
+    def iterencode(self, o: Any, _one_shot: bool = False) -> Any:
+        def floatstr(value: float) -> str:
+            text = float.__repr__(value)  # finite: `json_text` checked it first
+            return f"{int(value)}.0" if "e+" in text else text
+
+        encode = (json.encoder.py_encode_basestring_ascii if self.ensure_ascii
+                  else json.encoder.py_encode_basestring)
+        return json.encoder._make_iterencode(
+            {} if self.check_circular else None, self.default, encode, self.indent,
+            floatstr, self.key_separator, self.item_separator, self.sort_keys,
+            self.skipkeys, _one_shot)(o, 0)
+
+
+_FLOATS_KEPT = _FloatsKeptEncoder(allow_nan=False, ensure_ascii=False)
+
+
 def json_text(value: Any) -> str:
     """``value`` as JSON that PostgreSQL's jsonb accepts, or ValueError saying why not
-    (NaN/Infinity, NUL characters, lone surrogates, integers too long to print)."""
+    (NaN/Infinity, NUL characters, lone surrogates, integers too long to print). Every
+    write of jsonb goes through it, so a float comes back a float (`_FloatsKeptEncoder`)."""
     try:
         text = json.dumps(value, allow_nan=False, ensure_ascii=False)
+        if "e+" in text:  # maybe a float with an exponent (or only a string holding "e+")
+            text = _FLOATS_KEPT.encode(value)
     except (TypeError, ValueError, RecursionError) as exc:
         raise ValueError(f"must be finite JSON: {exc}") from exc
     if "\\u0000" in text:

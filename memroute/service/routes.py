@@ -16,25 +16,32 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from psycopg import OperationalError
 
-from memroute.errors import MemrouteError, StoreUnavailableError
+from memroute._log import get_logger
+from memroute.errors import InvalidInputError, MemrouteError, StoreUnavailableError
 from memroute.graph.events import Final, as_payload
-from memroute.memory.models import Scope, coerce_scope
+from memroute.hints import empty_scope_hint
+from memroute.memory.models import Scope
 from memroute.service.auth import authenticate, authorize
 from memroute.service.context import Service
 from memroute.service.keys import KeyGrant
 from memroute.service.models import (
     AddEpisodes,
     Deleted,
+    DeleteQuery,
     ErrorBody,
     Hit,
     Retrieve,
     RetrieveResponse,
     ScopeStats,
+    ScopeQuery,
     Search,
     SearchResponse,
     Status,
     Uids,
 )
+
+
+log = get_logger(__name__)
 
 
 def service(request: Request) -> Service:
@@ -66,17 +73,24 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (503, "The database is unavailable"))}
 
 
-def scope_query(org_id: Annotated[str, Query()], project_id: Annotated[str, Query()] = "default",
-                user_id: Annotated[str | None, Query()] = None,
-                agent_id: Annotated[str | None, Query()] = None) -> Scope:
-    """A scope given as query parameters."""
-    parts = {"org_id": org_id, "project_id": project_id, "user_id": user_id,
-             "agent_id": agent_id}
-    return coerce_scope({k: v for k, v in parts.items() if v is not None})
+LIST_PARAMETERS = frozenset({"uid"})  # query parameters a route takes repeated
 
 
-ScopeQuery = Annotated[Scope, Depends(scope_query)]
-router = APIRouter(prefix="/v1", responses=_ERRORS)
+async def query_string_checked(request: Request) -> None:
+    """The query string carries only what the route reads, each once: a POST route takes
+    its arguments in its body, so any query parameter there is refused (it would be read as
+    nothing, never as the scope meant); a parameter given twice is refused (which one would
+    count is not the caller's to guess), but for the lists (``uid``)."""
+    names = [name for name, _ in request.query_params.multi_items()]
+    if request.method == "POST" and names:
+        raise InvalidInputError(f"unknown query parameter(s) {sorted(set(names))}: this route "
+                                "takes its arguments in the JSON body")
+    if repeated := sorted({n for n in names if names.count(n) > 1} - LIST_PARAMETERS):
+        raise InvalidInputError(f"query parameter(s) {repeated} given more than once")
+
+
+router = APIRouter(prefix="/v1", responses=_ERRORS,
+                   dependencies=[Depends(query_string_checked)])
 
 
 @router.post("/episodes", response_model=Uids, tags=["memory"])
@@ -89,45 +103,51 @@ async def add_episodes(body: AddEpisodes, grant: Grant, svc: Svc) -> Uids:
 
 @router.delete("/episodes", response_model=Deleted, response_model_exclude_none=True,
                tags=["memory"])
-async def delete_episodes(
-    scope: ScopeQuery, grant: Grant, svc: Svc,
-    uid: Annotated[list[str] | None, Query(description="Delete these uids (repeatable).")] = None,
-    session_id: Annotated[str | None, Query(description="Delete this session.")] = None,
-    all: Annotated[bool, Query(description="With neither uid nor session_id: delete the "
-                                           "whole scope (must be explicit).")] = False,
-    sub_scopes: Annotated[bool, Query(description="With all=true: the scopes under this one "
-                                                  "too (a user's agents).")] = False,
-) -> Deleted:
+async def delete_episodes(params: Annotated[DeleteQuery, Query()], grant: Grant,
+                          svc: Svc) -> Deleted:
     """Delete episodes by uid, by session, or (with ``all=true``) the whole scope, with
     ``sub_scopes=true`` every scope under it too (``by_scope`` counts each)."""
-    authorize(grant, scope)
-    deleted = await svc.memory.delete(scope, session_id=session_id, uids=uid, all=all,
-                                      sub_scopes=sub_scopes)
-    return Deleted(deleted=deleted, by_scope=deleted.by_scope if all else None)
+    scope = authorize(grant, params.scope)
+    deleted = await svc.memory.delete(scope, session_id=params.session_id, uids=params.uid,
+                                      all=params.all, sub_scopes=params.sub_scopes)
+    return Deleted(deleted=deleted, by_scope=deleted.by_scope if params.all else None)
 
 
 @router.get("/scopes/stats", response_model=ScopeStats, tags=["memory"])
-async def scope_stats(scope: ScopeQuery, grant: Grant, svc: Svc) -> ScopeStats:
+async def scope_stats(params: Annotated[ScopeQuery, Query()], grant: Grant,
+                      svc: Svc) -> ScopeStats:
     """How many episodes and sentences a scope holds."""
-    return ScopeStats(scope=scope, **await svc.memory.count(authorize(grant, scope)))
+    scope = authorize(grant, params.scope)
+    return ScopeStats(scope=scope, **await svc.memory.count(scope))
+
+
+async def _hint(svc: Service, scope: Scope, results: list) -> str | None:
+    """`empty_scope_hint`, asked only when nothing was found."""
+    return None if results else await empty_scope_hint(svc.memory, scope)
 
 
 @router.post("/search", response_model=SearchResponse, tags=["retrieval"])
 async def search(body: Search, grant: Grant, svc: Svc) -> SearchResponse:
-    """Direct search: one query, the top ``k`` results with their context, best first."""
-    found = await svc.memory.search_scored(authorize(grant, body.scope), body.query, k=body.k,
-                                           filters=body.filters, as_of=body.as_of)
-    return SearchResponse(results=[Hit.of(r) for r in found], timings=found.timings)
+    """Direct search: one query, the top ``k`` results with their context, best first. The
+    query is matched as written: ``as_of`` bounds what is returned (the agent,
+    /v1/retrieve, also reads 'last week' against it)."""
+    scope = authorize(grant, body.scope)
+    found = await svc.memory.search_scored(scope, body.query, k=body.k, filters=body.filters,
+                                           as_of=body.as_of)
+    return SearchResponse(results=[Hit.of(r) for r in found], timings=found.timings,
+                          hint=await _hint(svc, scope, found))
 
 
 @router.post("/retrieve", response_model=RetrieveResponse, tags=["retrieval"])
 async def retrieve(body: Retrieve, grant: Grant, svc: Svc) -> RetrieveResponse:
     """The retrieval agent: routes the query (direct, split or chain, or the ``strategy``
-    given), searches within the ``budget``, and reranks the pooled evidence."""
-    result = await svc.agent.aretrieve(body.query, scope=authorize(grant, body.scope), k=body.k,
+    given), searches within the ``budget``, and reranks the pooled evidence; 'last week'
+    in the query is read against ``as_of``."""
+    scope = authorize(grant, body.scope)
+    result = await svc.agent.aretrieve(body.query, scope=scope, k=body.k,
                                        filters=body.filters, strategy=body.strategy,
                                        budget=body.budget, as_of=body.as_of)
-    return RetrieveResponse.of(result)
+    return RetrieveResponse.of(result, await _hint(svc, scope, result.results))
 
 
 def _sse(event: str, data: Any) -> str:
@@ -144,19 +164,28 @@ async def retrieve_stream(body: Retrieve, grant: Grant, svc: Svc) -> StreamingRe
     scope = authorize(grant, body.scope)
 
     async def events() -> AsyncIterator[str]:
+        # the stream has begun (200 is sent): whatever fails, the error is its last event,
+        # typed as the JSON routes' bodies are
         try:
             async for event in svc.agent.astream(body.query, scope=scope, k=body.k,
                                                  filters=body.filters, strategy=body.strategy,
                                                  budget=body.budget, as_of=body.as_of):
                 if isinstance(event, Final):
-                    yield _sse("final", RetrieveResponse.of(event.result).model_dump(mode="json"))
+                    final = RetrieveResponse.of(event.result,
+                                                await _hint(svc, scope, event.result.results))
+                    yield _sse("final", final.model_dump(mode="json"))
                 else:
                     yield _sse(event.event, as_payload(event))
         except MemrouteError as exc:
-            yield _sse("error", {"error": str(exc), "kind": type(exc).__name__})
-        except OperationalError as exc:  # the stream has begun: the error is its last event
-            yield _sse("error", {"error": f"database unavailable: {exc}",
+            yield _sse("error", {"error": " ".join(str(exc).split()),
+                                 "kind": type(exc).__name__})
+        except OperationalError as exc:
+            yield _sse("error", {"error": f"database unavailable: {' '.join(str(exc).split())}",
                                  "kind": StoreUnavailableError.__name__})
+        except Exception as exc:  # its text stays in the server's log, as for the JSON routes
+            log.error("rest.stream_failed", path="/v1/retrieve/stream", exc_info=exc)
+            yield _sse("error", {"error": "internal error (see the server log)",
+                                 "kind": "InternalError"})
 
     return StreamingResponse(events(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})

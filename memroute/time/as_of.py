@@ -1,6 +1,7 @@
 """``as_of``: the time a question is asked, one type for every face.
 
-Accepted on every face (library, graph input, retriever, tool, REST, MCP, CLI, store):
+Accepted on every face that takes it (library, graph input, retriever, tool, REST, MCP,
+CLI; a LangGraph store is asked no time):
 
 - a datetime or ISO-8601 text with an offset (``2025-01-15T09:00+01:00``, ``...Z``): kept
   with its offset, so calendar words ("yesterday", "last week") are read on its own calendar;
@@ -58,12 +59,14 @@ def parse_as_of(value: Any) -> datetime | None:
         instant = None
     if instant is None or not AS_OF_RANGE[0] <= instant <= AS_OF_RANGE[1]:
         raise InvalidInputError(
-            f"as_of must lie between {AS_OF_RANGE[0]:%Y-%m-%d} and {AS_OF_RANGE[1]:%Y-%m-%d} "
-            f"(UTC), got {moment.isoformat()!r:.60}")
+            f"as_of must lie between {AS_OF_RANGE[0].date().isoformat()} and "
+            f"{AS_OF_RANGE[1].date().isoformat()} (UTC), got {moment.isoformat()!r:.60}")
     return moment
 
 
 def _from_text(text: str) -> datetime:
+    if not (text.isascii() and text.isprintable()):
+        raise InvalidInputError(f"as_of is ISO-8601 text, got {text!r:.40}")
     if len(text) <= 10:  # a date alone: "2025-01-15", "20250115", "2025-W03-3"
         try:
             return _end_of_day(date.fromisoformat(text))

@@ -315,15 +315,19 @@ def _position(words: list[str], target: str) -> int | None:
     return None
 
 
-def _owner_tied(sentence: str, owner: str, title: str | None) -> bool:
-    """Whether ``sentence`` speaks of ``owner`` ("my": the first person). A title names its
-    passage's subject: under another subject's title the sentence must name the owner in
-    full; in a turn or under the owner's own title a word of the name or "his"/"her" will
-    do."""
+def _owner_tied(sentence: str, owner: str, title: str | None, speaker: str | None) -> bool:
+    """Whether ``sentence`` speaks of ``owner`` ("my": the asker). The first person of a
+    turn is its speaker's: a named speaker's "my colleague" is theirs, not the asker's, and
+    ties to a question about that speaker's colleague. A title names its passage's subject:
+    under another subject's title the sentence must name the owner in full; in a turn or
+    under the owner's own title a word of the name or "his"/"her" will do."""
     folded = f" {' '.join(_plain(sentence))} "
+    first_person = bool(_FIRST_PERSON.search(folded))
     if owner == "my":
-        return bool(_FIRST_PERSON.search(folded))
+        return first_person and speaker is None
     if not owner:
+        return True
+    if speaker is not None and first_person and fold(speaker) == fold(owner):
         return True
     bare = without_disambiguation(owner)
     if title and not (mentioned(bare, title) or mentioned(title, bare)):
@@ -375,6 +379,9 @@ def find_bridge(d: Descriptor, evidence: list[str], entities: list[list[Entity]]
     best: tuple[tuple, Bridge] | None = None
     for rank, (text, ents) in enumerate(zip(evidence, entities, strict=True)):
         title = split_title(text.splitlines()[0] if text else text)[0]
+        # who said the item, when a name did (its first entity: `hit_entities`); a role such
+        # as "user" names no one: the asker's own turns
+        speaker = ents[0].text if ents and ents[0].label == SPEAKER_LABEL else None
         for sentence in sentences(text):
             words = _plain(sentence)
             stems = [_stem(w) for w in words]
@@ -386,7 +393,7 @@ def find_bridge(d: Descriptor, evidence: list[str], entities: list[list[Entity]]
             matched = sum(s in stems for s in word_stems)
             if generic and not matched or len(word_stems) > matched and d.whole:
                 continue
-            if not _owner_tied(sentence, d.owner, title):
+            if not _owner_tied(sentence, d.owner, title, speaker):
                 continue
             anchors = noun_at or [i for i, s in enumerate(stems) if s in word_stems]
             candidates = []
