@@ -329,6 +329,24 @@ def _told_in_past(ent: Span) -> bool:
     return token.tag_ in ("VBD", "VBN") or any(t.tag_ == "VBD" for t in auxiliaries)
 
 
+TEXT_CACHE_SIZE = 16_384  # folded texts and mention checks kept (a few MB at most)
+
+
+@lru_cache(maxsize=TEXT_CACHE_SIZE)
+def fold(text: str) -> str:
+    """Lowercase, accents removed, whitespace collapsed: the form entities are compared in.
+    Cached: a chain's judge compares every phrase of its evidence with the same question."""
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(ch for ch in text if not unicodedata.combining(ch))
+    text = text.replace("’", "'").lower()
+    return " ".join(re.sub(r"[^\w' &]+", " ", text).split())
+
+
+def asks(sentence: str) -> bool:
+    """Whether ``sentence`` asks: it ends with a question mark (closing quotes aside)."""
+    return sentence.rstrip(" \"”')").endswith("?")
+
+
 _parses: OrderedDict[str, Doc] = OrderedDict()  # the last PARSE_CACHE_SIZE parses
 _parses_lock = threading.Lock()
 

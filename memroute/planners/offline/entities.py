@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 from memroute.memory.titles import without_disambiguation
+from memroute.nlp import TEXT_CACHE_SIZE, asks, fold
 
-TEXT_CACHE_SIZE = 16_384  # folded texts and mention checks kept (a few MB at most)
 
 STOPWORDS = frozenset(
     """a about above after again against all also am an and any are as at be because been
@@ -66,16 +66,6 @@ _ABBREVIATIONS = frozenset("st mt dr mr mrs ms jr sr ft gen col lt sgt capt rev 
 _TOKEN = re.compile(r"[\w][\w'’.\-]*[\w]|[\w]|&", re.UNICODE)
 _QUOTED = re.compile(r"[\"“”]([^\"“”]{2,80})[\"“”]")
 _WORD = re.compile(r"\w+", re.UNICODE)
-
-
-@lru_cache(maxsize=TEXT_CACHE_SIZE)
-def fold(text: str) -> str:
-    """Lowercase, accents removed, whitespace collapsed: the form entities are compared in.
-    Cached: a chain's judge compares every phrase of its evidence with the same question."""
-    text = unicodedata.normalize("NFKD", text)
-    text = "".join(ch for ch in text if not unicodedata.combining(ch))
-    text = text.replace("’", "'").lower()
-    return " ".join(re.sub(r"[^\w' &]+", " ", text).split())
 
 
 def _is_cap(token: str) -> bool:
@@ -134,11 +124,6 @@ def _capitalized_phrases(text: str) -> tuple[str, ...]:
     for phrase in phrases:
         unique.setdefault(_strip_article(fold(phrase)), phrase)
     return tuple(p for key, p in unique.items() if key)
-
-
-def asks(sentence: str) -> bool:
-    """Whether ``sentence`` asks: it ends with a question mark (closing quotes aside)."""
-    return sentence.rstrip(" \"”')").endswith("?")
 
 
 def is_contraction(word: str) -> bool:

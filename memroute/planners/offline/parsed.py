@@ -22,8 +22,7 @@ from memroute.planners.offline.bridging import (
     bridge_candidates,
     bridge_query,
 )
-from memroute.planners.offline.dates import asks_now, date_window, newest_first, without_dates
-from memroute.planners.offline.events import event_of, event_span
+from memroute.planners.offline.events import event_of
 from memroute.planners.offline.entities import (
     CALENDAR,
     STOPWORDS,
@@ -56,6 +55,9 @@ from memroute.planners.offline.question_syntax import (
 )
 from memroute.strategies.base import MAX_REASON_CHARS, ChainJudgment, ChainSearch, query_key
 from memroute.strategies.split_query import clean_sub_queries
+from memroute.time.events import event_span
+from memroute.time.expressions import date_window, without_dates
+from memroute.time.windows import asks_now, newest_first
 
 SUFFICIENT = 0.85
 # Confidence in a bridge rewrite (not in sufficiency: the chain goes on either way).

@@ -18,7 +18,7 @@ from memroute._log import get_logger
 from memroute.nlp import INSTALL_HINT, pipeline_available
 from memroute.planners.base import EvidenceEntities, EvidenceTimes, PlannerResult
 from memroute.planners.offline.bridging import ChainHeuristics, judge_evidence
-from memroute.planners.offline.dates import asks_now, windowed_searches
+from memroute.planners.offline.dates import windowed_searches
 from memroute.planners.offline.events import event_of, event_question
 from memroute.planners.offline.question_parse import read_question
 from memroute.planners.offline.resolve import descriptor
@@ -43,6 +43,7 @@ from memroute.strategies.base import (
 )
 from memroute.strategies.split_query import MAX_SUB_QUERIES
 from memroute.strategies.budget import CallLimits
+from memroute.time.windows import asks_now
 
 T = TypeVar("T", bound=BaseModel)
 log = get_logger(__name__)
