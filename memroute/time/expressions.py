@@ -12,12 +12,13 @@ import calendar
 import re
 from datetime import datetime, timedelta, timezone
 
+from memroute.reading import vocabulary as V
+
 MONTHS = {name.lower(): n for n, name in enumerate(calendar.month_name) if name}
 MONTH_NAMES = "|".join(calendar.month_name[1:])
-SOFTENERS = re.compile(r"^(?:(?:earlier|later|early|late|sometime|over|during|in|on|at|"
-                        r"from|since|the|this past)\s+)+", re.I)
+SOFTENERS = re.compile(r"^(?:(?:" + V.SOFTENERS.alternation() + r")\s+)+", re.I)
 WEEKDAYS = {name.lower(): i for i, name in enumerate(calendar.day_name)}
-SEASONAL = re.compile(r"\b(morning|afternoon|evening|night|tonight)\b", re.I)
+SEASONAL = re.compile(V.PARTS_OF_DAY.pattern(), re.I)
 
 
 # Full dates ("3 May, 2023", "May 3rd 2023", "October 2023"): one grammar, these regexes

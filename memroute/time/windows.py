@@ -19,6 +19,7 @@ from memroute.errors import ModelUnavailableError
 from memroute.nlp import parse
 from memroute.time.as_of import wall_clock
 from memroute.time.expressions import span_of
+from memroute.reading import vocabulary as V
 
 MAX_WINDOW_DAYS = 31  # days a window search looks for in the sentences (a month's)
 
@@ -70,8 +71,7 @@ class Window:
 
 
 # Words that make the question ask about the future ("What do I have next Friday?").
-_FUTURE = re.compile(r"\b(will|going to|gonna|next|upcoming|coming|tomorrow|plan|planned|"
-                     r"planning|have on|'s on|is on|happening)\b", re.I)
+_FUTURE = re.compile(V.FUTURE.pattern(), re.I)
 # a window that ended this many years before as_of names history ("in 1958"), not the time
 # a memory was told
 HISTORY_YEARS = 10
@@ -131,10 +131,8 @@ def without_expression(question: str, expression: str) -> str:
     return re.sub(r"\s+([?,.!])", r"\1", " ".join(text.split()))
 
 
-_NOW = re.compile(r"\b(now|still|currently|current|anymore|any more|these days|nowadays|"
-                  r"at the moment|latest|newest)\b", re.I)
-_PAST = re.compile(r"\b(did|was|were|had|used to|before|previously|originally|first|"
-                   r"ago|last)\b", re.I)
+_NOW = re.compile(V.NOW.pattern(), re.I)
+_PAST = re.compile(V.PAST.pattern(), re.I)
 
 
 def asks_now(question: str) -> bool:

@@ -15,14 +15,17 @@ from memroute.strategies.base import ChainSearch
 from memroute.time.as_of import from_wall_clock, wall_clock
 from memroute.time.expressions import date_window
 from memroute.time.windows import time_windows, without_expression
+from memroute.reading import vocabulary as V
 
 
-# the participles lemminflect gives in American English only: the form British speakers use
-# as well ("What have I got up to?")
-_PARTICIPLES = {"get": "got"}
-# subjects that take "have", as do plural nouns and several joined by "and" (a name or "my
-# sister" takes "has")
-_HAVE_SUBJECTS = frozenset({"i", "we", "you", "they"})
+_PARTICIPLES = V.PARTICIPLES
+
+
+def _takes_have(pronoun) -> bool:
+    """Whether a pronoun takes "have" ("I", "we", "you", "they"), by spaCy's morphology, as
+    plural nouns and subjects joined by "and" do (a name or "my sister" takes "has")."""
+    return pronoun.tag_ == "PRP" and (pronoun.morph.get("Person") in (["1"], ["2"])
+                                      or "Plur" in pronoun.morph.get("Number"))
 
 
 def as_told(question: str) -> str:
@@ -53,7 +56,7 @@ def as_told(question: str) -> str:
         if participle is None or any(t.dep_ == "neg" for t in subject):
             return question
         head = next((t for t in subject if t.dep_ in ("nsubj", "nsubjpass")), subject[-1])
-        plural = head.lower_ in _HAVE_SUBJECTS or head.tag_ in ("NNS", "NNPS") or any(
+        plural = _takes_have(head) or head.tag_ in ("NNS", "NNPS") or any(
             t.dep_ == "cc" or t.lower_ == "and" for t in subject)
         have = "have" if plural else "has"
         words = [t.text_with_ws for t in doc]

@@ -15,6 +15,7 @@ from memroute.errors import ModelUnavailableError
 from memroute.nlp import parse
 from memroute.planners.offline.entities import STOPWORDS, fold
 from memroute.time.events import AFTER, BEFORE, EventRef
+from memroute.reading import vocabulary as V
 
 _EVENT = re.compile(
     r"\b(?P<relation>before|after|since|during|until|ahead of|prior to|following|on|at)\s+"
@@ -24,19 +25,10 @@ _EVENT = re.compile(
 _A_DATE = re.compile(r"\b(" + "|".join(calendar.month_name[1:] + calendar.day_name[:])
                      + r"|\d{4}|week|weekend|month|year)\b", re.I)
 _DETERMINED = re.compile(r"^(?:my|our|the|his|her|their|[A-Z][\w'’\-]*['’]s)\s+\S")
-_TIME_WORDS = frozenset("""today tonight tomorrow yesterday week weekend month year morning
-    afternoon evening night lunch breakfast dinner work school noon midnight christmas easter
-    monday tuesday wednesday thursday friday saturday sunday january february march april may
-    june july august september october november december day days ago then that this
-    time""".split())
+_TIME_WORDS = V.TIME_WORDS.words | {n.lower() for n in (*calendar.month_name[1:],
+                                                       *calendar.day_name)}
 # what makes an event of a described thing: a noun of things that happen
-_EVENT_NOUNS = re.compile(
-    r"\b(trip|travels?|holiday|vacation|journey|flight|visit|move|moving|surgery|operation|"
-    r"procedure|appointment|wedding|honeymoon|party|birthday|funeral|graduation|interview|"
-    r"exam|exams|test|race|marathon|match|game|concert|show|conference|course|retreat|"
-    r"camp|camping|hike|festival|launch|meeting|break|stay|shift|treatment|injury|accident|"
-    r"birth|pregnancy|move-in|renovation|recital|ceremony|reunion|break-up|breakup|"
-    r"diagnosis|job|new job|semester|term|season|tour|cruise|weekend)\b", re.I)
+_EVENT_NOUNS = re.compile(V.EVENT_NOUNS.pattern(), re.I)
 
 
 def event_of(question: str) -> EventRef | None:

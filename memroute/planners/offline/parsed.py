@@ -58,6 +58,7 @@ from memroute.strategies.split_query import clean_sub_queries
 from memroute.time.events import event_span
 from memroute.time.expressions import date_window, without_dates
 from memroute.time.windows import asks_now, newest_first
+from memroute.reading import vocabulary as V
 
 SUFFICIENT = 0.85
 # Confidence in a bridge rewrite (not in sufficiency: the chain goes on either way).
@@ -526,8 +527,7 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
                          reason=f"expansion: {bridge} with the question's words")
 
 
-_NOT_PEOPLE = frozenset("""dog cat rabbit hamster budgie parrot bird puppy kitten horse pony
-    tortoise turtle fish goldfish lizard snake gecko ferret pet""".split())
+_NOT_PEOPLE = V.NOT_PEOPLE
 
 
 def who_is(question: str, left: Descriptor) -> str:
