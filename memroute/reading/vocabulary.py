@@ -164,6 +164,10 @@ CONNECTORS = words(
 ABBREVIATIONS = words(
     'abbreviations whose full stop ends no sentence ("Dr. Okafor", "St. Louis")',
     """capt col dr ft gen gov jr lt mr mrs ms mt rep rev sen sgt sr st""")
+ABBREVIATIONS_MORE = words(
+    'more abbreviations whose full stop ends no sentence of stored text ("approx. 3 km")',
+    """approx apr aug co corp dec dept est etc feb fig inc jan jul jun ltd mar no nos nov oct prof
+    sep sept vol vs""")
 DEMONYMS = words(
     'nationalities and creeds: an evidence entity a chain never bridges to ("American")',
     """african american argentine asian australian austrian belgian brazilian british canadian
