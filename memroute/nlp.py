@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from memroute.errors import ModelUnavailableError
 from memroute.ner_decoder import GreedyEntityDecoder
+from memroute.reading import vocabulary as V
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -178,7 +179,7 @@ def entities_of(doc: Doc | Iterable[Span]) -> list[Entity]:
 
 # Labels that do not name a subject a search can start from.
 _NOT_SUBJECTS = _SKIPPED_LABELS | {"DATE", "TIME"}
-QUESTION_WORDS = frozenset("who whom whose what which when where why how".split())
+WH_TAGS = frozenset({"WDT", "WP", "WP$", "WRB"})  # spaCy's tags of who, what, which, when ...
 
 
 def named_spans(doc: Doc) -> list[Span]:
@@ -190,7 +191,7 @@ def named_spans(doc: Doc) -> list[Span]:
     run: list = []
     for token in [*doc, None]:
         if token is not None and token.tag_ in PROPER_NOUN_TAGS and token.i not in covered \
-                and not (token.i == 0 and token.lower_ in QUESTION_WORDS):
+                and not (token.i == 0 and token.tag_ in WH_TAGS):
             run.append(token)
             continue
         if run:
@@ -285,7 +286,7 @@ def extract_entities(texts: list[str], batch_size: int = 64) -> list[list[Entity
 
 # a day after one of these is ahead of the deed ("booked for Saturday", "has the kids from
 # Friday"), after "since" behind it, whatever the verb's tense
-_AHEAD = frozenset({"for", "until", "till", "from", "by", "before"})
+_AHEAD = V.AHEAD.words
 
 
 def dates_told_in_past(text: str, expressions: Iterable[str]) -> frozenset[str]:
@@ -327,6 +328,24 @@ def _told_in_past(ent: Span) -> bool:
     if any(t.lower_ in ("will", "'ll", "shall", "gonna") for t in auxiliaries):
         return False
     return token.tag_ in ("VBD", "VBN") or any(t.tag_ == "VBD" for t in auxiliaries)
+
+
+TEXT_CACHE_SIZE = 16_384  # folded texts and mention checks kept (a few MB at most)
+
+
+@lru_cache(maxsize=TEXT_CACHE_SIZE)
+def fold(text: str) -> str:
+    """Lowercase, accents removed, whitespace collapsed: the form entities are compared in.
+    Cached: a chain's judge compares every phrase of its evidence with the same question."""
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(ch for ch in text if not unicodedata.combining(ch))
+    text = text.replace("’", "'").lower()
+    return " ".join(re.sub(r"[^\w' &]+", " ", text).split())
+
+
+def asks(sentence: str) -> bool:
+    """Whether ``sentence`` asks: it ends with a question mark (closing quotes aside)."""
+    return sentence.rstrip(" \"”')").endswith("?")
 
 
 _parses: OrderedDict[str, Doc] = OrderedDict()  # the last PARSE_CACHE_SIZE parses

@@ -3,7 +3,8 @@ user/assistant conversations, each in its own scope padded with 520 unrelated ch
 and labelled questions over them; what `tests/test_assistant_memory.py` asserts and what
 ``python -m tests.assistant_memory`` prints (a table per half, direct against auto).
 
-Run as a script: ``MEMROUTE_HOME=/tmp/am .venv/bin/python -m tests.assistant_memory``.
+Run as a script: ``MEMROUTE_HOME=/tmp/am .venv/bin/python -m tests.assistant_memory``
+(``-E``: half E alone; ``-v``: every question).
 """
 
 from __future__ import annotations
@@ -25,10 +26,15 @@ from memroute.memory import Memory
 
 FIXTURE_DIR = Path(__file__).parent / "fixtures" / "assistant_memory"
 FIXTURE = json.loads((FIXTURE_DIR / "conversations.json").read_text(encoding="utf-8"))
+# half E: its own file, written by someone who had not read the rules (tune e1, e2; check e3, e4)
+HALF_E = json.loads((FIXTURE_DIR / "half_e.json").read_text(encoding="utf-8"))
 PADDING = json.loads((FIXTURE_DIR / "padding_locomo.json").read_text(encoding="utf-8"))["turns"]
 QUESTIONS: list[dict] = FIXTURE["questions"]
-HALVES = {c["id"]: c["half"] for c in FIXTURE["conversations"]}
-PARTS = {c["id"]: c.get("part", "") for c in FIXTURE["conversations"]}  # half D: tune, check
+E_QUESTIONS: list[dict] = HALF_E["questions"]
+CONVERSATIONS = FIXTURE["conversations"] + HALF_E["conversations"]
+HALVES = {c["id"]: c["half"] for c in CONVERSATIONS}
+PARTS = {c["id"]: c.get("part", "") for c in CONVERSATIONS}  # halves D and E: tune, check
+TIME_HALVES = ("D", "E")  # measured per part and kind, direct against auto
 K = 5
 NO_NEIGHBOURS = (0, 0)  # each result is one turn: a hit is the gold turn itself
 EXPECTED_ROUTE = {"attribute": "direct", "coordination": "split", "bridge": "chain"}
@@ -50,11 +56,12 @@ def episodes(conversation: dict) -> list[dict]:
     return out
 
 
-async def build(memory: Memory) -> dict[str, Scope]:
-    """Each conversation in its own fresh scope; returns them by conversation id."""
+async def build(memory: Memory, conversations: list[dict] | None = None) -> dict[str, Scope]:
+    """Each conversation (by default halves A-D) in its own fresh scope; returns them by
+    conversation id."""
     run = uuid.uuid4().hex[:8]
     scopes = {}
-    for conversation in FIXTURE["conversations"]:
+    for conversation in conversations or FIXTURE["conversations"]:
         scope = Scope(org_id=f"am-{run}", project_id="assistant", user_id=conversation["id"])
         await memory.add(scope, episodes(conversation))
         scopes[conversation["id"]] = scope
@@ -137,7 +144,7 @@ def _name_words(words: list[str]) -> bool:
 def _names_in_memory() -> set[str]:
     """Every run of capitalised words of the stored turns, connectors between them allowed
     (a name the memory holds)."""
-    turns = [t for c in FIXTURE["conversations"] for s in c["sessions"] for _, t in s["turns"]]
+    turns = [t for c in CONVERSATIONS for s in c["sessions"] for _, t in s["turns"]]
     turns += [t for _, t in PADDING]
     names = set()
     for text in turns:
@@ -257,7 +264,8 @@ def table(outcomes: list[Outcome]) -> str:
     rows = ["| half | routes right (attr / coord / bridge) | direct found | auto found | "
             "bridges found | auto lost | unclean rewrites | searches (attr / coord / bridge) |",
             "|---|---|---|---|---|---|---|---|"]
-    for name in sorted(set(HALVES.values()) - {"D"}):
+    present = {HALVES[o.question["conv"]] for o in outcomes}
+    for name in sorted(present - set(TIME_HALVES)):
         s = summary(half(outcomes, name))
         r, c = s["routed_right"], s["searches_by_kind"]
         rows.append(
@@ -266,16 +274,17 @@ def table(outcomes: list[Outcome]) -> str:
             f"{len(s['auto_lost'])} | {len(s['unclean_rewrites'])}/{s['rewrites']} | "
             f"{s['searches']:.2f} ({c['attribute']:.2f} / {c['coordination']:.2f} / "
             f"{c['bridge']:.2f}) |")
-    return "\n".join(rows) + "\n\n" + time_table(outcomes)
+    tables = [time_table(outcomes, name) for name in TIME_HALVES if name in present]
+    return "\n\n".join(([] if len(rows) == 2 else ["\n".join(rows)]) + tables)
 
 
-def time_table(outcomes: list[Outcome]) -> str:
-    """Half D (time and change), per part and kind: gold turns found by direct and auto,
+def time_table(outcomes: list[Outcome], name: str = "D") -> str:
+    """Half D or E (time and change), per part and kind: gold turns found by direct and auto,
     questions auto lost, stale statements first, unclean rewrites, searches."""
-    rows = ["| half D | questions | gold turns | direct | auto | auto lost | stale first "
+    rows = [f"| half {name} | questions | gold turns | direct | auto | auto lost | stale first "
             "(direct / auto) | unclean rewrites | searches |",
             "|---|---|---|---|---|---|---|---|---|"]
-    d = half(outcomes, "D")
+    d = half(outcomes, name)
     groups = [(f"part {p}", [o for o in d if PARTS[o.question["conv"]] == p])
               for p in ("tune", "check")]
     groups += [(k, [o for o in d if o.kind == k]) for k in sorted({o.kind for o in d})]
@@ -284,19 +293,22 @@ def time_table(outcomes: list[Outcome]) -> str:
             continue
         s = summary(group)
         rows.append(f"| {name} | {s['questions']} | {s['gold_turns']} | "
-                    f"{s['gold_turns_direct'] / s['gold_turns']:.0%} | "
-                    f"{s['gold_turns_auto'] / s['gold_turns']:.0%} | {len(s['auto_lost'])} | "
+                    f"{s['gold_turns_direct']} ({s['gold_turns_direct'] / s['gold_turns']:.0%}) | "
+                    f"{s['gold_turns_auto']} ({s['gold_turns_auto'] / s['gold_turns']:.0%}) | "
+                    f"{len(s['auto_lost'])} | "
                     f"{len(s['direct_stale_first'])} / {len(s['stale_first'])} | "
                     f"{len(s['unclean_rewrites'])}/{s['rewrites']} | "
-                    f"{s['searches']:.2f} |")
+                    f"{s['searches']:.2f} (max {max(o.searches for o in group)}) |")
     return "\n".join(rows)
 
 
 async def _main() -> None:
+    """Halves A-D, or half E alone with ``-E``; ``-v`` prints every question."""
+    half_e = "-E" in sys.argv
     memory = await Memory.open(schema=f"am_{uuid.uuid4().hex[:8]}")
     try:
-        scopes = await build(memory)
-        outcomes = await run(memory, scopes)
+        scopes = await build(memory, HALF_E["conversations"] if half_e else None)
+        outcomes = await run(memory, scopes, questions=E_QUESTIONS if half_e else None)
     finally:
         await memory.close()
     print(table(outcomes))
@@ -305,7 +317,7 @@ async def _main() -> None:
             if "-D" in sys.argv and HALVES[o.question["conv"]] != "D":
                 continue
             mark = ("ok " if o.auto_found else "MISS") + (" " if o.routed_right else "R")
-            print(f"{mark} [{o.kind[:5]}] {o.question['q']} -> {o.route} "
+            print(f"{mark} {o.question['conv']} [{o.kind[:5]}] {o.question['q']} -> {o.route} "
                   f"({o.reason}) {o.rewrites} stop={o.stop_reason} "
                   f"turns auto {o.auto_turns}/direct {o.direct_turns} of "
                   f"{len(o.question['gold'])}{' STALE-FIRST' if o.stale_first else ''}")

@@ -25,7 +25,7 @@ async def outcomes(memory) -> list[am.Outcome]:
 def test_the_fixture_is_what_it_claims() -> None:
     assert len(am.QUESTIONS) >= 60 and len(am.FIXTURE["conversations"]) >= 3
     assert len(am.PADDING) >= 500
-    assert set(am.HALVES.values()) == {"A", "B", "C", "D"}
+    assert {am.HALVES[c["id"]] for c in am.FIXTURE["conversations"]} == {"A", "B", "C", "D"}
     turns = {c["id"]: [t for s in c["sessions"] for _, t in s["turns"]]
              for c in am.FIXTURE["conversations"]}
     for q in am.QUESTIONS:  # each gold substring names exactly one turn of its conversation

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from memroute import RetrievalAgent, Scope
 from memroute.nlp import SPEAKER_LABEL, Entity
 from memroute.planners.offline.bridging import ChainHeuristics
-from memroute.planners.offline.dates import date_window, without_dates
+from memroute.time.expressions import date_window, without_dates
 from memroute.planners.offline.parsed import judge_with_entities
 from memroute.planners.offline.planner import OfflinePlanner
 from memroute.strategies.base import ChainSearch

@@ -18,7 +18,7 @@ from memroute.memory import Memory, Scope, sql
 from memroute.memory import entity_sql
 from memroute.memory.entity_sql import entity_columns, entity_lane_sql, speaker_entity
 from memroute.memory.schema import _migrations
-from memroute.time_expressions import DAY_KEY_PREFIX
+from memroute.time.expressions import DAY_KEY_PREFIX
 
 TURNS = [
     ("Ana", "My cousin Clara moved to Lisbon in 2023."),

@@ -17,6 +17,8 @@ FORBIDDEN = {
     "strategies": ("memroute.planners", "memroute.graph", *FACES),
     "planners": ("memroute.graph", *FACES),
     "graph": FACES,
+    "time": ("memroute.memory", "memroute.strategies", "memroute.planners", "memroute.graph",
+             *FACES),
 }
 
 

@@ -11,9 +11,11 @@ import pytest
 from memroute import RetrievalAgent
 from memroute.errors import InvalidInputError
 from memroute.nlp import dates_told_in_past
-from memroute.planners.offline.dates import as_told, asks_now, time_windows, windowed_searches
-from memroute.planners.offline.events import event_of, event_question, event_span
-from memroute.time_expressions import days_named
+from memroute.planners.offline.dates import as_told, windowed_searches
+from memroute.planners.offline.events import event_of, event_question
+from memroute.time.events import event_span
+from memroute.time.expressions import days_named
+from memroute.time.windows import asks_now, time_windows
 
 AS_OF = datetime(2024, 7, 10, 15, tzinfo=timezone.utc)  # a Wednesday
 

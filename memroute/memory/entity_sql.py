@@ -37,7 +37,7 @@ from memroute.nlp import (
     extract_entities,
     query_entity_keys,
 )
-from memroute.time_expressions import (
+from memroute.time.expressions import (
     DAY_KEY_PREFIX,
     day_key,
     days_named,
@@ -75,7 +75,7 @@ async def sentence_entities(texts: list[str], producers: list[str],
                             said_at: list[datetime | None] | None = None) -> list[list[Entity]]:
     """The entities of each sentence (spaCy NER, off the event loop; concurrent calls' in
     one batch), its speaker, and the days it names read against when it was said
-    (``said_at``; `memroute.time_expressions.days_named`)."""
+    (``said_at``; `memroute.time.expressions.days_named`)."""
     found = await _extract_batched(texts) if texts else []
     out = []
     for entities, producer in zip(found, producers, strict=True):

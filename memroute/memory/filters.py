@@ -11,7 +11,7 @@ Fields ``session_id``, ``producer`` and ``produced_at`` are columns; any other n
 of the episode's metadata (``a.b`` reaches into nested objects). In a search, ``mentions_day``
 (``$in`` a list of ISO dates, or ``$eq`` one) keeps the sentences that name one of those days,
 read against when each was said ("on Saturday", said on Tuesday 24 June 2025, names
-"2025-06-28"; `memroute.time_expressions.days_named`). Operators: ``$eq``, ``$ne``,
+"2025-06-28"; `memroute.time.expressions.days_named`). Operators: ``$eq``, ``$ne``,
 ``$in``, ``$nin``, ``$gt``, ``$gte``, ``$lt``, ``$lte``, ``$exists``. Values are always bound
 as parameters; names are validated; anything else raises `FilterError`.
 """
@@ -24,7 +24,7 @@ from typing import Any
 
 from memroute.errors import FilterError
 from memroute.memory.models import json_text, text_problem
-from memroute.time_expressions import day_key
+from memroute.time.expressions import day_key
 
 MAX_DEPTH = 8
 MAX_CLAUSES = 64

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import re
 
+from memroute.reading import vocabulary as V
+
 # A boundary: terminal punctuation, optional closing quotes/brackets, whitespace, then
 # something that can start a sentence.
 _BOUNDARY = re.compile(r"(?<=[.!?])([\"'\u201d\u2019)\]]*)\s+(?=[\"'\u201c\u2018(\[]?[A-Z0-9])")
-_ABBREVIATIONS = frozenset(
-    "mr mrs ms dr prof sr jr st mt ft vs etc no nos vol fig inc ltd co corp gen col lt sgt "
-    "capt rev gov sen rep jan feb mar apr jun jul aug sep sept oct nov dec approx dept est".split()
-)
+_ABBREVIATIONS = V.ABBREVIATIONS.words | V.ABBREVIATIONS_MORE.words
 MAX_SENTENCE_CHARS = 2000
 
 

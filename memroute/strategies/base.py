@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from memroute.time.windows import MAX_WINDOW_DAYS
+
 Route = Literal["direct", "split", "chain"]
 """A path through the graph, as chosen by ToolSelect (or forced by a strategy override)."""
 Strategy = Literal["auto", "direct", "split", "chain"]
@@ -22,7 +24,6 @@ STRATEGIES: tuple[Strategy, ...] = ("auto", "direct", "split", "chain")
 MAX_REASON_CHARS = 500  # of a route decision's reason
 MAX_PRODUCER_CHARS = 200  # of the speaker a chain's rewrite is confined to
 MAX_HOP_QUERIES = 4  # searches one chain hop may send at once
-MAX_WINDOW_DAYS = 31  # days a window search looks for in the sentences (a month's)
 # A search for a rewritten query (a sub-query, a bridge that may pack several entities)
 # fetches this many times the k asked for: the final multi-query rerank cuts the pooled
 # evidence to k anyway (docs/research.md, "Fewer searches, same recall").

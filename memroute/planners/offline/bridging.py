@@ -13,14 +13,9 @@ from memroute.planners.offline.entities import (
     key_terms,
     mentioned,
 )
+from memroute.reading import vocabulary as V
 
-_DEMONYMS = frozenset(
-    """american british english french german italian spanish russian chinese japanese korean
-    indian canadian australian irish scottish welsh dutch swedish norwegian danish finnish
-    polish greek turkish mexican brazilian argentine austrian swiss belgian portuguese
-    hungarian czech israeli egyptian african european asian soviet roman latin new christian
-    catholic jewish muslim democratic republican""".split()
-)
+_DEMONYMS = V.DEMONYMS.words
 
 
 @dataclass

@@ -6,76 +6,36 @@ of stored contents stand in for named entities. English only.
 
 from __future__ import annotations
 
+import calendar
 import re
 import unicodedata
 from collections.abc import Iterable
 from functools import lru_cache
 
 from memroute.memory.titles import without_disambiguation
+from memroute.nlp import TEXT_CACHE_SIZE, asks, fold
+from memroute.reading import vocabulary as V
 
-TEXT_CACHE_SIZE = 16_384  # folded texts and mention checks kept (a few MB at most)
 
-STOPWORDS = frozenset(
-    """a about above after again against all also am an and any are as at be because been
-    before being below between both but by can could did do does doing down during each few
-    for from further had has have having he her here hers herself him himself his how i if in
-    into is it its itself just me more most my myself no nor not now of off on once only or
-    other our ours out over own same she should so some such than that the their theirs them
-    themselves then there these they this those through to too under until up very was we
-    were what when where which while who whom whose why will with would you your yours
-    yourself many much one ones another known called named""".split()
-)
+STOPWORDS = V.STOPWORDS.words
 # Words that start sentences or questions and are capitalized only for that reason.
-_FUNCTION_CAPS = STOPWORDS | frozenset(
-    "whom whose which what who when where why how is are was were do does did has have had "
-    "can could will would should may might in on at by for from of the a an this that these "
-    "those his her its their he she it they we i".split()
-)
+_FUNCTION_CAPS = STOPWORDS | V.MODALS.words
 # Words that are capitalized at the start of a sentence but name nothing.
-_SENTENCE_STARTERS = frozenset(
-    """however although though despite during after before since while among amongst
-    additionally generally also following according unlike like many most some several each
-    every other another such until upon within without throughout today currently
-    originally initially later early previously formerly recently nevertheless thus
-    therefore instead meanwhile furthermore moreover besides here there once often usually
-    sometimes being having born located based known founded considered described regarded
-    its it's as at in on from with by for into onto over under between across around along
-    near beyond toward towards against via per then now yet still even only just both either
-    neither all any no not none few more less one two three four five six seven eight nine ten
-    first second third last next new old poor head great good nice sure sorry well okay
-    anyway wait cool awesome perfect""".split()
-)
+_SENTENCE_STARTERS = V.SENTENCE_STARTERS.words
 # Interjections and greetings: never part of a name ("Hey Maria" names Maria, "Wow" nothing).
-_INTERJECTIONS = frozenset(
-    """hey hi hello oh ooh wow whoa woah yeah yes yep yup nope ok okay ugh argh hmm um uh ah aw
-    aww haha lol omg thanks congrats congratulations btw yay woohoo hooray yikes oops phew
-    ouch gosh geez jeez dang darn bummer aha huh meh cheers""".split()
-)
+_INTERJECTIONS = V.INTERJECTIONS.words
 # "I'm", "we've", "that's": a contraction is never a name.
 _CONTRACTION = re.compile(  # a name's possessive ("Jason's") is none
     r"(?i)(?:i['’](?:m|ve|ll|d)|(?:you|we|they)['’](?:ve|ll|d|re)"
     r"|(?:he|she|it|that|there|here|who|what|let)['’](?:s|ll|d)|[a-z]+n['’]t)")
-CALENDAR = frozenset(
-    "january february march april may june july august september october november december "
-    "monday tuesday wednesday thursday friday saturday sunday".split()
-)
+CALENDAR = frozenset(n.lower() for n in (*calendar.month_name[1:], *calendar.day_name))
 # Lowercase words allowed inside a capitalized phrase ("Kiss and Tell", "Bank of America").
 # "and" is left out: in running text it joins two entities far more often than it sits in one.
-_CONNECTORS = frozenset("of the for de la le du von van der den di da del y &".split())
-_ABBREVIATIONS = frozenset("st mt dr mr mrs ms jr sr ft gen col lt sgt capt rev gov sen rep".split())
+_CONNECTORS = V.CONNECTORS.words
+_ABBREVIATIONS = V.ABBREVIATIONS.words
 _TOKEN = re.compile(r"[\w][\w'’.\-]*[\w]|[\w]|&", re.UNICODE)
 _QUOTED = re.compile(r"[\"“”]([^\"“”]{2,80})[\"“”]")
 _WORD = re.compile(r"\w+", re.UNICODE)
-
-
-@lru_cache(maxsize=TEXT_CACHE_SIZE)
-def fold(text: str) -> str:
-    """Lowercase, accents removed, whitespace collapsed: the form entities are compared in.
-    Cached: a chain's judge compares every phrase of its evidence with the same question."""
-    text = unicodedata.normalize("NFKD", text)
-    text = "".join(ch for ch in text if not unicodedata.combining(ch))
-    text = text.replace("’", "'").lower()
-    return " ".join(re.sub(r"[^\w' &]+", " ", text).split())
 
 
 def _is_cap(token: str) -> bool:
@@ -134,11 +94,6 @@ def _capitalized_phrases(text: str) -> tuple[str, ...]:
     for phrase in phrases:
         unique.setdefault(_strip_article(fold(phrase)), phrase)
     return tuple(p for key, p in unique.items() if key)
-
-
-def asks(sentence: str) -> bool:
-    """Whether ``sentence`` asks: it ends with a question mark (closing quotes aside)."""
-    return sentence.rstrip(" \"”')").endswith("?")
 
 
 def is_contraction(word: str) -> bool:
@@ -240,9 +195,8 @@ def key_terms(query: str, drop: Iterable[str] = ()) -> list[str]:
     return list(out.values())
 
 
-_OBJECT_BEFORE = frozenset("to with for about of from by at on like supports support "
-                           "helped help gave give told tell".split())
-_I_AGREES = {"has": "have", "does": "do", "is": "am"}
+_OBJECT_BEFORE = V.OBJECT_BEFORE.words
+_I_AGREES = V.FIRST_PERSON_VERBS
 
 
 def _agree(verb: str) -> str:

@@ -22,8 +22,6 @@ from memroute.planners.offline.bridging import (
     bridge_candidates,
     bridge_query,
 )
-from memroute.planners.offline.dates import asks_now, date_window, newest_first, without_dates
-from memroute.planners.offline.events import event_of, event_span
 from memroute.planners.offline.entities import (
     CALENDAR,
     STOPWORDS,
@@ -34,6 +32,7 @@ from memroute.planners.offline.entities import (
     mentioned,
 )
 from memroute.planners.offline.question_parse import QuestionParse, read_question
+from memroute.planners.offline.reading import read
 from memroute.planners.offline.resolve import (
     GENERIC_NOUNS,
     NEAR,
@@ -56,6 +55,10 @@ from memroute.planners.offline.question_syntax import (
 )
 from memroute.strategies.base import MAX_REASON_CHARS, ChainJudgment, ChainSearch, query_key
 from memroute.strategies.split_query import clean_sub_queries
+from memroute.time.events import event_span
+from memroute.time.expressions import date_window, without_dates
+from memroute.time.windows import newest_first
+from memroute.reading import vocabulary as V
 
 SUFFICIENT = 0.85
 # Confidence in a bridge rewrite (not in sufficiency: the chain goes on either way).
@@ -94,8 +97,9 @@ def route_by_parse(query: str, attribute_route: str = "direct") -> tuple[str, st
     a thing described but not named (`resolve.descriptor`) -> chain, resolved then asked;
     another relation the parse cannot resolve -> chain by expansion; one subject with a
     plain attribute -> ``attribute_route`` (direct); nothing named -> direct."""
-    qp = read_question(query)
-    if (event := event_of(query)) and descriptor(query, qp.named) is None:
+    reading = read(query)
+    qp = reading.parse
+    if (event := reading.event) and reading.described is None:
         return ("chain", f"asked {event.relation} an event, '{event.text}': when it was "
                          "bounds the search", 0.8)
     if qp.clauses:
@@ -104,7 +108,7 @@ def route_by_parse(query: str, attribute_route: str = "direct") -> tuple[str, st
         return "split", f"coordination of several subjects: {', '.join(owners)}", 0.8
     route, reason = route_by_syntax(query)
     subjects, _ = comparison_subjects(query)
-    described = descriptor(query, qp.named)
+    described = reading.described
     if route == "split":
         return "split", f"{reason}: {', '.join(subjects)}", 0.8
     if (subjects and reason == "nested relation" and described is None
@@ -524,8 +528,7 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
                          reason=f"expansion: {bridge} with the question's words")
 
 
-_NOT_PEOPLE = frozenset("""dog cat rabbit hamster budgie parrot bird puppy kitten horse pony
-    tortoise turtle fish goldfish lizard snake gecko ferret pet""".split())
+_NOT_PEOPLE = V.NOT_PEOPLE
 
 
 def who_is(question: str, left: Descriptor) -> str:
@@ -551,8 +554,9 @@ def _resolving_judgment(query: str, evidence: list[str], previous_queries: list[
     names the last of them with the question's words. None when the question has no
     descriptor, or over titled passages when the evidence names nothing for it: then
     expansion."""
-    qp = read_question(query)
-    if descriptor(query, qp.named) is None or compared_subjects(query):
+    reading = read(query)
+    qp = reading.parse
+    if reading.described is None or compared_subjects(query):
         return None
     indices = list(range(min(ChainHeuristics().keep, len(evidence))))
     entities = _item_entities(evidence, stored)
@@ -564,7 +568,7 @@ def _resolving_judgment(query: str, evidence: list[str], previous_queries: list[
         if res.left is None:
             predicate = key_terms(res.question, drop=[bridge, *qp.named])
             sentence, at = answered(res.question, bridge, evidence, entities, predicate,
-                                    newest_first(times) if asks_now(query) else None)
+                                    newest_first(times) if reading.asks_now else None)
             if sentence:
                 return ChainJudgment(
                     is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT,
@@ -616,9 +620,9 @@ def _event_judgment(query: str, evidence: list[str], previous_queries: list[str]
     """A question asked around an event ("before my trip to Norway"): once the evidence
     dates the event, the question searched again within the window its relation asks about;
     sufficient once that search is done. None without an event, or while nothing dates it."""
-    event = event_of(query)
+    event = read(query).event
     if event is None or not times or len(times) != len(evidence) or _titled(evidence) \
-            or descriptor(query, read_question(query).named) is not None:
+            or read(query).described is not None:
         return None
     indices = list(range(min(ChainHeuristics().keep, len(evidence))))
     if [query_key(q) for q in previous_queries].count(query_key(query)) >= 2:

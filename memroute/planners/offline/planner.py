@@ -18,10 +18,9 @@ from memroute._log import get_logger
 from memroute.nlp import INSTALL_HINT, pipeline_available
 from memroute.planners.base import EvidenceEntities, EvidenceTimes, PlannerResult
 from memroute.planners.offline.bridging import ChainHeuristics, judge_evidence
-from memroute.planners.offline.dates import asks_now, windowed_searches
-from memroute.planners.offline.events import event_of, event_question
-from memroute.planners.offline.question_parse import read_question
-from memroute.planners.offline.resolve import descriptor
+from memroute.planners.offline.dates import windowed_searches
+from memroute.planners.offline.events import event_question
+from memroute.planners.offline.reading import read
 from memroute.planners.offline.parsed import (
     SUBJECTS_AFTER_SEARCH,
     compared_subjects,
@@ -120,12 +119,13 @@ class OfflinePlanner:
                     searches = first_round_searches(query, list(speakers), self.heuristics)
                 if route == "direct" and searches:
                     reason += f"; {searches[0].producer}'s own turns searched beside it"
+                reading = read(query)
                 if route == "chain" and reason.startswith("asked") and (
-                        event := event_of(query)):
+                        event := reading.event):
                     # when it was, beside the question (over passages filed under titles the
                     # judge reads no event: their times are not the world's)
                     searches = [ChainSearch(query=event_question(query, event)), *searches]
-                described = descriptor(query, read_question(query).named)
+                described = reading.described
                 # a date inside a description ("the dentist I see on April 3") describes
                 timed, said = windowed_searches(
                     query, as_of, skip=described.text if described else "") \
@@ -137,7 +137,7 @@ class OfflinePlanner:
                 (route, reason), confidence = route_by_syntax(query), 0.5
             return RouteDecision(route=route, reason=f"{reason} (confidence {confidence:.2f})"
                                  [:MAX_REASON_CHARS], confidence=confidence,
-                                 newest_first=self.use_nlp and asks_now(query),
+                                 newest_first=self.use_nlp and read(query).asks_now,
                                  search_question=route != "split" or self.split_question_search,
                                  first_searches=searches[:MAX_HOP_QUERIES - 1])
         return await self._run(build)

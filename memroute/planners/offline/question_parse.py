@@ -10,20 +10,13 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from memroute.nlp import QUESTION_WORDS, entity_key, named_spans, parse
+from memroute.nlp import WH_TAGS, entity_key, named_spans, parse
 from memroute.planners.offline.entities import STOPWORDS
+from memroute.reading import vocabulary as V
 
 # Nouns for a person or place reached through another thing ("the director of X").
-PERSON_NOUNS = frozenset(
-    """person people man woman boy girl guy friend someone somebody director producer writer
-    author composer performer singer creator founder father mother dad mom son daughter wife
-    husband spouse partner brother sister sibling child kid parent grandfather grandmother
-    grandson granddaughter uncle aunt nephew niece cousin owner publisher developer designer
-    architect coach captain star president leader manufacturer editor host presenter narrator
-    actor actress lyricist screenwriter cinematographer player member colleague coworker
-    boss roommate neighbor neighbour teacher student mentor girlfriend boyfriend fiance
-    fiancee pet dog cat puppy kitten parrot bird horse rabbit hamster""".split())
-PLACE_NOUNS = frozenset("city town country place state village hometown birthplace".split())
+PERSON_NOUNS = V.PERSON_NOUNS
+PLACE_NOUNS = V.PLACE_NOUNS.words
 _CONTENT_POS = frozenset({"NOUN", "VERB", "ADJ", "PROPN", "NUM", "ADV"})
 
 
@@ -64,7 +57,7 @@ def _hidden_head(doc, named_tokens: set[int]):
     for token in doc:
         if token.pos_ not in ("NOUN", "PRON") or _is_named(token, named_tokens):
             continue
-        if token.lower_ in QUESTION_WORDS or token.lower_ in ("it", "they", "he", "she", "i", "you", "we"):
+        if token.tag_ in WH_TAGS or token.lower_ in ("it", "they", "he", "she", "i", "you", "we"):
             continue
         deps = {child.dep_ for child in token.children}
         if "relcl" in deps or ("acl" in deps and token.pos_ == "NOUN"):
@@ -129,9 +122,6 @@ def _clauses(doc) -> list[str]:
     return out if len(out) >= 2 else []
 
 
-_AUX = frozenset("do does did is are was were has have had will would can could".split())
-
-
 def _described(doc, head) -> set[int]:
     """The token indices of the hidden head and its description.
 
@@ -140,11 +130,11 @@ def _described(doc, head) -> set[int]:
     "eat") is the main verb and everything between belongs to the description: the small
     model often parses that verb into the relative clause."""
     words = [t for t in doc if not t.is_punct]
-    aux = [t for t in doc[max(0, head.i - 4):head.i] if t.lower_ in _AUX]
+    aux = [t for t in doc[max(0, head.i - 4):head.i] if t.pos_ == "AUX"]
     subject_after_aux = bool(aux) and all(t.pos_ in ("DET", "ADJ", "NOUN", "PRON")
                                           for t in doc[aux[-1].i + 1:head.i])
     if subject_after_aux and words and words[-1].i > head.i and all(
-            t.lower_ in QUESTION_WORDS or t.pos_ in ("NOUN", "ADJ", "DET") for t in doc[:aux[-1].i]):
+            t.tag_ in WH_TAGS or t.pos_ in ("NOUN", "ADJ", "DET") for t in doc[:aux[-1].i]):
         start = words[-1].i
         if doc[start].pos_ == "ADP" and start - 1 > head.i:  # "live in?"
             start -= 1
@@ -172,7 +162,7 @@ def read_question(text: str) -> QuestionParse:
     # capitalised inside the sentence: part of a name the model split ("Kiss and Tell")
     predicate = [t.text for t in doc if not (t.i and t.text[:1].isupper())
                  and t.pos_ in _CONTENT_POS and t.i not in named_tokens and t.i not in described
-                 and t.lower_ not in STOPWORDS and t.lower_ not in QUESTION_WORDS and t.is_alpha]
+                 and t.lower_ not in STOPWORDS and t.tag_ not in WH_TAGS and t.is_alpha]
     description = [t.text for t in doc if t.i in described and t.pos_ in _CONTENT_POS
                    and t.i not in named_tokens and t.lower_ not in STOPWORDS and t.is_alpha]
     return QuestionParse(

@@ -11,6 +11,7 @@ import re
 
 from memroute.planners.offline.entities import capitalized_phrases, key_terms
 from memroute.strategies.split_query import MAX_SUB_QUERIES
+from memroute.reading import vocabulary as V
 
 # Words that make a question compare its subjects.
 _COMPARATIVE = re.compile(
@@ -47,26 +48,13 @@ _POSSESSIVE = re.compile(
     r"['’]s\s+(?:[a-z-]+\s+){0,2}?[a-z-]+", re.U | re.I)
 _COPULA_START = re.compile(r"^\s*(what|who|which)\s+(is|was|are|were)\s+(the|a|an)\b", re.I)
 # People and roles a question can reach through a named thing ("the director who died first").
-_ROLES = frozenset(
-    """director directors producer producers writer writers author authors composer composers
-    performer performers singer singers creator creators founder founders father mother son
-    daughter wife husband spouse brother sister child children parent parents grandfather
-    grandmother grandson granddaughter uncle aunt nephew niece owner owners publisher
-    developer designer architect coach captain star stars president leader manufacturer editor
-    host presenter narrator actor actress lyricist
-    screenwriter cinematographer""".split()
-)
+_ROLES = V.ROLES
 _ROLE_OF = re.compile(r"\b(has|have|had|with|whose|of)\s+(the|a|an)?\s*\w*\s*(" +
                       "|".join(sorted(_ROLES)) + r")\b", re.I)
 # What a question can ask for that is a thing in its own right (its own paragraph), as
 # opposed to an attribute the subjects share ("What sport ...", "What kind of ...").
-_ENTITY_NOUNS = _ROLES | frozenset(
-    """film films movie company band person man woman group team club album song show series
-    character model musician artist politician chef rider magazine newspaper novel book
-    organization university school network station channel label restaurant documentary
-    program programme airline brand franchise studio""".split()
-)
-_ATTRIBUTE_NOUNS = frozenset("kind type sort form genre".split())
+_ENTITY_NOUNS = V.ENTITY_NOUNS
+_ATTRIBUTE_NOUNS = V.ATTRIBUTE_NOUNS.words
 _DESCRIPTOR = re.compile(rf"\b(starring|alongside|featuring|by|with)\s+(both\s+)?(the\s+)?{_MASK}",
                          re.I)
 

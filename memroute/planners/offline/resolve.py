@@ -36,36 +36,19 @@ from memroute.planners.offline.entities import (
     mentioned,
     without_opening_interjections,
 )
+from memroute.reading import vocabulary as V
 
 # Who or what a memory relates to someone: people by their role, pets by their kind.
-RELATION_NOUNS = frozenset(
-    """brother sister sibling twin wife husband spouse partner fiancee fiance girlfriend
-    boyfriend ex mother father mom mum mommy mummy dad daddy parent son daughter child kid
-    baby cousin uncle aunt auntie nephew niece grandmother grandfather grandma grandpa granny
-    nan nana grandad grandson granddaughter grandchild godmother godfather godson
-    goddaughter friend bestie buddy pal neighbour neighbor colleague coworker
-    teammate classmate boss manager supervisor employer employee assistant intern client
-    customer roommate flatmate housemate landlord landlady tenant tutor teacher professor
-    lecturer instructor coach mentor trainer advisor adviser therapist counsellor counselor
-    psychologist psychiatrist doctor gp physician surgeon dentist orthodontist optician
-    pharmacist physio physiotherapist chiropractor midwife vet nurse lawyer solicitor
-    attorney accountant agent realtor banker babysitter nanny childminder cleaner gardener
-    plumber electrician mechanic builder contractor hairdresser barber stylist
-    dog cat rabbit hamster budgie parrot bird puppy kitten horse pony tortoise turtle fish
-    goldfish lizard snake gecko ferret pet
-    director producer writer author composer performer singer creator founder owner publisher
-    developer designer architect captain president leader editor host presenter narrator
-    actor actress lyricist screenwriter cinematographer""".split())
+RELATION_NOUNS = V.RELATIONS
 # Nouns too general to look for in the evidence: the clause describes the thing instead.
-GENERIC_NOUNS = frozenset("person people man woman someone somebody one guy thing".split())
+GENERIC_NOUNS = V.GENERIC
 NOT_NAMES = frozenset({"DATE", "TIME", "CARDINAL", "ORDINAL", "QUANTITY", "MONEY", "PERCENT",
                        SPEAKER_LABEL})
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|me|our|we|we're|mine)\b")
 _POSSESSIVE_PRONOUN = re.compile(r"\b(his|her|their|its)\b")
 _NAME = r"(?:[A-Z][\w’'.\-]*(?:\s+(?:of|the|de|van|von|da|del)?\s*[A-Z][\w’'.\-]*)*)"
 _MODIFIER = r"(?:[a-z][\w\-]*\s+)"
-_CLAUSE_STOP = frozenset("love loves like likes is was are were held located based famous "
-                         "born".split())
+_CLAUSE_STOP = V.CLAUSE_STOPS.words
 _SENTENCE = re.compile(r"(?<!\b(?:Dr|Mr|Ms|St|Mt|Jr|Sr))(?<!\bMrs)[.!?]+\s+(?=[A-Z\"“'])")
 _WORD = re.compile(r"[\w’'\-]+")
 
@@ -142,8 +125,7 @@ _ROLE_OF = re.compile(
     rf"\bthe\s+(?P<mods>{_MODIFIER}{{0,2}}?)(?P<noun>[a-z]+)\s+of\s+(?:the\s+)?"
     rf"(?P<kind>(?:[a-z]+\s+){{0,1}}?)(?P<name>{_NAME}|[\"“][^\"”]+[\"”])")
 _THE = re.compile(r"\bthe\s+", re.I)
-_RELATIVE_WORDS = frozenset("who whom that which where i i'm i've we we're you he she they my our "
-                            "his her their".split())
+_RELATIVE_WORDS = V.CLAUSE_OPENERS.words
 
 
 def _names_a_kind(question: str, end: int) -> bool:
@@ -204,9 +186,9 @@ def _role_of(question: str) -> Descriptor | None:
     return Descriptor(m.group(0), fold(m.group("noun")), m.group("name").strip("\"“”"), mods)
 
 
-_PREPOSITIONS = frozenset("to in at from for with on by".split())
+_PREPOSITIONS = V.CLAUSE_PREPOSITIONS.words
 # an object of the clause's verb: a pronoun, or the noun a determiner opens ("lent us his van")
-_OBJECT_WORDS = frozenset("me us him her them you it my our his their its the a an".split())
+_OBJECT_WORDS = V.CLAUSE_OBJECTS.words
 
 
 def _clause_words(clause: str, nouns: frozenset[str] = frozenset()) -> list[str]:

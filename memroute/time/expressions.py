@@ -1,6 +1,7 @@
 """Time expressions read against a moment: "last week", "next Friday", "the 19th", "this
-weekend" resolved by dateparser's grammar (and a few rules of their own) to the span of time
-they name, against the time a question is asked or a turn was said; and the days a stored
+weekend" resolved (by dateparser's grammar, and a few rules of their own) to the span of time
+they name, against the time a question is asked or a turn was said; full dates ("3 May,
+2023", "October 2023"), read by one grammar of their own (`full_date`); and the days a stored
 sentence names (`days_named`), kept with its entity keys so a window of time finds the turns
 that speak of its days.
 """
@@ -11,12 +12,59 @@ import calendar
 import re
 from datetime import datetime, timedelta, timezone
 
+from memroute.reading import vocabulary as V
+
 MONTHS = {name.lower(): n for n, name in enumerate(calendar.month_name) if name}
 MONTH_NAMES = "|".join(calendar.month_name[1:])
-SOFTENERS = re.compile(r"^(?:(?:earlier|later|early|late|sometime|over|during|in|on|at|"
-                        r"from|since|the|this past)\s+)+", re.I)
+SOFTENERS = re.compile(r"^(?:(?:" + V.SOFTENERS.alternation() + r")\s+)+", re.I)
 WEEKDAYS = {name.lower(): i for i, name in enumerate(calendar.day_name)}
-SEASONAL = re.compile(r"\b(morning|afternoon|evening|night|tonight)\b", re.I)
+SEASONAL = re.compile(V.PARTS_OF_DAY.pattern(), re.I)
+
+
+# Full dates ("3 May, 2023", "May 3rd 2023", "October 2023"): one grammar, these regexes
+# (dateparser reads no full date of the fixtures they miss, and agrees on every one both read)
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?(?!\d)"
+_DAY_MONTH_YEAR = re.compile(rf"\b{_DAY}\s+(?:of\s+)?({MONTH_NAMES}),?\s+(\d{{4}})\b")
+_MONTH_DAY_YEAR = re.compile(rf"\b({MONTH_NAMES})\s+{_DAY},?\s+(\d{{4}})\b")
+_MONTH_YEAR = re.compile(rf"\b({MONTH_NAMES}),?\s+(\d{{4}})\b")
+# a full date with its preposition, for the words left to search
+_STATED = re.compile(r"(?:\s*,?\s*\b(?:on|in|during|of)\s+)?(?:\bthe\s+)?(?:"
+                     + "|".join(p.pattern for p in (_DAY_MONTH_YEAR, _MONTH_DAY_YEAR, _MONTH_YEAR))
+                     + ")")
+
+def full_date(text: str, whole: bool = False) -> tuple[datetime, datetime] | None:
+    """The day or the month of a year (``[start, end)``, UTC) of the first full date ``text``
+    states, or of ``text`` itself when ``whole``; ``None`` when it states none (a month
+    without its year, a bare year, a relative date, "31 February")."""
+    find = (lambda p: p.fullmatch(text.strip())) if whole else (lambda p: p.search(text))
+    if m := find(_DAY_MONTH_YEAR):
+        day, month, year = int(m[1]), MONTHS[m[2].lower()], int(m[3])
+    elif m := find(_MONTH_DAY_YEAR):
+        day, month, year = int(m[2]), MONTHS[m[1].lower()], int(m[3])
+    elif m := find(_MONTH_YEAR):
+        return month_span(int(m[2]), MONTHS[m[1].lower()])
+    else:
+        return None
+    try:
+        start = datetime(year, month, day, tzinfo=timezone.utc)
+    except ValueError:  # "31 February"
+        return None
+    return start, start + timedelta(days=1)
+
+
+def date_window(text: str, pad_days: int = 7) -> tuple[datetime, datetime] | None:
+    """The UTC window ``[start, end)`` around the first full date ``text`` states
+    (`full_date`), widened by ``pad_days`` on each side."""
+    stated = full_date(text)
+    if stated is None:
+        return None
+    pad = timedelta(days=pad_days)
+    return stated[0] - pad, stated[1] + pad
+
+def without_dates(text: str) -> str:
+    """``text`` without its stated dates ("What did I find on 1 February, 2023?" -> "What
+    did I find?"): a window of time searches for them, and a turn rarely repeats its date."""
+    return re.sub(r"\s+([?,.!])", r"\1", " ".join(_STATED.sub("", text).split()))
 
 
 def utc(moment: datetime) -> datetime:
@@ -28,13 +76,42 @@ def day_of(moment: datetime) -> datetime:
     return datetime(moment.year, moment.month, moment.day, tzinfo=timezone.utc)
 
 
+# The calendar's units, each defined once here (and stated in docs/agent.md, "Time and
+# change"); every span is [start, end) in the wall-clock days of the moment it is read against.
+
+
 def month_span(year: int, month: int) -> tuple[datetime, datetime]:
+    """A month: its first day to the next month's first."""
     start = datetime(year, month, 1, tzinfo=timezone.utc)
     return start, datetime(year + month // 12, month % 12 + 1, 1, tzinfo=timezone.utc)
 
 
+def week_of(moment: datetime) -> tuple[datetime, datetime]:
+    """A week: the Monday to Sunday holding ``moment``."""
+    monday = day_of(moment) - timedelta(days=moment.weekday())
+    return monday, monday + timedelta(days=7)
+
+
+def weeks_from(as_of: datetime, weeks: int) -> tuple[datetime, datetime]:
+    """"this week" (0), "last week" (-1), "next week" (1): the week holding ``as_of``, or the
+    one ``weeks`` before or after it."""
+    return week_of(as_of + timedelta(days=7 * weeks))
+
+
+def named_month(month: int, as_of: datetime, future: bool) -> tuple[datetime, datetime]:
+    """"in March" without a year: in a past question the latest March that has begun by
+    ``as_of`` (this one when asked in March), in a question about the future the next March
+    to begin after it."""
+    if future:
+        year = as_of.year + (month <= as_of.month)
+    else:
+        year = as_of.year - (month > as_of.month)
+    return month_span(year, month)
+
+
 def weekend_of(as_of: datetime, text: str) -> tuple[datetime, datetime]:
-    """The Saturday and Sunday "this"/"last"/"next" weekend names."""
+    """A weekend: a Saturday and its Sunday. "this weekend" is the coming one (the one under
+    way on a Saturday or Sunday); "last"/"past" the one before it, "next" the one after."""
     today = day_of(as_of)
     saturday = today + timedelta(days=(5 - today.weekday()) % 7)
     if today.weekday() == 6:  # on a Sunday, "this weekend" is the one under way
@@ -57,6 +134,9 @@ def resolve(expression: str, as_of: datetime, future: bool) -> datetime | None:
     return None if moment is None else moment.replace(tzinfo=timezone.utc)
 
 
+_WEEKS = {"this week": 0, "the week": 0, "last week": -1, "next week": 1}
+
+
 def span_of(expression: str, as_of: datetime, future: bool) -> tuple[datetime, datetime] | None:
     """The window an expression names: its moment widened to its grain."""
     text = SOFTENERS.sub("", expression.strip()).strip()
@@ -68,9 +148,12 @@ def span_of(expression: str, as_of: datetime, future: bool) -> tuple[datetime, d
         return weekend_of(as_of, folded)
     if folded in ("today", "now"):
         return day_of(as_of), day_of(as_of) + timedelta(days=1)
-    if folded in ("this week", "the week"):
-        monday = day_of(as_of) - timedelta(days=as_of.weekday())
-        return monday, monday + timedelta(days=7)
+    if folded in _WEEKS:
+        return weeks_from(as_of, _WEEKS[folded])
+    if folded in MONTHS:
+        return named_month(MONTHS[folded], as_of, future)
+    if stated := full_date(text, whole=True):
+        return stated
     if folded in ("this month",):
         return month_span(as_of.year, as_of.month)
     if folded in ("this year",):
@@ -90,8 +173,7 @@ def span_of(expression: str, as_of: datetime, future: bool) -> tuple[datetime, d
             month = moment.month - 1 or 12
             moment = moment.replace(year=moment.year - (month == 12), month=month)
     if "week" in folded:
-        monday = day_of(moment) - timedelta(days=moment.weekday())
-        return monday, monday + timedelta(days=7)
+        return week_of(moment)
     if "month" in folded or (re.search(r"\b(" + MONTH_NAMES.lower() + r")\b", folded)
                              and not re.search(r"\d{1,2}(st|nd|rd|th)?\b(?!\d)", folded)):
         return month_span(moment.year, moment.month)
@@ -124,6 +206,8 @@ def nearest(span: str, said_at: datetime) -> datetime | None:
                 continue
             if candidate.weekday() == weekday:
                 return candidate
+    if (stated := full_date(parts[0], whole=True)) is not None:
+        return stated[0] if abs(stated[0] - said_at) < timedelta(days=400) else None
     tries = [parts[0]] + ([f"{parts[0]} {month.group(1)}"] if month and month.group(1)
                           not in parts[0] else [])
     for expression in reversed(tries):
@@ -132,7 +216,6 @@ def nearest(span: str, said_at: datetime) -> datetime | None:
         if found:
             return min(found, key=lambda m: abs(m - said_at))
     return None
-
 
 
 DAY_KEY_PREFIX = "day:"
