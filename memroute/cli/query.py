@@ -19,7 +19,6 @@ from memroute.cli._app import (
     setup_command,
     state,
 )
-from memroute.strategies.base import STRATEGIES
 
 
 def _check_k(k: int) -> int:
@@ -125,6 +124,7 @@ def ask(
     """Retrieve with the agent: it routes the question (direct, split or chain) and searches."""
     setup_command(json_output, debug)
     from memroute.errors import InvalidInputError
+    from memroute.strategies.base import STRATEGIES
 
     if strategy not in STRATEGIES:
         raise InvalidInputError(f"unknown --strategy {strategy!r}: use {', '.join(STRATEGIES)}")
