@@ -39,11 +39,16 @@ class ServedProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 90.0) -> ServedProcess:
+    def launch(self) -> ServedProcess:
+        """Start the process, not waiting for it."""
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "memroute.cli", "serve", "--port", str(self.port),
                  *self.args], cwd=ROOT, env=self.env, stdout=log, stderr=log)
+        return self
+
+    def start(self, timeout: float = 90.0) -> ServedProcess:
+        self.launch()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
