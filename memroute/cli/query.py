@@ -15,6 +15,7 @@ from memroute.cli._app import (
     open_memory,
     parse_filters,
     parse_scope,
+    prefetch_pipeline,
     run,
     setup_command,
     state,
@@ -54,12 +55,16 @@ def search(
     query is searched as written: --as-of bounds what is returned, and 'last week' in the
     query is words to match (`memroute ask` reads it as time)."""
     setup_command(json_output, debug)
+    from memroute.nlp import KEYS
+    from memroute.settings import get_settings
     from memroute.time.as_of import as_of_text
 
     target = parse_scope(scope)
     where = parse_filters(filters)
     when = as_of_text(as_of)
-    results, hint = run(_search(target, query, _check_k(k), where, when))
+    _check_k(k)
+    prefetch_pipeline(KEYS if get_settings().entity_lane else None)  # the entity lane's
+    results, hint = run(_search(target, query, k, where, when))
     if json_output:
         out.emit_json({
             "query": query, "scope": out.scope_label(target), "k": k, "filters": where,
@@ -143,6 +148,7 @@ def ask(
 
     options = {"scope": target, "k": k, "filters": parse_filters(filters),
                "strategy": strategy, "budget": budget, "as_of": as_of_text(as_of)}
+    prefetch_pipeline(_pipeline_for(planner))
     result, hint = run(_ask(query, planner, options))
     if json_output:
         out.emit_json({**out.answer_dict(query, target, result), "hint": hint})
@@ -158,6 +164,21 @@ def ask(
                       f"LLM call(s) · {totals['wall_ms']:.0f} ms · stop {result.stop_reason}",
                       style="dim", markup=False)
     _print_hint(hint)
+
+
+def _pipeline_for(planner: str | None) -> str | None:
+    """The spaCy pipeline the question will need first (`memroute.nlp`): the full parse when
+    the offline planner reads it (offline, cascade, or auto without a model), else the
+    entity lane's keys (if the lane is on)."""
+    from memroute.nlp import KEYS, QUERY
+    from memroute.settings import get_settings
+
+    settings = get_settings()
+    choice = planner or settings.planner
+    parses = choice in ("offline", "cascade") or (choice == "auto" and not settings.llm_model)
+    if parses and settings.offline_parse:
+        return QUERY
+    return KEYS if settings.entity_lane else None
 
 
 def make_agent(memory: Any, planner: str | None) -> Any:

@@ -338,8 +338,8 @@ class Memory:
     ) -> Memory:
         settings = settings or get_settings()
         schema = check_identifier(schema or settings.db_schema)
-        embedder, reranker = await connect.load_models(embedder, reranker, settings)
-        pool, url = await connect.open_pool(dsn, schema, embedder, settings)
+        pool, url, embedder, reranker = await connect.open_pool(
+            dsn, schema, connect.load_models(embedder, reranker, settings), settings)
         try:
             reads = await connect.open_reads(pool, schema, settings)
         except BaseException:
