@@ -55,14 +55,15 @@ def search(
     query is searched as written: --as-of bounds what is returned, and 'last week' in the
     query is words to match (`memroute ask` reads it as time)."""
     setup_command(json_output, debug)
-    from memroute.nlp import KEYS
-    from memroute.settings import get_settings
     from memroute.time.as_of import as_of_text
 
     target = parse_scope(scope)
     where = parse_filters(filters)
     when = as_of_text(as_of)
     _check_k(k)
+    from memroute.nlp import KEYS
+    from memroute.settings import get_settings
+
     prefetch_pipeline(KEYS if get_settings().entity_lane else None)  # the entity lane's
     results, hint = run(_search(target, query, k, where, when))
     if json_output:

@@ -1,0 +1,184 @@
+"""`make bench`, cold start: how long a person waits for a new `memroute` process.
+
+With the database already running (the embedded server under ``MEMROUTE_HOME``, started here
+if it is not, or ``MEMROUTE_DATABASE_URL``), each figure is the median of ``--runs`` new
+processes (wall time, from spawn): ``memroute --help``; ``memroute search`` and ``memroute
+ask`` on a scope holding the sample conversation (schema ``bench_cold``, filled once);
+``memroute mcp`` until the official MCP client's ``initialize`` is answered, then its
+``tools/list`` and a first ``memory_search`` made at once; ``memroute serve`` until
+``/v1/health`` answers and until it says ``ready``. Floors beside them: Python's own start and
+the import of the MCP SDK. Targets (issue 48): ``--help`` <= 0.3 s, ``search`` and ``ask``
+<= 1.0 s, MCP ``initialize`` <= 1.0 s. Prints the thread settings, one table and one JSON
+line, and writes ``bench-out/cold_start.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from benchmarks.memory import machine_info, write_report
+from benchmarks.served import ROOT, ServedProcess
+from memroute import sample_data
+
+SCHEMA = "bench_cold"
+SCOPE = "bench/cold/u1"
+QUESTION = "Which clinic does Biscuit go to?"
+TARGETS_S = {"memroute --help": 0.3, "memroute search": 1.0, "memroute ask": 1.0,
+             "mcp: initialize answered": 1.0}
+
+
+def bench_env() -> dict[str, str]:
+    """This environment with the benchmark's schema and scope (thread settings kept)."""
+    return {**os.environ, "MEMROUTE_DB_SCHEMA": SCHEMA, "MEMROUTE_SCOPE": SCOPE}
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "memroute.cli", *args]
+
+
+def timed_process(command: list[str], env: dict[str, str]) -> float:
+    """Seconds from spawn to exit of ``command`` (a non-zero exit is an error)."""
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=300)
+    seconds = time.perf_counter() - start
+    if done.returncode:
+        raise RuntimeError(f"{' '.join(command[2:])} exited {done.returncode}: "
+                           f"{done.stderr[-2000:]}")
+    return seconds
+
+
+def prepare(env: dict[str, str]) -> str:
+    """The database running, the sample conversation stored in the benchmark's scope, and
+    an API key for it (printed once by `memroute keys create`)."""
+    if not os.environ.get("MEMROUTE_DATABASE_URL"):
+        subprocess.run(cli("db", "start"), cwd=ROOT, env=env, check=True,
+                       capture_output=True)
+    subprocess.run(cli("ingest", str(sample_data.path())), cwd=ROOT, env=env, check=True,
+                   capture_output=True)
+    made = subprocess.run(cli("keys", "create", "--org", SCOPE.split("/")[0], "--name",
+                              "cold-start benchmark"), cwd=ROOT, env=env, check=True,
+                          capture_output=True, text=True)
+    return made.stdout.strip()
+
+
+async def mcp_times(env: dict[str, str]) -> dict[str, float]:
+    """One `memroute mcp` process: seconds from spawn to ``initialize`` answered, to
+    ``tools/list`` answered, and to a first ``memory_search`` (made at once) answered."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    org, project, user = SCOPE.split("/")
+    params = StdioServerParameters(command=sys.executable, args=["-m", "memroute.cli", "mcp"],
+                                   env=env, cwd=str(ROOT))
+    start = time.perf_counter()
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        initialized = time.perf_counter() - start
+        await session.list_tools()
+        listed = time.perf_counter() - start
+        found = await session.call_tool("memory_search", {
+            "query": QUESTION, "project_id": project, "user_id": user})
+        searched = time.perf_counter() - start
+        if found.is_error:
+            raise RuntimeError(f"memory_search failed: {found.content}")
+    return {"mcp: initialize answered": initialized, "mcp: tools/list answered": listed,
+            "mcp: first memory_search answered": searched}
+
+
+async def serve_times(env: dict[str, str], log_dir: str) -> dict[str, float]:
+    """One `memroute serve` process: seconds from spawn to the first ``/v1/health`` answer
+    and to its state ``ready``."""
+    server = ServedProcess(env, ROOT / log_dir / "cold_start_serve.log")
+    start = time.perf_counter()
+    server.launch()
+    answered = None
+    try:
+        async with httpx.AsyncClient(base_url=server.url, timeout=5) as client:
+            while time.perf_counter() - start < 120:
+                if server.proc is not None and server.proc.poll() is not None:
+                    raise RuntimeError(f"memroute serve exited: {server.log.read_text()[-2000:]}")
+                try:
+                    state = (await client.get("/v1/health")).json().get("state")
+                except httpx.TransportError:
+                    await asyncio.sleep(0.02)
+                    continue
+                answered = answered or time.perf_counter() - start
+                if state == "ready":
+                    return {"serve: /v1/health answers": answered,
+                            "serve: /v1/health says ready": time.perf_counter() - start}
+                await asyncio.sleep(0.02)
+    finally:
+        server.stop()
+    raise RuntimeError("memroute serve was not ready in 120 s")
+
+
+def repeat(runs: int, measure: Callable[[], dict[str, float] | float],
+           name: str | None = None) -> dict[str, list[float]]:
+    samples: dict[str, list[float]] = {}
+    for _ in range(runs):
+        got = measure()
+        for key, value in (got.items() if isinstance(got, dict) else [(name, got)]):
+            samples.setdefault(key, []).append(value)
+    return samples
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    env = bench_env()
+    report: dict[str, Any] = {"machine": machine_info(int(os.environ.get(
+        "MEMROUTE_EMBED_THREADS", "1"))), "runs": args.runs, "schema": SCHEMA, "scope": SCOPE}
+    key = prepare(env)
+    mcp_env = {**env, "MEMROUTE_API_KEY": key}
+    samples: dict[str, list[float]] = {}
+    plain = {"python -c pass (floor)": [sys.executable, "-c", "pass"],
+             "import mcp (SDK floor)": [sys.executable, "-c", "import mcp.server.mcpserver"],
+             "memroute --help": cli("--help"),
+             "memroute search": cli("search", QUESTION, "-k", "5"),
+             "memroute ask": cli("ask", QUESTION, "-k", "5", "--planner", "offline")}
+    for name, command in plain.items():
+        timed_process(command, env)  # once unmeasured: the OS file cache, not our start
+        samples |= repeat(args.runs, lambda command=command: timed_process(command, env), name)
+    samples |= repeat(args.runs, lambda: asyncio.run(mcp_times(mcp_env)))
+    samples |= repeat(args.runs, lambda: asyncio.run(serve_times(env, args.log_dir)))
+    report["seconds"] = {name: {"median": statistics.median(values), "min": min(values),
+                                "max": max(values), "target": TARGETS_S.get(name)}
+                         for name, values in samples.items()}
+    report["machine"]["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    return report
+
+
+def print_report(report: dict[str, Any]) -> None:
+    machine = report["machine"]
+    print(f"cold start, median of {report['runs']} new processes, database running; "
+          f"{machine['cpus']} CPUs, Python {machine['python']}, threads {machine['threads']}, "
+          f"load {machine['load_average_start']} -> {machine['load_average_end']}")
+    print(f"{'what':<36} {'median s':>9} {'min':>7} {'max':>7} {'target':>7}  ")
+    for name, fig in report["seconds"].items():
+        target = fig["target"]
+        verdict = "" if target is None else ("ok" if fig["median"] <= target else "over")
+        print(f"{name:<36} {fig['median']:9.2f} {fig['min']:7.2f} {fig['max']:7.2f} "
+              f"{'' if target is None else f'{target:.1f}':>7}  {verdict}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="new processes per figure")
+    parser.add_argument("--log-dir", default="bench-out", help="the serve runs' log, under "
+                        "the checkout")
+    args = parser.parse_args()
+    (ROOT / args.log_dir).mkdir(exist_ok=True)
+    write_report(run(args), "cold_start", print_report)
+
+
+if __name__ == "__main__":
+    main()
