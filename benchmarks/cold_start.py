@@ -9,7 +9,8 @@ ask`` on a scope holding the sample conversation (schema ``bench_cold``, filled 
 ``/v1/health`` answers and until it says ``ready``. Floors beside them: Python's own start and
 the import of the MCP SDK. Targets (issue 48): ``--help`` <= 0.3 s, ``search`` and ``ask``
 <= 1.0 s, MCP ``initialize`` <= 1.0 s. Prints the thread settings, one table and one JSON
-line, and writes ``bench-out/cold_start.json``.
+line, and writes ``bench-out/cold_start.json``. ``--checkout DIR`` times another checkout's
+``memroute`` (e.g. ``git archive <commit>`` unpacked) in the same environment.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -37,9 +39,14 @@ TARGETS_S = {"memroute --help": 0.3, "memroute search": 1.0, "memroute ask": 1.0
              "mcp: initialize answered": 1.0}
 
 
+CHECKOUT = ROOT  # whose `memroute` runs (--checkout)
+
+
 def bench_env() -> dict[str, str]:
-    """This environment with the benchmark's schema and scope (thread settings kept)."""
-    return {**os.environ, "MEMROUTE_DB_SCHEMA": SCHEMA, "MEMROUTE_SCOPE": SCOPE}
+    """This environment with the benchmark's schema and scope (thread settings kept), the
+    checkout's code first."""
+    return {**os.environ, "MEMROUTE_DB_SCHEMA": SCHEMA, "MEMROUTE_SCOPE": SCOPE,
+            "PYTHONPATH": str(CHECKOUT)}
 
 
 def cli(*args: str) -> list[str]:
@@ -49,7 +56,7 @@ def cli(*args: str) -> list[str]:
 def timed_process(command: list[str], env: dict[str, str]) -> float:
     """Seconds from spawn to exit of ``command`` (a non-zero exit is an error)."""
     start = time.perf_counter()
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+    done = subprocess.run(command, cwd=CHECKOUT, env=env, capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=300)
     seconds = time.perf_counter() - start
     if done.returncode:
@@ -80,7 +87,7 @@ async def mcp_times(env: dict[str, str]) -> dict[str, float]:
 
     org, project, user = SCOPE.split("/")
     params = StdioServerParameters(command=sys.executable, args=["-m", "memroute.cli", "mcp"],
-                                   env=env, cwd=str(ROOT))
+                                   env=env, cwd=str(CHECKOUT))
     start = time.perf_counter()
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
@@ -98,8 +105,8 @@ async def mcp_times(env: dict[str, str]) -> dict[str, float]:
 
 async def serve_times(env: dict[str, str], log_dir: str) -> dict[str, float]:
     """One `memroute serve` process: seconds from spawn to the first ``/v1/health`` answer
-    and to its state ``ready``."""
-    server = ServedProcess(env, ROOT / log_dir / "cold_start_serve.log")
+    and to ``/v1/ready`` answering 200 (the memory open, the database answering)."""
+    server = ServedProcess(env, ROOT / log_dir / "cold_start_serve.log", root=CHECKOUT)
     start = time.perf_counter()
     server.launch()
     answered = None
@@ -109,14 +116,14 @@ async def serve_times(env: dict[str, str], log_dir: str) -> dict[str, float]:
                 if server.proc is not None and server.proc.poll() is not None:
                     raise RuntimeError(f"memroute serve exited: {server.log.read_text()[-2000:]}")
                 try:
-                    state = (await client.get("/v1/health")).json().get("state")
+                    health = await client.get("/v1/health")
+                    answered = answered or time.perf_counter() - start
+                    if health.json().get("state", "ready") == "ready" and (
+                            await client.get("/v1/ready")).status_code == 200:
+                        return {"serve: /v1/health answers": answered,
+                                "serve: /v1/ready answers 200": time.perf_counter() - start}
                 except httpx.TransportError:
-                    await asyncio.sleep(0.02)
-                    continue
-                answered = answered or time.perf_counter() - start
-                if state == "ready":
-                    return {"serve: /v1/health answers": answered,
-                            "serve: /v1/health says ready": time.perf_counter() - start}
+                    pass
                 await asyncio.sleep(0.02)
     finally:
         server.stop()
@@ -136,7 +143,8 @@ def repeat(runs: int, measure: Callable[[], dict[str, float] | float],
 def run(args: argparse.Namespace) -> dict[str, Any]:
     env = bench_env()
     report: dict[str, Any] = {"machine": machine_info(int(os.environ.get(
-        "MEMROUTE_EMBED_THREADS", "1"))), "runs": args.runs, "schema": SCHEMA, "scope": SCOPE}
+        "MEMROUTE_EMBED_THREADS", "1"))), "runs": args.runs, "schema": SCHEMA, "scope": SCOPE,
+        "checkout": str(CHECKOUT)}
     key = prepare(env)
     mcp_env = {**env, "MEMROUTE_API_KEY": key}
     samples: dict[str, list[float]] = {}
@@ -159,7 +167,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def print_report(report: dict[str, Any]) -> None:
     machine = report["machine"]
-    print(f"cold start, median of {report['runs']} new processes, database running; "
+    print(f"cold start of {report['checkout']}, median of {report['runs']} new processes, "
+          "database running; "
           f"{machine['cpus']} CPUs, Python {machine['python']}, threads {machine['threads']}, "
           f"load {machine['load_average_start']} -> {machine['load_average_end']}")
     print(f"{'what':<36} {'median s':>9} {'min':>7} {'max':>7} {'target':>7}  ")
@@ -174,8 +183,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="new processes per figure")
     parser.add_argument("--log-dir", default="bench-out", help="the serve runs' log, under "
-                        "the checkout")
+                        "this checkout")
+    parser.add_argument("--checkout", type=Path, default=ROOT,
+                        help="the checkout whose memroute runs (default this one)")
     args = parser.parse_args()
+    global CHECKOUT
+    CHECKOUT = args.checkout.resolve()
     (ROOT / args.log_dir).mkdir(exist_ok=True)
     write_report(run(args), "cold_start", print_report)
 

@@ -321,8 +321,9 @@ class Memory:
 
         ``dsn`` defaults to ``MEMROUTE_DATABASE_URL``; without either, the embedded server
         under ``MEMROUTE_HOME`` is started or reused. Keyword arguments: ``schema``,
-        ``embedder``, ``reranker``, ``settings``. Models load here, so a missing or corrupt
-        model fails now, not inside a query.
+        ``embedder``, ``reranker``, ``settings``. Models load here, while the server starts
+        and is connected to, so a missing or corrupt model fails now, not inside a query
+        (MiniLM's documents' session is built at its first use; its file is checked here).
         """
         return OpeningMemory(cls._open(dsn, **kwargs))
 
