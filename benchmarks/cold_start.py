@@ -6,11 +6,13 @@ processes (wall time, from spawn): ``memroute --help``; ``memroute search`` and 
 ask`` on a scope holding the sample conversation (schema ``bench_cold``, filled once);
 ``memroute mcp`` until the official MCP client's ``initialize`` is answered, then its
 ``tools/list`` and a first ``memory_search`` made at once; ``memroute serve`` until
-``/v1/health`` answers and until it says ``ready``. Floors beside them: Python's own start and
-the import of the MCP SDK. Targets (issue 48): ``--help`` <= 0.3 s, ``search`` and ``ask``
-<= 1.0 s, MCP ``initialize`` <= 1.0 s. Prints the thread settings, one table and one JSON
-line, and writes ``bench-out/cold_start.json``. ``--checkout DIR`` times another checkout's
-``memroute`` (e.g. ``git archive <commit>`` unpacked) in the same environment.
+``/v1/health`` answers and until ``/v1/ready`` is 200, then a new process searching through it
+(httpx, one ``POST /v1/search``: what a CLI sending its searches to a server would cost).
+Floors beside them: Python's own start and the import of the MCP SDK. Targets (issue 48):
+``--help`` <= 0.3 s, ``search`` and ``ask`` <= 1.0 s, MCP ``initialize`` <= 1.0 s. Prints the
+thread settings, one table and one JSON line, and writes ``bench-out/cold_start.json``.
+``--checkout DIR`` times another checkout's ``memroute`` (e.g. ``git archive <commit>``
+unpacked) in the same environment.
 """
 
 from __future__ import annotations
@@ -40,6 +42,21 @@ TARGETS_S = {"memroute --help": 0.3, "memroute search": 1.0, "memroute ask": 1.0
 
 
 CHECKOUT = ROOT  # whose `memroute` runs (--checkout)
+
+
+# a search by a new process through a running `memroute serve` (httpx, one POST): the floor
+# of a CLI that would send its searches to a server
+THIN_CLIENT = f"""
+import os, sys
+import httpx
+org, project, user = {SCOPE!r}.split("/")
+found = httpx.post(sys.argv[1] + "/v1/search", timeout=60, json={{
+    "scope": {{"org_id": org, "project_id": project, "user_id": user}},
+    "query": {QUESTION!r}, "k": 5}},
+    headers={{"Authorization": "Bearer " + os.environ["MEMROUTE_API_KEY"]}})
+found.raise_for_status()
+assert found.json()["results"]
+"""
 
 
 def bench_env() -> dict[str, str]:
@@ -120,8 +137,12 @@ async def serve_times(env: dict[str, str], log_dir: str) -> dict[str, float]:
                     answered = answered or time.perf_counter() - start
                     if health.json().get("state", "ready") == "ready" and (
                             await client.get("/v1/ready")).status_code == 200:
+                        ready = time.perf_counter() - start
+                        thin = await asyncio.to_thread(timed_process, [
+                            sys.executable, "-c", THIN_CLIENT, server.url], env)
                         return {"serve: /v1/health answers": answered,
-                                "serve: /v1/ready answers 200": time.perf_counter() - start}
+                                "serve: /v1/ready answers 200": ready,
+                                "new process searching a running serve": thin}
                 except httpx.TransportError:
                     pass
                 await asyncio.sleep(0.02)
@@ -157,7 +178,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         timed_process(command, env)  # once unmeasured: the OS file cache, not our start
         samples |= repeat(args.runs, lambda command=command: timed_process(command, env), name)
     samples |= repeat(args.runs, lambda: asyncio.run(mcp_times(mcp_env)))
-    samples |= repeat(args.runs, lambda: asyncio.run(serve_times(env, args.log_dir)))
+    samples |= repeat(args.runs, lambda: asyncio.run(serve_times(mcp_env, args.log_dir)))
     report["seconds"] = {name: {"median": statistics.median(values), "min": min(values),
                                 "max": max(values), "target": TARGETS_S.get(name)}
                          for name, values in samples.items()}

@@ -164,3 +164,14 @@ async def test_a_store_that_cannot_open_is_a_failed_state_and_typed_503s(
                                         headers={"Authorization": "Bearer mr_a.b"})
             assert search.status_code == 503, search.text
             assert search.json()["kind"] == "StoreUnavailableError"
+
+
+def test_serve_whose_memory_cannot_open_exits_with_its_error(memory: Memory,
+                                                             tmp_path: Path) -> None:
+    env = service_env(closed_port_url(), memory.schema, tmp_path)
+    done = subprocess.run([sys.executable, "-m", "memroute.cli", "serve", "--port",
+                           str(free_port())], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == StoreUnavailableError.exit_code, done.stderr
+    assert done.stderr.startswith("error: cannot connect"), done.stderr
+    assert "ready on" not in done.stdout and "Traceback" not in done.stderr

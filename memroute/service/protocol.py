@@ -142,8 +142,9 @@ class AnnouncedServer(uvicorn.Server):
     async def _announce(self, url: str) -> None:
         opener = getattr(getattr(self.app, "state", None), "opener", None)
         if opener is not None and await opener.wait() == "failed":
-            self.failed = opener.error
-            self.should_exit = True
+            if not self.should_exit:  # not stopped while it opened (a signal, a shutdown)
+                self.failed = opener.error
+                self.should_exit = True
             return
         mcp = f", MCP {url}/mcp" if self.mcp else ""
         print(f"memroute serve: ready on {url} (REST {url}/v1, docs {url}/docs{mcp})",
