@@ -36,7 +36,8 @@ async def open_service(settings: MemrouteSettings, *, key_cache_seconds: float =
 
     The key store's pool shares the memory's server guard: a dead embedded server is
     restarted once, whichever lookup notices first, and both fail the same typed way.
-    The modules load in a worker thread, so the event loop goes on answering meanwhile."""
+    The modules and the models load in worker threads, so the event loop goes on answering
+    meanwhile; what the memory would load at its first use loads here too."""
     for module in ("memroute.memory.store", "memroute.agent", "memroute.service.keys"):
         await asyncio.to_thread(importlib.import_module, module)
     from memroute.agent import RetrievalAgent
@@ -45,6 +46,7 @@ async def open_service(settings: MemrouteSettings, *, key_cache_seconds: float =
 
     memory = await Memory.open(settings=settings)
     try:
+        await asyncio.to_thread(_load_models, memory)
         keys = await KeyStore.open(memory.url, memory.schema, cache_seconds=key_cache_seconds,
                                    guard=getattr(memory._pool, "guard", None),
                                    timeout_s=settings.pool_timeout_s)
@@ -52,6 +54,23 @@ async def open_service(settings: MemrouteSettings, *, key_cache_seconds: float =
         await memory.close()
         raise
     return Service(memory=memory, agent=RetrievalAgent(memory), keys=keys)
+
+
+def _load_models(memory: Memory) -> None:
+    """What the memory loads on first use, now (the service opens in the background): the
+    embedder's documents' session and the entity lane's spaCy pipeline (a missing model is
+    the lane's warning at the first search, as in the library)."""
+    from memroute import nlp
+    from memroute.errors import ModelUnavailableError
+
+    load = getattr(memory.embedder, "load", None)
+    if load is not None:
+        load()
+    if memory.settings.entity_lane:
+        try:
+            nlp.load_pipeline(nlp.KEYS)
+        except ModelUnavailableError:
+            pass
 
 
 async def close_service(service: Service) -> None:

@@ -231,6 +231,11 @@ class MiniLMOnnxEmbedder:
     def _session(self, session: Any) -> None:
         self._document_session = session
 
+    def load(self) -> None:
+        """Build now what loads on first use (the documents' session): a long-lived process
+        opening in the background does it there, not at its first write."""
+        self._session  # noqa: B018
+
     def encode(self, texts: list[str], *, queries: bool = False) -> np.ndarray:
         """Synchronous batch encoding (runs in a worker thread from the async methods), with
         the query model when ``queries``.
