@@ -187,28 +187,6 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
-def prefetch_pipeline(role: str | None) -> None:
-    """Load spaCy's ``role`` pipeline (`memroute.nlp`; None: nothing) in a background thread
-    while the command imports, loads the embedder and connects, and read a query's entity
-    keys from whichever pipeline is loaded (`memroute.nlp.reuse_query_pipeline`). A missing
-    model is reported where it is used, as without this."""
-    import threading
-
-    from memroute import nlp
-
-    nlp.reuse_query_pipeline()
-    if role is None:
-        return
-
-    def load() -> None:
-        try:
-            nlp.load_pipeline(role)
-        except Exception:  # noqa: BLE001  (the command's own use reports it)
-            pass
-
-    threading.Thread(target=load, name="memroute-nlp-prefetch", daemon=True).start()
-
-
 async def open_memory(settings=None):
     from memroute.memory import Memory
     from memroute.settings import get_settings

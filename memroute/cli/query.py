@@ -15,7 +15,6 @@ from memroute.cli._app import (
     open_memory,
     parse_filters,
     parse_scope,
-    prefetch_pipeline,
     run,
     setup_command,
     state,
@@ -60,12 +59,7 @@ def search(
     target = parse_scope(scope)
     where = parse_filters(filters)
     when = as_of_text(as_of)
-    _check_k(k)
-    from memroute.nlp import KEYS
-    from memroute.settings import get_settings
-
-    prefetch_pipeline(KEYS if get_settings().entity_lane else None)  # the entity lane's
-    results, hint = run(_search(target, query, k, where, when))
+    results, hint = run(_search(target, query, _check_k(k), where, when))
     if json_output:
         out.emit_json({
             "query": query, "scope": out.scope_label(target), "k": k, "filters": where,
@@ -149,8 +143,10 @@ def ask(
 
     options = {"scope": target, "k": k, "filters": parse_filters(filters),
                "strategy": strategy, "budget": budget, "as_of": as_of_text(as_of)}
-    prefetch_pipeline(_pipeline_for(planner))
-    result, hint = run(_ask(query, planner, options))
+    from memroute.nlp import reusing_query_pipeline
+
+    with reusing_query_pipeline():  # the planner's parse gives the searches their entity keys
+        result, hint = run(_ask(query, planner, options))
     if json_output:
         out.emit_json({**out.answer_dict(query, target, result), "hint": hint})
         return
@@ -165,21 +161,6 @@ def ask(
                       f"LLM call(s) · {totals['wall_ms']:.0f} ms · stop {result.stop_reason}",
                       style="dim", markup=False)
     _print_hint(hint)
-
-
-def _pipeline_for(planner: str | None) -> str | None:
-    """The spaCy pipeline the question will need first (`memroute.nlp`): the full parse when
-    the offline planner reads it (offline, cascade, or auto without a model), else the
-    entity lane's keys (if the lane is on)."""
-    from memroute.nlp import KEYS, QUERY
-    from memroute.settings import get_settings
-
-    settings = get_settings()
-    choice = planner or settings.planner
-    parses = choice in ("offline", "cascade") or (choice == "auto" and not settings.llm_model)
-    if parses and settings.offline_parse:
-        return QUERY
-    return KEYS if settings.entity_lane else None
 
 
 def make_agent(memory: Any, planner: str | None) -> Any:
