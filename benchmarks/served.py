@@ -33,17 +33,22 @@ def service_env(database_url: str, schema: str, home: Path, **extra: str) -> dic
 class ServedProcess:
     """``python -m memroute.cli serve`` on a free port; ``start`` waits until it is ready."""
 
-    def __init__(self, env: dict[str, str], log: Path, *args: str) -> None:
-        self.env, self.log, self.args = env, log, args
+    def __init__(self, env: dict[str, str], log: Path, *args: str, root: Path = ROOT) -> None:
+        self.env, self.log, self.args, self.root = env, log, args, root
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 90.0) -> ServedProcess:
+    def launch(self) -> ServedProcess:
+        """Start the process, not waiting for it."""
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "memroute.cli", "serve", "--port", str(self.port),
-                 *self.args], cwd=ROOT, env=self.env, stdout=log, stderr=log)
+                 *self.args], cwd=self.root, env=self.env, stdout=log, stderr=log)
+        return self
+
+    def start(self, timeout: float = 90.0) -> ServedProcess:
+        self.launch()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

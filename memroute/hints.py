@@ -8,8 +8,12 @@ so a search that finds something pays no extra round trip.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from memroute.memory.models import Scope, coerce_scope
-from memroute.memory.store import Memory, scope_path
+
+if TYPE_CHECKING:
+    from memroute.memory.store import Memory
 
 HINT_HELP = ("With no results: why, when the scope searched holds no episodes at all "
              "('scope acme/support holds no episodes'); null otherwise.")
@@ -19,6 +23,8 @@ HINT_HELP = ("With no results: why, when the scope searched holds no episodes at
 async def empty_scope_hint(memory: Memory, scope: Scope | dict) -> str | None:
     """``"scope acme/support holds no episodes"`` when ``scope`` holds none, else ``None``
     (one count of the scope: call it only when a search found nothing)."""
+    from memroute.memory.store import scope_path
+
     scope = coerce_scope(scope)
     if (await memory.count(scope))["episodes"]:
         return None

@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Any
 
 from langchain_core.tools import StructuredTool, ToolException
-from pydantic import BaseModel, Field
 
 from memroute.memory import Memory, Scope, ScoredResult, SyncMemory
 from memroute.errors import InvalidInputError, MemrouteError
@@ -22,20 +21,7 @@ from memroute.memory.limits import MAX_K
 from memroute.memory.models import ShownWindow, coerce_scope, disjoint_windows
 from memroute.memory.sync import memory_and_loop
 from memroute.time.as_of import as_of_text
-
-DESCRIPTION = (
-    "Search long-term memory (earlier conversations and stored notes) for facts that help "
-    "answer a question. Returns numbered results, {page_size} per page, best first. If what "
-    "you need is not on the page, call again with the same query and page=1, 2, ..."
-)
-
-
-class MemorySearchInput(BaseModel):
-    """The arguments the model fills in."""
-
-    query: str = Field(description="What to look for: a question or a few keywords.")
-    page: int = Field(default=0, ge=0, description="Which page of results; 0 is the first.")
-
+from memroute.tool_input import DESCRIPTION, MemorySearchInput
 
 class MemorySearch:
     """Paged search over one scope of a memory, directly or through the retrieval agent."""

@@ -86,3 +86,20 @@ def test_lean_keys_add_no_strings_to_the_vocabulary() -> None:
         nlp.query_entity_keys(f"Where did Zorvath {uuid.uuid4().hex[:8]} meet Quillon "
                               f"{uuid.uuid4().hex[:6]} in Brevaskia?")
     assert len(keys.vocab.strings) == before
+
+
+def test_a_one_off_command_reads_keys_from_the_pipeline_it_has(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Within `reusing_query_pipeline` (the CLI's ``ask``) a query's keys come from the full
+    parse when the `QUERY` pipeline is loaded, and the `KEYS` pipeline is not loaded for
+    them; outside it, as before."""
+    text = f"Where does Helga Brandt live, and does Eli Marsh know Clara {uuid.uuid4().hex[:6]}?"
+    expected = nlp.query_entity_keys(text)  # the KEYS pipeline's
+    assert "helga brandt" in expected
+    nlp.load_pipeline(nlp.QUERY)
+    monkeypatch.delitem(nlp._pipelines, nlp.KEYS)
+    with nlp.reusing_query_pipeline():
+        assert nlp.query_entity_keys(text) == expected
+        assert nlp.KEYS not in nlp._pipelines and nlp.kept_parse(text[:500]) is not None
+    other = text.replace("Helga", "Greta")
+    assert nlp.query_entity_keys(other) and nlp.KEYS in nlp._pipelines  # loaded again

@@ -8,12 +8,10 @@ This is the only place that configures logging (structlog and the standard libra
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import sys
 from collections.abc import Coroutine
-from importlib.metadata import entry_points
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -103,6 +101,8 @@ class MemrouteGroup(TyperGroup):
     demand."""
 
     def list_commands(self, ctx: typer.Context) -> list[str]:
+        from importlib.metadata import entry_points
+
         names = list(super().list_commands(ctx))
         plugged = [ep.name for ep in entry_points(group=COMMAND_ENTRY_POINTS)]
         return names + [name for name in plugged if name not in names]
@@ -133,6 +133,8 @@ class MemrouteGroup(TyperGroup):
 
 def _plugged_command(name: str) -> Any:
     """The click command an installed package registers under ``name``, or ``None``."""
+    from importlib.metadata import entry_points
+
     found = tuple(entry_points(group=COMMAND_ENTRY_POINTS, name=name))
     if not found:
         return None
@@ -180,6 +182,8 @@ def parse_filters(text: str | None) -> dict[str, Any] | None:
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run a command's coroutine to completion (the CLI is an edge of the async core)."""
+    import asyncio
+
     return asyncio.run(coro)
 
 

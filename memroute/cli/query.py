@@ -19,7 +19,6 @@ from memroute.cli._app import (
     setup_command,
     state,
 )
-from memroute.strategies.base import STRATEGIES
 
 
 def _check_k(k: int) -> int:
@@ -125,6 +124,7 @@ def ask(
     """Retrieve with the agent: it routes the question (direct, split or chain) and searches."""
     setup_command(json_output, debug)
     from memroute.errors import InvalidInputError
+    from memroute.strategies.base import STRATEGIES
 
     if strategy not in STRATEGIES:
         raise InvalidInputError(f"unknown --strategy {strategy!r}: use {', '.join(STRATEGIES)}")
@@ -143,7 +143,10 @@ def ask(
 
     options = {"scope": target, "k": k, "filters": parse_filters(filters),
                "strategy": strategy, "budget": budget, "as_of": as_of_text(as_of)}
-    result, hint = run(_ask(query, planner, options))
+    from memroute.nlp import reusing_query_pipeline
+
+    with reusing_query_pipeline():  # the planner's parse gives the searches their entity keys
+        result, hint = run(_ask(query, planner, options))
     if json_output:
         out.emit_json({**out.answer_dict(query, target, result), "hint": hint})
         return

@@ -74,10 +74,12 @@ def serve(
                             log_level="debug" if debug else "warning",
                             http=HeaderDeadlineH11.with_timeout(header_timeout_seconds),
                             h11_max_incomplete_event_size=H11_HEAD_LIMIT)
-    server = AnnouncedServer(config, mcp=mcp)
+    server = AnnouncedServer(config, mcp=mcp, app=application)
     server.run()
+    if server.failed is not None:
+        raise server.failed  # the store or a model failed to open: its line and exit code
     if not server.started:
-        raise typer.Exit(1)  # uvicorn logged why (the port is taken, the store failed ...)
+        raise typer.Exit(1)  # uvicorn logged why (the port is taken ...)
 
 
 @app.command("mcp")
@@ -98,17 +100,34 @@ def mcp_stdio(
 
 
 async def _mcp_stdio(token: str) -> None:
-    from memroute.service.context import close_service, open_service
-    from memroute.service.auth import authenticate
+    """Serve at once and open the service in the background: ``initialize`` and
+    ``tools/list`` are answered meanwhile, and a tool call waits for the opening (or gets
+    its typed error). A wrong key or a failed opening is also this command's error when
+    stdin closes (its one line on stderr, its exit code)."""
+    from memroute.service.context import ServiceOpener, open_service
     from memroute.service.mcp_server import build_mcp_server, serve_stdio
     from memroute.settings import get_settings
 
-    service = await open_service(get_settings())
+    async def opening():
+        from memroute.service.auth import authenticate
+        from memroute.service.context import close_service
+
+        service = await open_service(get_settings())
+        try:
+            await authenticate(service.keys, token)  # a wrong key: every call's error
+        except BaseException:
+            await close_service(service)
+            raise
+        return service
+
+    opener = ServiceOpener(opening)
+    opener.start()
     try:
-        await authenticate(service.keys, token)  # a wrong key fails now, not at the first call
-        await serve_stdio(build_mcp_server(lambda: service, lambda ctx: token))
+        await serve_stdio(build_mcp_server(opener.get, lambda ctx: token))
+        if await opener.wait() == "failed":
+            raise opener.error  # type: ignore[misc]
     finally:
-        await close_service(service)
+        await opener.close()
 
 
 async def _with_keys(action: Any) -> Any:

@@ -88,24 +88,38 @@ async def load_models(embedder: Embedder | str | None, reranker: Reranker | str 
     return embedder, reranker  # type: ignore[return-value]
 
 
-async def open_pool(dsn: str | None, schema: str, embedder: Embedder,
-                    settings: MemrouteSettings) -> tuple[AsyncConnectionPool, str]:
-    """Migrate ``schema`` for ``embedder`` and open a connection pool; returns it and the URL.
+async def open_pool(dsn: str | None, schema: str,
+                    models: Awaitable[tuple[Embedder, Reranker | None]],
+                    settings: MemrouteSettings
+                    ) -> tuple[AsyncConnectionPool, str, Embedder, Reranker | None]:
+    """Migrate ``schema`` for the embedder of ``models`` and open a connection pool; returns
+    it, the URL and the models. The models load meanwhile: the server is started and
+    connected to while they do (a model's failure is still this call's error).
 
     Without ``dsn`` or ``settings.database_url``, the embedded server under
     ``settings.home`` is started or reused, and restarted if it dies (see `GuardedPool`).
     """
-    url = dsn or settings.database_url
-    owned_home = None
-    if url is None:
-        url = await asyncio.to_thread(ensure_embedded_server, settings.home)
-        owned_home = settings.home
+    loading = asyncio.ensure_future(models)
     try:
-        async with await AsyncConnection.connect(url, autocommit=True) as conn:
-            await migrate(conn, schema, embedder.name, embedder.dim,
-                          buckets=settings.scope_buckets)
-    except OperationalError as exc:
-        raise StoreUnavailableError(f"cannot connect to the database: {exc}") from exc
+        url = dsn or settings.database_url
+        owned_home = None
+        if url is None:
+            url = await asyncio.to_thread(ensure_embedded_server, settings.home)
+            owned_home = settings.home
+        try:
+            async with await AsyncConnection.connect(url, autocommit=True) as conn:
+                embedder, reranker = await loading
+                await migrate(conn, schema, embedder.name, embedder.dim,
+                              buckets=settings.scope_buckets)
+        except OperationalError as exc:
+            raise StoreUnavailableError(f"cannot connect to the database: {exc}") from exc
+    except BaseException:
+        if not loading.done():
+            loading.cancel()  # the thread finishes its model; nothing waits for it
+        await asyncio.wait([loading])
+        if not loading.cancelled():
+            loading.exception()  # retrieved: the server's error is the one raised
+        raise
 
     pool = GuardedPool(
         url, min_size=settings.pool_min_size, max_size=settings.pool_max_size,
@@ -114,7 +128,7 @@ async def open_pool(dsn: str | None, schema: str, embedder: Embedder,
         guard=ServerGuard(url, owned_home),
     )
     await pool.open(wait=True, timeout=settings.pool_timeout_s)
-    return pool, url
+    return pool, url, embedder, reranker
 
 
 def _configure(settings: MemrouteSettings) -> Callable[[AsyncConnection], Awaitable[None]]:

@@ -322,8 +322,9 @@ class Memory:
 
         ``dsn`` defaults to ``MEMROUTE_DATABASE_URL``; without either, the embedded server
         under ``MEMROUTE_HOME`` is started or reused. Keyword arguments: ``schema``,
-        ``embedder``, ``reranker``, ``settings``. Models load here, so a missing or corrupt
-        model fails now, not inside a query.
+        ``embedder``, ``reranker``, ``settings``. Models load here, while the server starts
+        and is connected to, so a missing or corrupt model fails now, not inside a query
+        (MiniLM's documents' session is built at its first use; its file is checked here).
         """
         return OpeningMemory(cls._open(dsn, **kwargs))
 
@@ -339,8 +340,8 @@ class Memory:
     ) -> Memory:
         settings = settings or get_settings()
         schema = check_identifier(schema or settings.db_schema)
-        embedder, reranker = await connect.load_models(embedder, reranker, settings)
-        pool, url = await connect.open_pool(dsn, schema, embedder, settings)
+        pool, url, embedder, reranker = await connect.open_pool(
+            dsn, schema, connect.load_models(embedder, reranker, settings), settings)
         try:
             reads = await connect.open_reads(pool, schema, settings)
         except BaseException:

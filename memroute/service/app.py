@@ -26,7 +26,7 @@ from memroute.errors import (
     http_status_for,
 )
 from memroute.service.auth import authenticate, bearer_token
-from memroute.service.context import Service, close_service, open_service
+from memroute.service.context import Service, ServiceOpener, open_service
 from memroute.service.jsonrpc import JsonRpcRefusals
 from memroute.service.mcp_server import build_mcp_server, http_token
 from memroute.service.models import MAX_REQUEST_BYTES, invalid_fields
@@ -65,7 +65,8 @@ class KeyRequired:
         if scope["type"] == "http" and needs_key(scope["path"]):
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
             try:
-                grant = await authenticate(scope["app"].state.service.keys, bearer_token(headers))
+                service = await scope["app"].state.opener.get()  # waits while it opens
+                grant = await authenticate(service.keys, bearer_token(headers))
             except MemrouteError as exc:
                 extra = {"WWW-Authenticate": "Bearer"} if isinstance(
                     exc, NotAuthenticatedError) else {}
@@ -135,19 +136,29 @@ def create_app(settings: MemrouteSettings | None = None, *, service: Service | N
                mcp: bool = True, max_body_bytes: int = MAX_REQUEST_BYTES,
                key_cache_seconds: float = 0.0, body_timeout_s: float = BODY_TIMEOUT_S
                ) -> FastAPI:
-    """The app. It opens the service at startup from ``settings`` (or uses ``service``);
-    ``host`` is where it is bound and ``allowed_hosts`` other names it is reached by (MCP
-    checks Host/Origin headers against both); a verified key is trusted for
-    ``key_cache_seconds`` before it is looked up again; a body must have arrived
-    ``body_timeout_s`` after its request's headers."""
-    holder: dict[str, Service] = {}
-    mcp_server = build_mcp_server(lambda: holder["service"], http_token) if mcp else None
+    """The app. It opens the service in the background at startup from ``settings`` (or
+    uses ``service``): it answers at once, `/v1/health` says ``starting`` or ``ready``, and a
+    request that needs the service waits for it; ``host`` is where it is bound and
+    ``allowed_hosts`` other names it is reached by (MCP checks Host/Origin headers against
+    both); a verified key is trusted for ``key_cache_seconds`` before it is looked up again;
+    a body must have arrived ``body_timeout_s`` after its request's headers."""
+    holder: dict[str, ServiceOpener] = {}
+
+    async def current() -> Service:
+        return await holder["opener"].get()
+
+    mcp_server = build_mcp_server(current, http_token) if mcp else None
+
+    async def given() -> Service:
+        assert service is not None
+        return service
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        opened = service or await open_service(settings or get_settings(),
-                                               key_cache_seconds=key_cache_seconds)
-        app.state.service = holder["service"] = opened
+        opener = ServiceOpener(given if service is not None else lambda: open_service(
+            settings or get_settings(), key_cache_seconds=key_cache_seconds))
+        app.state.opener = holder["opener"] = opener
+        opener.start()
         try:
             async with contextlib.AsyncExitStack() as stack:
                 if mcp_server is not None:
@@ -155,7 +166,7 @@ def create_app(settings: MemrouteSettings | None = None, *, service: Service | N
                 yield
         finally:
             if service is None:
-                await close_service(opened)
+                await opener.close()
 
     # /docs and /redoc load Swagger UI and ReDoc from this server (fastapi-offline), not a CDN
     app = FastAPIOffline(title="memroute", version=__version__, lifespan=lifespan,

@@ -9,8 +9,8 @@ before it reads or writes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Annotated, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp import types as mcp_types
 from mcp.server.mcpserver import Context, MCPServer
@@ -25,15 +25,16 @@ from memroute.errors import InvalidInputError, MemrouteError
 from memroute.hints import HINT_HELP, empty_scope_hint
 from memroute.memory.limits import MAX_ID_CHARS, MAX_K, MAX_LIST, MAX_QUERY_CHARS
 from memroute.memory.models import SCOPE_PART_PATTERN, Scope
-from memroute.service.auth import authenticate, authorize, bearer_token
-from memroute.service.context import Service
+from memroute.service.bodies import MAX_EPISODES_PER_REQUEST, StrictEpisode, invalid_fields
 from memroute.service.jsonrpc import CheckedLines, claimed_stdin
-from memroute.service.models import MAX_EPISODES_PER_REQUEST, StrictEpisode, invalid_fields
 from memroute.strategies.base import Strategy
 from memroute.strategies.budget import Budget
 from memroute.time.as_of import AS_OF_HELP, AsOf
-from memroute.tools import DESCRIPTION as SEARCH_DESCRIPTION
-from memroute.tools import MemorySearch, MemorySearchInput, artifact, format_result
+from memroute.tool_input import DESCRIPTION as SEARCH_DESCRIPTION
+from memroute.tool_input import MemorySearchInput
+
+if TYPE_CHECKING:
+    from memroute.service.context import Service
 
 log = get_logger(__name__)
 
@@ -62,6 +63,7 @@ Filters = Annotated[dict[str, Any] | None, Field(
 AsOfArg = Annotated[AsOf, Field(description=AS_OF_HELP + " memory_retrieve also reads 'last "
                                             "week' or 'yesterday' against it.")]
 TokenSource = Callable[[Context], str | None]
+ServiceSource = Callable[[], Awaitable["Service"]]
 
 
 class SearchPage(BaseModel):
@@ -148,33 +150,41 @@ class MemrouteTool(Tool):
 
 def http_token(ctx: Context) -> str | None:
     """The bearer token of the HTTP request behind a tool call."""
+    from memroute.service.auth import bearer_token
+
     return bearer_token(ctx.headers)
 
 
-def build_mcp_server(get_service: Callable[[], Service], token_for: TokenSource,
+def build_mcp_server(get_service: ServiceSource, token_for: TokenSource,
                      *, lifespan: Callable[..., Any] | None = None) -> MCPServer:
-    """The MCP server; ``token_for`` gives the API key of a call (the HTTP header, or the
-    key a stdio server was started with)."""
+    """The MCP server; ``get_service`` gives the service a call works on (waiting while it
+    opens: the server lists its tools before), ``token_for`` the API key of a call (the HTTP
+    header, or the key a stdio server was started with)."""
 
     async def scoped(ctx: Context, project_id: str | None, user_id: str | None,
-                     agent_id: str | None) -> Scope:
-        grant = await authenticate(get_service().keys, token_for(ctx))
+                     agent_id: str | None) -> tuple[Service, Scope]:
+        from memroute.service.auth import authenticate, authorize
+
+        service = await get_service()
+        grant = await authenticate(service.keys, token_for(ctx))
         try:
             scope = grant.default_scope(project_id, user_id, agent_id)
         except ValueError as exc:
             raise InvalidInputError(str(exc)) from exc
-        return authorize(grant, scope)
+        return service, authorize(grant, scope)
 
     async def memory_search(ctx: Context, query: Query, page: Page = 0, as_of: AsOfArg = None,
                             filters: Filters = None, project_id: ProjectId = None,
                             user_id: UserId = None, agent_id: AgentId = None) -> SearchPage:
-        scope = await scoped(ctx, project_id, user_id, agent_id)
+        from memroute.tools import MemorySearch
+
+        service, scope = await scoped(ctx, project_id, user_id, agent_id)
         # a fresh search per call (each page reads the store again): a kept result list
         # would serve an episode deleted since, by this process or another
-        search = MemorySearch(get_service().memory, scope, page_size=PAGE_SIZE, as_of=as_of,
+        search = MemorySearch(service.memory, scope, page_size=PAGE_SIZE, as_of=as_of,
                               filters=filters)
         text, results = await search.apage(query, page)  # a failure: the memory's error
-        hint = None if results else await empty_scope_hint(get_service().memory, scope)
+        hint = None if results else await empty_scope_hint(service.memory, scope)
         return SearchPage(text=f"{text} ({hint})" if hint else text, results=results,
                           hint=hint)
 
@@ -188,11 +198,13 @@ def build_mcp_server(get_service: Callable[[], Service], token_for: TokenSource,
                               as_of: AsOfArg = None, filters: Filters = None,
                               project_id: ProjectId = None, user_id: UserId = None,
                               agent_id: AgentId = None) -> Retrieved:
-        scope = await scoped(ctx, project_id, user_id, agent_id)
-        found = await get_service().agent.aretrieve(query, scope=scope, k=k, strategy=strategy,
-                                                    budget=budget, as_of=as_of, filters=filters)
+        from memroute.tools import artifact, format_result
+
+        service, scope = await scoped(ctx, project_id, user_id, agent_id)
+        found = await service.agent.aretrieve(query, scope=scope, k=k, strategy=strategy,
+                                              budget=budget, as_of=as_of, filters=filters)
         text = "\n".join(format_result(i, r) for i, r in enumerate(found.results, 1))
-        hint = None if found.results else await empty_scope_hint(get_service().memory, scope)
+        hint = None if found.results else await empty_scope_hint(service.memory, scope)
         return Retrieved(route=found.route, route_reason=found.route_reason,
                          queries=found.queries, stop_reason=found.stop_reason,
                          results=[artifact(i, r) for i, r in enumerate(found.results, 1)],
@@ -204,8 +216,8 @@ def build_mcp_server(get_service: Callable[[], Service], token_for: TokenSource,
                              min_length=1, max_length=MAX_EPISODES_PER_REQUEST)],
                          project_id: ProjectId = None, user_id: UserId = None,
                          agent_id: AgentId = None) -> Added:
-        scope = await scoped(ctx, project_id, user_id, agent_id)
-        return Added(uids=await get_service().memory.add(scope, episodes))
+        service, scope = await scoped(ctx, project_id, user_id, agent_id)
+        return Added(uids=await service.memory.add(scope, episodes))
 
     async def memory_delete(ctx: Context,
                             uids: Annotated[list[Uid] | None, Field(
@@ -221,8 +233,8 @@ def build_mcp_server(get_service: Callable[[], Service], token_for: TokenSource,
         if not uids and not session_id and not all:
             raise InvalidInputError("give uids, a session_id, or all=true to forget the "
                                     "whole scope")
-        scope = await scoped(ctx, project_id, user_id, agent_id)
-        deleted = await get_service().memory.delete(
+        service, scope = await scoped(ctx, project_id, user_id, agent_id)
+        deleted = await service.memory.delete(
             scope, session_id=session_id, uids=uids, all=all, sub_scopes=sub_scopes)
         return Deleted(deleted=deleted, by_scope=deleted.by_scope if all else None)
 

@@ -3,57 +3,24 @@ requests, and results rendered without their stored vectors."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-)
-from pydantic_core import ErrorDetails
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from memroute.agent import RetrievalResult
 from memroute.graph.state import HopRecord
 from memroute.hints import HINT_HELP
 from memroute.memory.limits import MAX_ID_CHARS, MAX_K, MAX_QUERY_CHARS
 from memroute.memory.models import Episode, Scope, ScoredResult
+from memroute.service.bodies import (  # noqa: F401  (the request limits, with the bodies)
+    MAX_EPISODES_PER_REQUEST,
+    MAX_REQUEST_BYTES,
+    StrictEpisode,
+    invalid_fields,
+)
 from memroute.strategies.base import Strategy
 from memroute.strategies.budget import Budget
 from memroute.time.as_of import AS_OF_HELP, AsOf
-
-MAX_EPISODES_PER_REQUEST = 1000  # episodes of one add request
-MAX_REQUEST_BYTES = 8 * 1024 * 1024  # body of one request (413 beyond it)
-
-
-def invalid_fields(errors: list[ErrorDetails] | ValidationError, limit: int = 5) -> str:
-    """What was wrong, field by field (``k: Input should be ...; episodes.0.sesion_id:
-    Extra inputs are not permitted``), without the input values or pydantic's links."""
-    if isinstance(errors, ValidationError):
-        errors = errors.errors(include_url=False, include_input=False)
-    parts = [f"{'.'.join(str(p) for p in err['loc'] if p != 'body') or 'body'}: {err['msg']}"
-             for err in errors[:limit]]
-    more = len(errors) - limit
-    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
-
-
-class StrictEpisode(Episode):
-    """An episode as a request gives it: an unknown field (a typo like ``sesion_id``) is
-    refused, not dropped, and ``produced_at`` is an ISO 8601 string (not a number)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    @field_validator("produced_at", mode="before")
-    @classmethod
-    def _iso_text(cls, value: Any) -> Any:
-        if not isinstance(value, (str, datetime)):
-            raise ValueError("produced_at is an ISO 8601 date-time string, e.g. "
-                             "2024-03-18T12:16:00Z")
-        return value
-
 
 def _true_or_false(value: Any) -> Any:
     if isinstance(value, bool):
@@ -192,6 +159,15 @@ class RetrieveResponse(BaseModel):
 class Status(BaseModel):
     status: str
     detail: str = ""
+
+
+class Health(Status):
+    """Liveness (``status`` is ``ok`` while the process answers) and the memory's state."""
+
+    state: Literal["starting", "ready", "failed"] = Field(
+        description="starting: the models load and the store opens in the background "
+                    "(requests wait for it); ready: open; failed: it could not open "
+                    "(detail says why).")
 
 
 class ErrorBody(BaseModel):

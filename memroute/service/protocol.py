@@ -122,17 +122,30 @@ class HeaderDeadlineH11(H11Protocol):
 
 
 class AnnouncedServer(uvicorn.Server):
-    """uvicorn's server, printing one line once it listens: where, the docs, MCP."""
+    """uvicorn's server, printing one line once it listens and its service (``app.state
+    .opener``, opened in the background) is ready: where, the docs, MCP. A service that
+    fails to open stops the server; `failed` says why."""
 
-    def __init__(self, config: uvicorn.Config, *, mcp: bool) -> None:
+    def __init__(self, config: uvicorn.Config, *, mcp: bool, app: Any = None) -> None:
         super().__init__(config)
-        self.mcp = mcp
+        self.mcp, self.app = mcp, app
+        self.failed: Exception | None = None
+        self._announcing: asyncio.Future[None] | None = None
 
     async def startup(self, sockets: Any = None) -> None:
         await super().startup(sockets)
         if self.started:
             host, port = self.servers[0].sockets[0].getsockname()[:2]
             url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
-            mcp = f", MCP {url}/mcp" if self.mcp else ""
-            print(f"memroute serve: ready on {url} (REST {url}/v1, docs {url}/docs{mcp})",
-                  flush=True)
+            self._announcing = asyncio.ensure_future(self._announce(url))
+
+    async def _announce(self, url: str) -> None:
+        opener = getattr(getattr(self.app, "state", None), "opener", None)
+        if opener is not None and await opener.wait() == "failed":
+            if not self.should_exit:  # not stopped while it opened (a signal, a shutdown)
+                self.failed = opener.error
+                self.should_exit = True
+            return
+        mcp = f", MCP {url}/mcp" if self.mcp else ""
+        print(f"memroute serve: ready on {url} (REST {url}/v1, docs {url}/docs{mcp})",
+              flush=True)

@@ -29,6 +29,7 @@ from memroute.service.models import (
     Deleted,
     DeleteQuery,
     ErrorBody,
+    Health,
     Hit,
     Retrieve,
     RetrieveResponse,
@@ -44,8 +45,9 @@ from memroute.service.models import (
 log = get_logger(__name__)
 
 
-def service(request: Request) -> Service:
-    return request.app.state.service
+async def service(request: Request) -> Service:
+    """The service, once open (a request while it opens waits for it)."""
+    return await request.app.state.opener.get()
 
 
 _bearer = HTTPBearer(auto_error=False, description="An API key from `memroute keys create`.")
@@ -191,17 +193,31 @@ async def retrieve_stream(body: Retrieve, grant: Grant, svc: Svc) -> StreamingRe
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
 
-@router.get("/health", response_model=Status, tags=["service"])
-async def health() -> Status:
-    """Liveness: the process answers."""
-    return Status(status="ok")
+@router.get("/health", response_model=Health, tags=["service"])
+async def health(request: Request) -> Health:
+    """Liveness: the process answers (``status`` ok), with the ``state`` of its memory:
+    ``starting`` while the models load and the store opens, then ``ready`` (or ``failed``,
+    with the reason in ``detail``)."""
+    opener = request.app.state.opener
+    error = opener.error
+    return Health(status="ok", state=opener.state,
+                  detail=" ".join(str(error).split()) if error else "")
 
 
 @router.get("/ready", response_model=Status, tags=["service"],
             responses={503: {"model": Status, "description": "Not ready"}})
-async def ready(svc: Svc) -> Any:
-    """Readiness: the database answers a query."""
+async def ready(request: Request) -> Any:
+    """Readiness: the memory is open (else 503 ``starting`` or ``unavailable``) and the
+    database answers a query."""
+    opener = request.app.state.opener
+    if opener.state == "starting":
+        return JSONResponse(Status(status="starting", detail="the memory is opening (models, "
+                                   "store)").model_dump(), status_code=503)
+    if (error := opener.error) is not None:
+        return JSONResponse(Status(status="unavailable", detail=str(error)).model_dump(),
+                            status_code=503)
     try:
+        svc = await opener.get()
         await svc.memory.count(Scope(org_id="_readiness"))
     except StoreUnavailableError as exc:
         return JSONResponse(Status(status="unavailable", detail=str(exc)).model_dump(),

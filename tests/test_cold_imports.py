@@ -1,0 +1,68 @@
+"""What a new process loads before it answers (issue 48): `memroute --help`, `--version` and
+argument errors load no model, no database driver and not the store; the MCP server lists its
+tools without the agent, FastAPI or a model. Checked in new processes, by the modules they
+hold (benchmarks/cold_start.py times them)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks.served import ROOT
+
+HEAVY = ("spacy", "onnxruntime", "psycopg", "numpy", "langgraph", "memroute.memory.store",
+         "memroute.agent", "memroute.nlp")
+
+RUN_CLI = """
+import json, sys
+from memroute.cli import main
+args, heavy = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+sys.argv, code = ["memroute", *args], None
+try:
+    main()
+except SystemExit as exit:
+    code = exit.code
+print(json.dumps({"code": code, "loaded": [m for m in heavy if m in sys.modules]}),
+      file=sys.stderr)
+"""
+
+
+def loaded_by(code: str, *args: str) -> tuple[dict, str]:
+    done = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    return json.loads(done.stderr.strip().splitlines()[-1]), done.stdout
+
+
+@pytest.mark.parametrize(("args", "code"), [
+    (["--help"], 0), (["--version"], 0), (["search", "--help"], 0), (["ask", "--help"], 0),
+    (["search"], 2),  # a missing argument: typer's usage error
+    (["search", "q", "--k", "0"], 2),
+    (["ask", "q", "--strategy", "nope"], 2),  # memroute's own refusal, before any model
+    (["search", "q", "--scope", "acme//u1"], 2),
+])
+def test_help_version_and_argument_errors_load_no_model_and_no_store(args: list[str],
+                                                                     code: int) -> None:
+    report, out = loaded_by(RUN_CLI, json.dumps(args), json.dumps(HEAVY))
+    assert report["code"] == code, (args, report)
+    assert report["loaded"] == [], (args, report)
+    if args == ["--version"]:
+        assert out.startswith("memroute ")
+
+
+def test_the_mcp_server_lists_its_tools_before_the_agent_or_a_model_loads() -> None:
+    code = """
+import asyncio, json, sys
+from memroute.service.mcp_server import build_mcp_server
+async def nothing():
+    raise AssertionError("no service is needed to list the tools")
+tools = asyncio.run(build_mcp_server(nothing, lambda ctx: None).list_tools())
+heavy = [m for m in json.loads(sys.argv[1]) if m in sys.modules]
+print(json.dumps({"tools": sorted(t.name for t in tools), "loaded": heavy}), file=sys.stderr)
+"""
+    report, _ = loaded_by(code, json.dumps([*HEAVY, "fastapi", "langchain_core"]))
+    assert report["tools"] == ["memory_add", "memory_delete", "memory_retrieve",
+                               "memory_search"]
+    assert report["loaded"] == [], report
