@@ -251,7 +251,7 @@ async def test_a_version_1_store_migrates_works_and_is_backfilled(settings, embe
             await conn.execute(f"CREATE SCHEMA {schema}")
             await conn.execute(f"CREATE TABLE {schema}.schema_version (version int PRIMARY KEY, "
                                "applied_at timestamptz NOT NULL DEFAULT now())")
-            await conn.execute(_migrations(schema, embedder.dim)[0])
+            await conn.execute(_migrations(schema, embedder.dim, buckets=4)[0])
             await conn.execute(f"INSERT INTO {schema}.schema_version VALUES (1)")
     finally:
         await old.close()
