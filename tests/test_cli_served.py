@@ -119,7 +119,9 @@ def test_ask_served_gives_what_ask_in_process_gives(monkeypatch, base_env, serve
     assert mine["results"]
     assert without_timings(theirs) == without_timings(mine)
     here, there = both(monkeypatch, base_env, server, *args)
-    assert here.stderr == there.stderr  # the agent's steps, as they happened
+    # the agent's steps (a split question's searches run at once: they end in either order)
+    assert sorted(here.stderr.splitlines()) == sorted(there.stderr.splitlines())
+    assert here.stderr
     assert table(here.stdout) == table(there.stdout)
     assert table(here.stdout)
 
