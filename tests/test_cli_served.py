@@ -122,6 +122,10 @@ def test_ask_served_gives_what_ask_in_process_gives(monkeypatch, base_env, serve
     # the agent's steps (a split question's searches run at once: they end in either order)
     assert sorted(here.stderr.splitlines()) == sorted(there.stderr.splitlines())
     assert here.stderr
+    here, there = both(monkeypatch, base_env, server, *args, "--explain")
+    assert here.exit_code == 0 and there.exit_code == 0, (here.output, there.output)
+    assert table(here.stdout) == table(there.stdout)  # up to the cost table's times
+    assert "Evidence" in here.stdout and "Cost" in there.stdout
     assert table(here.stdout) == table(there.stdout)
     assert table(here.stdout)
 
