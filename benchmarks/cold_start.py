@@ -7,7 +7,8 @@ ask`` on a scope holding the sample conversation (schema ``bench_cold``, filled 
 ``memroute mcp`` until the official MCP client's ``initialize`` is answered, then its
 ``tools/list`` and a first ``memory_search`` made at once; ``memroute serve`` until
 ``/v1/health`` answers and until ``/v1/ready`` is 200, then a new process searching through it
-(httpx, one ``POST /v1/search``: what a CLI sending its searches to a server would cost).
+(httpx, one ``POST /v1/search``: the floor of a CLI sending its searches to a server), and
+``memroute search`` and ``memroute ask`` through it (``MEMROUTE_SERVER_URL``).
 Floors beside them: Python's own start and the import of the MCP SDK. Targets (issue 48):
 ``--help`` <= 0.3 s, ``search`` and ``ask`` <= 1.0 s, MCP ``initialize`` <= 1.0 s. Prints the
 thread settings, one table and one JSON line, and writes ``bench-out/cold_start.json``.
@@ -38,6 +39,7 @@ SCHEMA = "bench_cold"
 SCOPE = "bench/cold/u1"
 QUESTION = "Which clinic does Biscuit go to?"
 TARGETS_S = {"memroute --help": 0.3, "memroute search": 1.0, "memroute ask": 1.0,
+             "memroute search, served": 1.0, "memroute ask, served": 1.0,
              "mcp: initialize answered": 1.0}
 
 
@@ -140,9 +142,16 @@ async def serve_times(env: dict[str, str], log_dir: str) -> dict[str, float]:
                         ready = time.perf_counter() - start
                         thin = await asyncio.to_thread(timed_process, [
                             sys.executable, "-c", THIN_CLIENT, server.url], env)
+                        through = {**env, "MEMROUTE_SERVER_URL": server.url}
+                        search = await asyncio.to_thread(timed_process, cli(
+                            "search", QUESTION, "-k", "5"), through)
+                        ask = await asyncio.to_thread(timed_process, cli(
+                            "ask", QUESTION, "-k", "5"), through)
                         return {"serve: /v1/health answers": answered,
                                 "serve: /v1/ready answers 200": ready,
-                                "new process searching a running serve": thin}
+                                "new process searching a running serve": thin,
+                                "memroute search, served": search,
+                                "memroute ask, served": ask}
                 except httpx.TransportError:
                     pass
                 await asyncio.sleep(0.02)
@@ -178,7 +187,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         timed_process(command, env)  # once unmeasured: the OS file cache, not our start
         samples |= repeat(args.runs, lambda command=command: timed_process(command, env), name)
     samples |= repeat(args.runs, lambda: asyncio.run(mcp_times(mcp_env)))
-    samples |= repeat(args.runs, lambda: asyncio.run(serve_times(mcp_env, args.log_dir)))
+    serve_env = {**mcp_env, "MEMROUTE_PLANNER": "offline"}  # as `ask --planner offline`
+    samples |= repeat(args.runs, lambda: asyncio.run(serve_times(serve_env, args.log_dir)))
     report["seconds"] = {name: {"median": statistics.median(values), "min": min(values),
                                 "max": max(values), "target": TARGETS_S.get(name)}
                          for name, values in samples.items()}

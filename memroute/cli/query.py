@@ -59,7 +59,7 @@ def search(
     target = parse_scope(scope)
     where = parse_filters(filters)
     when = as_of_text(as_of)
-    results, hint = run(_search(target, query, _check_k(k), where, when))
+    results, hint = run(_search_where_set(target, query, _check_k(k), where, when))
     if json_output:
         out.emit_json({
             "query": query, "scope": out.scope_label(target), "k": k, "filters": where,
@@ -85,6 +85,19 @@ def _print_hint(hint: str | None) -> None:
         out.stderr_console().print(
             f"hint: {hint}; name the scope with --scope org[/project[/user[/agent]]] (or "
             "MEMROUTE_SCOPE)", markup=False, highlight=False, soft_wrap=True)
+
+
+async def _search_where_set(scope: Any, query: str, k: int, filters: dict | None,
+                            as_of: str | None) -> tuple[Any, str | None]:
+    """Through ``MEMROUTE_SERVER_URL``'s running `memroute serve` when it is set and
+    answers, else in this process."""
+    from memroute.cli import served
+
+    if (url := served.server_url()) is not None:
+        answer = await served.search(url, scope, query, k, filters, as_of)
+        if answer is not None:
+            return answer
+    return await _search(scope, query, k, filters, as_of)
 
 
 async def _search(scope: Any, query: str, k: int, filters: dict | None,
@@ -128,11 +141,20 @@ def ask(
 
     if strategy not in STRATEGIES:
         raise InvalidInputError(f"unknown --strategy {strategy!r}: use {', '.join(STRATEGIES)}")
-    from memroute.planners import PLANNER_CHOICES
+    from memroute.cli import served
 
-    if planner is not None and planner not in PLANNER_CHOICES:
+    url = served.server_url()
+    if url is not None and planner is not None:
         raise InvalidInputError(
-            f"unknown --planner {planner!r}: use {', '.join(PLANNER_CHOICES)}")
+            f"--planner is not sent to memroute serve ({served.SERVER_URL_ENV} is set): the "
+            f"server plans with its own MEMROUTE_PLANNER; unset {served.SERVER_URL_ENV} to "
+            "choose the planner here")
+    if planner is not None:
+        from memroute.planners import PLANNER_CHOICES
+
+        if planner not in PLANNER_CHOICES:
+            raise InvalidInputError(
+                f"unknown --planner {planner!r}: use {', '.join(PLANNER_CHOICES)}")
     _check_k(k)
     target = parse_scope(scope)
     budget = None
@@ -143,10 +165,15 @@ def ask(
 
     options = {"scope": target, "k": k, "filters": parse_filters(filters),
                "strategy": strategy, "budget": budget, "as_of": as_of_text(as_of)}
-    from memroute.nlp import reusing_query_pipeline
+    answer = None
+    if url is not None:
+        answer = run(served.ask(url, query, options, _show_event))
+    if answer is None:
+        from memroute.nlp import reusing_query_pipeline
 
-    with reusing_query_pipeline():  # the planner's parse gives the searches their entity keys
-        result, hint = run(_ask(query, planner, options))
+        with reusing_query_pipeline():  # the planner's parse gives the searches entity keys
+            answer = run(_ask(query, planner, options))
+    result, hint = answer
     if json_output:
         out.emit_json({**out.answer_dict(query, target, result), "hint": hint})
         return
@@ -171,6 +198,12 @@ def make_agent(memory: Any, planner: str | None) -> Any:
     return RetrievalAgent(memory=memory, planner=planner)
 
 
+def _show_event(event: Any) -> None:
+    """One agent step as a line on stderr (not with --json)."""
+    if not state.json and (line := out.event_line(event)):
+        out.stderr_console().print(f"· {line}", style="dim", markup=False, highlight=False)
+
+
 async def _ask(query: str, planner: str | None,
                options: dict[str, Any]) -> tuple[Any, str | None]:
     from memroute.hints import empty_scope_hint
@@ -178,13 +211,12 @@ async def _ask(query: str, planner: str | None,
     memory = await open_memory()
     try:
         agent = make_agent(memory, planner)
-        console = out.stderr_console()
         result = None
         async for event in agent.astream(query, **options):
             if getattr(event, "event", "") == "final":
                 result = event.result
-            elif not state.json and (line := out.event_line(event)):
-                console.print(f"· {line}", style="dim", markup=False, highlight=False)
+            else:
+                _show_event(event)
         hint = None if result.results else await empty_scope_hint(memory, options["scope"])
         return result, hint
     finally:

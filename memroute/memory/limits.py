@@ -13,4 +13,5 @@ MAX_ID_CHARS = 256  # of an episode's uid, producer or session id
 MAX_CONTEXT = 50  # neighbours on either side of a hit
 MAX_EXTRA_QUERIES = 16  # queries of one multi-query rerank besides the first
 MAX_LIST = 1000  # episodes, uids or scopes of one lookup (get, recent, list_scopes)
+MAX_WINDOW_DAYS = 31  # days a window search looks for in the sentences (a month's)
 MAX_OFFSET = 100_000  # rows skipped by one paged lookup

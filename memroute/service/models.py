@@ -111,18 +111,28 @@ class Hit(BaseModel):
     matched_sentence: str
     nucleus: Episode
     episodes: list[Episode]
+    reranker: str = Field(default="none", description="The reranker that scored the hit.")
+    query: str | None = Field(default=None, description="The query that found it (the agent "
+                              "may search several).")
+    hop: int = Field(default=0, description="The chain hop that found it (0 otherwise).")
+    role: str | None = Field(default=None, description="The agent's search that found it: "
+                             "direct, split or chain (none for /v1/search).")
 
     @classmethod
     def of(cls, result: ScoredResult) -> Hit:
         return cls(uid=result.uid, score=result.score, rerank_score=result.rerank_score,
                    vector_score=result.vector_score,
                    lexical_score=result.lexical_score, matched_sentence=result.matched_sentence,
-                   nucleus=result.nucleus, episodes=result.episodes)
+                   nucleus=result.nucleus, episodes=result.episodes, reranker=result.reranker,
+                   query=result.query, hop=result.extra.get("hop", 0),
+                   role=result.extra.get("role"))
 
 
 class SearchResponse(BaseModel):
     results: list[Hit]
     timings: dict[str, float] = Field(description="Stage timings of the search, in ms.")
+    reranker: str = Field(default="none", description="The reranker that ordered the results "
+                          "(none: the vector lane's order).")
     hint: str | None = Field(default=None, description=HINT_HELP)
 
 

@@ -137,7 +137,7 @@ async def search(body: Search, grant: Grant, svc: Svc) -> SearchResponse:
     found = await svc.memory.search_scored(scope, body.query, k=body.k, filters=body.filters,
                                            as_of=body.as_of)
     return SearchResponse(results=[Hit.of(r) for r in found], timings=found.timings,
-                          hint=await _hint(svc, scope, found))
+                          reranker=found.reranker, hint=await _hint(svc, scope, found))
 
 
 @router.post("/retrieve", response_model=RetrieveResponse, tags=["retrieval"])

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from memroute.time.windows import MAX_WINDOW_DAYS
+from memroute.memory.limits import MAX_WINDOW_DAYS
 
 Route = Literal["direct", "split", "chain"]
 """A path through the graph, as chosen by ToolSelect (or forced by a strategy override)."""

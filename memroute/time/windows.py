@@ -16,12 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from memroute.errors import ModelUnavailableError
+from memroute.memory.limits import MAX_WINDOW_DAYS
 from memroute.nlp import parse
 from memroute.time.as_of import wall_clock
 from memroute.time.expressions import span_of
 from memroute.reading import vocabulary as V
-
-MAX_WINDOW_DAYS = 31  # days a window search looks for in the sentences (a month's)
 
 
 @dataclass(frozen=True)
