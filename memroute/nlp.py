@@ -365,6 +365,34 @@ def asks(sentence: str) -> bool:
     return sentence.rstrip(" \"”')").endswith("?")
 
 
+_QUESTION_WORD_TAGS = ("WDT", "WP", "WP$", "WRB")
+
+
+def states_before_tag(sentence: str) -> bool:
+    """Whether a sentence that ends with a question mark states something before the tag or
+    request that closes it ("His coach is called Gareth, I think?", "Her birthday is 3 June,
+    can you remember that?"): its first clause (up to its first comma) has a verb, no
+    question word (spaCy's tags), and does not open with an auxiliary. False without the
+    spaCy model."""
+    head, comma, _ = sentence.partition(",")
+    if not comma or not asks(sentence):
+        return False
+    try:
+        doc = parse(head)
+    except ModelUnavailableError:
+        return False
+    words = [t for t in doc if not t.is_punct and t.pos_ not in ("INTJ", "CCONJ")]
+    return bool(words) and words[0].pos_ != "AUX" and words[0].tag_ != "MD" and not any(
+        t.tag_ in _QUESTION_WORD_TAGS for t in doc) and any(
+        t.pos_ in ("VERB", "AUX") for t in doc)
+
+
+def asks_itself(sentence: str) -> bool:
+    """Whether ``sentence`` asks (`asks`) and is not a statement closed by a tag or a
+    request (`states_before_tag`): a turn's question, whose reply may answer in its place."""
+    return asks(sentence) and not states_before_tag(sentence)
+
+
 _parses: OrderedDict[str, Doc] = OrderedDict()  # the last PARSE_CACHE_SIZE parses
 _parses_lock = threading.Lock()
 

@@ -31,8 +31,8 @@ from memroute.errors import ModelUnavailableError
 from memroute.memory.limits import MAX_LIST
 from memroute.memory.models import ScoredResult, disjoint_windows
 from memroute.memory.titles import titles_of
-from memroute.nlp import SPEAKER_LABEL, Entity, entity_key, query_entity_keys
-from memroute.planners.offline.entities import STOPWORDS, asks
+from memroute.nlp import SPEAKER_LABEL, Entity, asks_itself, entity_key, query_entity_keys
+from memroute.planners.offline.entities import STOPWORDS
 
 NODE = "final_rerank"
 _EPOCH = datetime.min.replace(tzinfo=timezone.utc)
@@ -175,8 +175,8 @@ def _asks_only(record: ResultRecord) -> bool:
     word or two ("Nice! Is she still at Tidewave Labs?")."""
     text = _nucleus_text(record).strip()
     sentences = [s for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
-    return any(asks(s) for s in sentences) and all(
-        asks(s) or len(s.split()) <= 2 for s in sentences)
+    return any(asks_itself(s) for s in sentences) and all(
+        asks_itself(s) or len(s.split()) <= 2 for s in sentences)
 
 
 def _stems(text: str) -> set[str]:
@@ -250,7 +250,8 @@ async def with_replies(memory: Any, scope: dict, results: list[ResultRecord],
     the reply that follows it in its session (another producer's next turn, within the
     retrieval's ``filters`` and ``as_of``), the question kept in its window: a question is
     no answer, and its reply usually is. A reply already returned is left where it is."""
-    asking = [r["uid"] for r in results if _asks_only(r) or asks(r["matched_sentence"])]
+    asking = [r["uid"] for r in results
+              if _asks_only(r) or asks_itself(r["matched_sentence"])]
     if not asking:
         return results
     replies = await memory.replies(scope, asking, filters=filters, as_of=as_of)

@@ -49,7 +49,7 @@ from memroute.planners.offline.question_syntax import (
     COMPARISON,
     asks_for_hidden_entity,
     comparison_subjects,
-    has_nested_relation,
+    nested_relation_words,
     route_by_syntax,
     subject_sub_queries,
 )
@@ -122,9 +122,10 @@ def route_by_parse(query: str, attribute_route: str = "direct") -> tuple[str, st
                          "searches the entities the evidence leads to"), 0.7
     if route == "chain" and reason != "nested relation" and not reason.startswith("a relation"):
         return "chain", f"{reason}; expansion searches the entities the evidence leads to", 0.7
-    if has_nested_relation(_without_named_possessives(query, qp)):
-        return "chain", ("nested relation; expansion searches the entities the evidence "
-                         "leads to"), 0.6
+    if nested := nested_relation_words(_without_named_possessives(query, qp)):
+        said = "', '".join(nested)
+        return "chain", (f"a nested relation ('{said}'); expansion searches the entities the "
+                         "evidence leads to"), 0.6
     if qp.named:
         names = ", ".join(re.sub(r"['’]s$", "", n) for n in qp.named)
         return (attribute_route, f"a plain attribute of what it names ({names}): nothing "

@@ -144,11 +144,30 @@ def has_nested_relation(query: str) -> bool:
     """A relation whose object is itself reached through another relation: a relative
     clause, a passive relation, two relations of named things, or one that the question
     asks something further about ("Where was the director of film X born?")."""
+    return bool(nested_relation_words(query))
+
+
+def nested_relation_words(query: str) -> list[str]:
+    """The words that make `has_nested_relation` true (the relative clause's or the
+    participle's opening, else each relation of a named thing), [] when it is false: what a
+    route's reason names."""
     q = query.strip()
-    if _RELATIVE.search(q) or _PARTICIPLE.search(q):
-        return True
-    count = len(_RELATION_NP.findall(q)) + len(_POSSESSIVE.findall(q))  # relations of names
-    return count >= 2 or (count == 1 and not _COPULA_START.search(q))
+
+    def whole_words(m: re.Match) -> str:
+        start, end = m.start(), m.end()
+        while start > 0 and (q[start - 1].isalnum() or q[start - 1] in "'’-"):
+            start -= 1
+        while end < len(q) and (q[end].isalnum() or q[end] == "-"):
+            end += 1
+        return q[start:end].strip()
+
+    if m := (_RELATIVE.search(q) or _PARTICIPLE.search(q)):
+        return [whole_words(m)]
+    # relations of names
+    found = [whole_words(m) for m in (*_RELATION_NP.finditer(q), *_POSSESSIVE.finditer(q))]
+    if len(found) >= 2 or (len(found) == 1 and not _COPULA_START.search(q)):
+        return found
+    return []
 
 
 def asks_for_hidden_entity(query: str, subjects: list[str]) -> bool:
