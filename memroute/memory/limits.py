@@ -1,5 +1,7 @@
 """The documented limits of one memory call, declared once (every face imports them)."""
 
+from memroute.time.limits import MAX_WINDOW_DAYS  # noqa: F401  (time declares it)
+
 MAX_QUERY_CHARS = 8192  # of one query
 MAX_LEXICAL_TERMS = 32  # distinct terms (after stemming and stop words) the lexical lane uses
 LEXICAL_CANDIDATES = 800  # matching sentences the lexical lane ranks, at most
@@ -13,5 +15,4 @@ MAX_ID_CHARS = 256  # of an episode's uid, producer or session id
 MAX_CONTEXT = 50  # neighbours on either side of a hit
 MAX_EXTRA_QUERIES = 16  # queries of one multi-query rerank besides the first
 MAX_LIST = 1000  # episodes, uids or scopes of one lookup (get, recent, list_scopes)
-MAX_WINDOW_DAYS = 31  # days a window search looks for in the sentences (a month's)
 MAX_OFFSET = 100_000  # rows skipped by one paged lookup

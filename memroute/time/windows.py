@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from memroute.errors import ModelUnavailableError
-from memroute.memory.limits import MAX_WINDOW_DAYS
+from memroute.time.limits import MAX_WINDOW_DAYS
 from memroute.nlp import parse
 from memroute.time.as_of import wall_clock
 from memroute.time.expressions import span_of
