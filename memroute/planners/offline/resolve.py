@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from memroute.memory.titles import split_title, without_disambiguation
 from memroute.errors import ModelUnavailableError
-from memroute.nlp import SPEAKER_LABEL, Entity, parse
+from memroute.nlp import SPEAKER_LABEL, WH_TAGS, Entity, parse
 from memroute.planners.offline.entities import (
     STOPWORDS,
     asks,
@@ -153,6 +153,26 @@ def _name_start(question: str, start: int) -> int:
     return start
 
 
+def _owner_start(question: str, start: int, end: int) -> int:
+    """Where an owner's name between ``start`` and ``end`` begins: never at a question word
+    and its verb ("What's Rhys's coach": Rhys) nor at a joining word ("the work of Julien's
+    parents": Julien), by the question's parse."""
+    try:
+        doc = parse(question)
+    except ModelUnavailableError:
+        return start
+    for token in doc:
+        if token.idx < start:
+            continue
+        if token.idx >= end or token.idx > start:
+            break
+        if not (token.tag_ in WH_TAGS or token.tag_ in ("IN", "DT", "POS") or token.pos_ == "AUX"
+                or token.lower_ in ("'s", "’s")):
+            break
+        start = token.idx + len(token.text_with_ws)
+    return start
+
+
 def _possessed(question: str) -> Descriptor | None:
     """"my brother", "Anders's fiancée", "my pottery tutor": an owner, up to two modifiers,
     and a relation noun."""
@@ -170,7 +190,11 @@ def _possessed(question: str) -> Descriptor | None:
                 if _names_a_kind(question, end):
                     return None
                 start = _name_start(question, m.start()) if name else m.start()
-                owner = question[start:m.start()] + name if name else "my"
+                if name:
+                    start = _owner_start(question, start, m.start() + len(name))
+                    if start >= m.start() + len(name):
+                        break
+                owner = question[start:m.start() + len(name)] if name else "my"
                 return Descriptor(question[start:end], fold(plain), owner.strip(),
                                   tuple(words[:i]))
             if not re.fullmatch(r"[A-Za-z\-]+", word):
@@ -289,6 +313,29 @@ def _names(sentence: str, entities: list[Entity], title: str | None) -> list[str
             if n and fold(n) and f" {' '.join(_plain(n))} " in f" {folded} "]
 
 
+def _possessor(words: list[str], at: int, possessor: set[int]) -> str:
+    """Whose the relation noun at ``at`` is, by the word that owns it ("my ex-husband",
+    "her husband", "Nia's husband"; at most two words between): "first" for the speaker's
+    own, "other" for someone else's, "" when the sentence does not say."""
+    for i in range(at - 1, max(at - 4, -1), -1):
+        if i in possessor or _POSSESSIVE_PRONOUN.fullmatch(words[i]):
+            return "other"
+        if _FIRST_PERSON.fullmatch(words[i]):
+            return "first"
+    return ""
+
+
+def _owned_elsewhere(d: Descriptor, whose: str, speaker: str | None) -> bool:
+    """Whether a relation noun owned as ``whose`` is someone else's than ``d``'s: the asker's
+    own relation ("my husband") is not another person's ("her husband"), and another
+    person's ("Nia's husband") is not the speaker's own ("my ex-husband")."""
+    if d.owner == "my":
+        return whose == "other" and not d.whole  # a chain states its own possessors
+    if d.owner and whose == "first":
+        return speaker is None or fold(speaker) != fold(d.owner)
+    return False
+
+
 def _position(words: list[str], target: str) -> int | None:
     parts = _plain(target)
     for i in range(len(words) - len(parts) + 1):
@@ -357,6 +404,7 @@ def find_bridge(d: Descriptor, evidence: list[str], entities: list[list[Entity]]
     rest = {_stem(w) for w in _WORD.findall(known.replace(d.text, " "))
             if len(w) >= 3 and fold(w) not in STOPWORDS and not w[:1].isupper()}
     generic = d.noun in GENERIC_NOUNS
+    person = fold(d.noun) in V.PEOPLE_RELATIONS
     word_stems = {_stem(w) for w in d.words if len(w) >= 3 and not w[:1].isupper()}
     best: tuple[tuple, Bridge] | None = None
     for rank, (text, ents) in enumerate(zip(evidence, entities, strict=True)):
@@ -370,6 +418,8 @@ def find_bridge(d: Descriptor, evidence: list[str], entities: list[list[Entity]]
             # "my brother's wife, Sigrid": a possessor's name is not the one beside it
             possessor = {i for i, w in enumerate(fold(sentence).split()) if w.endswith("'s")}
             noun_at = _noun_positions(words, d.noun, possessor) if not generic else []
+            noun_at = [a for a in noun_at
+                       if not _owned_elsewhere(d, _possessor(words, a, possessor), speaker)]
             if not generic and not noun_at:
                 continue
             matched = sum(s in stems for s in word_stems)
@@ -385,8 +435,8 @@ def find_bridge(d: Descriptor, evidence: list[str], entities: list[list[Entity]]
                 if d.owner and set(_plain(name)) <= set(_plain(d.owner)):
                     continue  # a part of the owner's own name
                 at = _position(words, name)
-                if at is None:
-                    continue
+                if at is None or person and at and words[at - 1] in V.PLACE_PREPOSITIONS.words:
+                    continue  # a person's relation names a person, not the place beside them
                 end = at + len(_plain(name)) - 1
                 distance = min(min(abs(a - at), abs(a - end)) for a in anchors)
                 if distance <= NEAR:
