@@ -11,7 +11,7 @@ import typer
 from memroute import cli_output as out
 from memroute.cli._app import DebugOpt, JsonOpt, app, run, setup_command
 
-keys_app = typer.Typer(no_args_is_help=True,
+keys_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                        help="API keys of the service: each bound to an org (and optionally "
                             "to projects and users).")
 app.add_typer(keys_app, name="keys")
