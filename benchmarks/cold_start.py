@@ -7,8 +7,11 @@ ask`` on a scope holding the sample conversation (schema ``bench_cold``, filled 
 ``memroute mcp`` until the official MCP client's ``initialize`` is answered, then its
 ``tools/list`` and a first ``memory_search`` made at once; ``memroute serve`` until
 ``/v1/health`` answers and until ``/v1/ready`` is 200, then a new process searching through it
-(httpx, one ``POST /v1/search``: the floor of a CLI sending its searches to a server), and
-``memroute search`` and ``memroute ask`` through it (``MEMROUTE_SERVER_URL``).
+(``http.client``, one ``POST /v1/search``, as the CLI sends it: the floor of a CLI sending
+its searches to a server), and ``memroute search`` and ``memroute ask`` through it
+(``MEMROUTE_SERVER_URL``), ``search`` twice: the first after ``/v1/ready`` (what a server just
+started adds) and again. ``memroute --version`` and an argument error (``search --k 0``) beside
+``--help``.
 Floors beside them: Python's own start and the import of the MCP SDK. Targets (issue 48):
 ``--help`` <= 0.3 s, ``search`` and ``ask`` <= 1.0 s, MCP ``initialize`` <= 1.0 s. Prints the
 thread settings, one table and one JSON line, and writes ``bench-out/cold_start.json``.
@@ -38,26 +41,31 @@ from memroute import sample_data
 SCHEMA = "bench_cold"
 SCOPE = "bench/cold/u1"
 QUESTION = "Which clinic does Biscuit go to?"
-TARGETS_S = {"memroute --help": 0.3, "memroute search": 1.0, "memroute ask": 1.0,
-             "memroute search, served": 1.0, "memroute ask, served": 1.0,
+TARGETS_S = {"memroute --help": 0.3, "memroute --version": 0.3,
+             "memroute search --k 0 (usage error)": 0.3, "memroute search": 1.0,
+             "memroute ask": 1.0, "memroute search, served": 1.0,
+             "memroute search, served, again": 1.0, "memroute ask, served": 1.0,
              "mcp: initialize answered": 1.0}
 
 
 CHECKOUT = ROOT  # whose `memroute` runs (--checkout)
 
 
-# a search by a new process through a running `memroute serve` (httpx, one POST): the floor
-# of a CLI that would send its searches to a server
+# a search by a new process through a running `memroute serve` (http.client, one POST, as
+# the CLI sends it): the floor of a CLI that sends its searches to a server
 THIN_CLIENT = f"""
-import os, sys
-import httpx
+import http.client, json, os, sys
+from urllib.parse import urlsplit
 org, project, user = {SCOPE!r}.split("/")
-found = httpx.post(sys.argv[1] + "/v1/search", timeout=60, json={{
+url = urlsplit(sys.argv[1])
+connection = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+connection.request("POST", "/v1/search", body=json.dumps({{
     "scope": {{"org_id": org, "project_id": project, "user_id": user}},
-    "query": {QUESTION!r}, "k": 5}},
-    headers={{"Authorization": "Bearer " + os.environ["MEMROUTE_API_KEY"]}})
-found.raise_for_status()
-assert found.json()["results"]
+    "query": {QUESTION!r}, "k": 5}}),
+    headers={{"Authorization": "Bearer " + os.environ["MEMROUTE_API_KEY"],
+             "Content-Type": "application/json"}})
+found = connection.getresponse()
+assert found.status == 200 and json.loads(found.read())["results"]
 """
 
 
@@ -72,13 +80,14 @@ def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "memroute.cli", *args]
 
 
-def timed_process(command: list[str], env: dict[str, str]) -> float:
-    """Seconds from spawn to exit of ``command`` (a non-zero exit is an error)."""
+def timed_process(command: list[str], env: dict[str, str], expect: int = 0) -> float:
+    """Seconds from spawn to exit of ``command`` (another exit code than ``expect`` is an
+    error)."""
     start = time.perf_counter()
     done = subprocess.run(command, cwd=CHECKOUT, env=env, capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=300)
     seconds = time.perf_counter() - start
-    if done.returncode:
+    if done.returncode != expect:
         raise RuntimeError(f"{' '.join(command[2:])} exited {done.returncode}: "
                            f"{done.stderr[-2000:]}")
     return seconds
@@ -145,12 +154,15 @@ async def serve_times(env: dict[str, str], log_dir: str) -> dict[str, float]:
                         through = {**env, "MEMROUTE_SERVER_URL": server.url}
                         search = await asyncio.to_thread(timed_process, cli(
                             "search", QUESTION, "-k", "5"), through)
+                        again = await asyncio.to_thread(timed_process, cli(
+                            "search", QUESTION, "-k", "5"), through)
                         ask = await asyncio.to_thread(timed_process, cli(
                             "ask", QUESTION, "-k", "5"), through)
                         return {"serve: /v1/health answers": answered,
                                 "serve: /v1/ready answers 200": ready,
                                 "new process searching a running serve": thin,
                                 "memroute search, served": search,
+                                "memroute search, served, again": again,
                                 "memroute ask, served": ask}
                 except httpx.TransportError:
                     pass
@@ -181,8 +193,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     plain = {"python -c pass (floor)": [sys.executable, "-c", "pass"],
              "import mcp (SDK floor)": [sys.executable, "-c", "import mcp.server.mcpserver"],
              "memroute --help": cli("--help"),
+             "memroute --version": cli("--version"),
              "memroute search": cli("search", QUESTION, "-k", "5"),
              "memroute ask": cli("ask", QUESTION, "-k", "5", "--planner", "offline")}
+    usage_error = cli("search", QUESTION, "--k", "0")  # exits 2
+    timed_process(usage_error, env, expect=2)
+    samples |= repeat(args.runs, lambda: timed_process(usage_error, env, expect=2),
+                      "memroute search --k 0 (usage error)")
     for name, command in plain.items():
         timed_process(command, env)  # once unmeasured: the OS file cache, not our start
         samples |= repeat(args.runs, lambda command=command: timed_process(command, env), name)
