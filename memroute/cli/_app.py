@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -164,29 +164,36 @@ def plugged_commands() -> dict[str, str]:
     global _plugged
     if _plugged is None:
         _plugged = {}
-        header = f"[{COMMAND_ENTRY_POINTS}]"
-        for folder in sys.path:
-            try:
-                names = sorted(os.listdir(folder or "."))
-            except OSError:
-                continue
-            for name in names:
-                if not name.endswith((".dist-info", ".egg-info")):
-                    continue
+        for text in _entry_point_files():
+            for line in _section(text, f"[{COMMAND_ENTRY_POINTS}]").splitlines():
+                name, sep, target = line.partition("=")
+                if sep and name.strip() and not name.lstrip().startswith(("#", ";")):
+                    _plugged.setdefault(name.strip(), target.strip())
+    return _plugged
+
+
+def _entry_point_files() -> Iterator[str]:
+    """The ``entry_points.txt`` of each installed package, in ``sys.path`` order."""
+    for folder in sys.path:
+        try:
+            names = sorted(os.listdir(folder or "."))
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith((".dist-info", ".egg-info")):
                 try:
                     with open(os.path.join(folder or ".", name, "entry_points.txt"),
                               encoding="utf-8") as file:
-                        text = file.read()
+                        yield file.read()
                 except OSError:
                     continue
-                if header not in text:
-                    continue
-                section = text.split(header, 1)[1].split("\n[", 1)[0]
-                for line in section.splitlines():
-                    key, sep, value = line.partition("=")
-                    if sep and key.strip() and not key.lstrip().startswith(("#", ";")):
-                        _plugged.setdefault(key.strip(), value.strip())
-    return _plugged
+
+
+def _section(text: str, header: str) -> str:
+    """The lines of an ini-style ``text`` under ``header`` ("" without it)."""
+    if header not in text:
+        return ""
+    return text.split(header, 1)[1].split("\n[", 1)[0]
 
 
 def _plugged_command(name: str) -> Any:
