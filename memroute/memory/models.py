@@ -13,11 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from memroute.errors import InvalidInputError
 from memroute.memory.limits import DEFAULT_PROJECT, MAX_ID_CHARS
-from memroute.memory.results import (  # noqa: F401  (declared there, without pydantic)
-    ScoredResult,
-    ShownWindow,
-    disjoint_windows,
-)
+# declared without pydantic (a served CLI command prints them), importable from here too
+from memroute.memory.results import ScoredResult, ShownWindow, disjoint_windows  # noqa: F401
 
 MAX_CONTENT_CHARS = 1_000_000
 # produced_at must lie in years 1..9999 once converted to UTC: the range both PostgreSQL's
