@@ -37,6 +37,7 @@ bench: install
 	$(THREADS) $(BIN)/python -m benchmarks.agent $(BENCH_AGENT_ARGS)
 	$(THREADS) $(BIN)/python -m benchmarks.service $(BENCH_SERVICE_ARGS)
 	$(THREADS) $(BIN)/python -m benchmarks.cold_start $(BENCH_COLD_ARGS)
+	$(BIN)/python -m benchmarks.summary $(BENCH_SUMMARY_ARGS)
 
 # Fault and load runs: kill loops, 2 and 4 processes starting a fresh home x10, load, and the
 # big inputs (benchmarks/big_inputs.py: the 8,192-character lexical query at 100k sentences,
