@@ -30,7 +30,8 @@ demo: install
 # 200 ms scripted LLM, SplitQuery/direct wall ratio), then the service (REST search
 # requests/s and p95 at 1, 8, 32 clients; overhead over in-process), then cold starts (new
 # processes, database running: `memroute --help`, `search`, `ask`, MCP initialize, serve ready;
-# median of 3; bench-out/cold_start.json).
+# median of 3; bench-out/cold_start.json); last, one table of them against issue 48's targets
+# (benchmarks.summary; BENCH_SUMMARY_ARGS="--evals <memroute eval runs>" adds the agent per set).
 bench: install
 	$(THREADS) $(BIN)/python -m benchmarks.memory $(BENCH_ARGS)
 	$(THREADS) $(BIN)/python -m benchmarks.tenants $(BENCH_TENANTS_ARGS)
