@@ -83,7 +83,7 @@ def search_rows(report: dict[str, Any] | None) -> list[Row]:
         rows.append(Row(
             "search", f"default search, {int(size):,} sentences, p50 / p95",
             f"{latency['p50']:.1f} / {latency['p95']:.1f} ms; floor {floor:.1f} ms "
-            f"({embedding:.1f} + {statement:.1f}); p95 {latency['p95'] / floor:.2f}× it",
+            f"({embedding:.1f} + {statement:.1f}); p95 {latency['p95'] / floor:.2f}×",
             f"p95 ≤ {FLOOR_FACTOR}× floor",
             check(latency["p95"], FLOOR_FACTOR * floor)))
     return rows
@@ -117,7 +117,7 @@ def ingestion_rows(memory: dict[str, Any] | None, tenants: dict[str, Any] | None
 def _agent_row(where: str, searches: float, auto_p50: float, direct_p50: float) -> Row:
     ratio = auto_p50 / direct_p50
     met = searches <= AGENT_SEARCHES and ratio <= AGENT_RATIO
-    return Row("agent", f"auto, {where}: searches per question; p50 over direct's",
+    return Row("agent", f"auto, {where}: searches; p50 / direct's",
                f"{searches:.2f}; {ratio:.2f}× ({auto_p50:.0f} / {direct_p50:.0f} ms)",
                f"≤ {AGENT_SEARCHES:g}; ≤ {AGENT_RATIO:g}×", "met" if met else "missed")
 
@@ -128,7 +128,7 @@ def agent_rows(agent: dict[str, Any] | None, evals: list[dict[str, Any]]) -> lis
         over = agent["overhead"]
         strategies = over["strategies"]
         rows.append(_agent_row(
-            f"HotpotQA bench store, scripted LLM of {over['llm_latency_ms']:.0f} ms",
+            f"HotpotQA bench store, {over['llm_latency_ms']:.0f} ms scripted LLM",
             strategies["auto"]["searches"], strategies["auto"]["wall_ms"]["p50"],
             strategies["direct"]["wall_ms"]["p50"]))
     else:
@@ -138,8 +138,7 @@ def agent_rows(agent: dict[str, Any] | None, evals: list[dict[str, Any]]) -> lis
         auto, direct = strategies.get("auto"), strategies.get("direct")
         if not auto or not direct or not direct.get("latency_ms_p50"):
             continue
-        rows.append(_agent_row(f"{summary['dataset']} (memroute eval, "
-                               f"{auto['n']} questions)", auto["queries_mean"],
+        rows.append(_agent_row(f"{summary['dataset']}, eval of {auto['n']}", auto["queries_mean"],
                                auto["latency_ms_p50"], direct["latency_ms_p50"]))
     if not evals:
         rows.append(Row("agent", "per held-out set", "no eval given (--evals)"))
