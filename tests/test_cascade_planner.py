@@ -54,6 +54,7 @@ async def test_confident_offline_decisions_make_no_llm_call() -> None:
     assert isinstance(cascade, Planner)
     result = await cascade.route("When is Yasmin's birthday?")  # offline 0.75
     assert llm.calls == [] and result.value.route == "direct"  # a plain attribute
+    # golden: a cascade's reason opens with which planner decided ("[offline]", "[llm]")
     assert result.value.reason.startswith("[offline]") and result.raw[0].startswith(
         "cascade: offline")
     split = await cascade.split("Where does Karim study and where is Helga Brandt's office?")
@@ -202,7 +203,7 @@ async def test_the_server_reported_usage_is_charged_and_decisions_are_counted(me
         asked = await agent.aretrieve(YASMIN, scope=scope, k=2)
         assert asked.route == "direct" and asked.costs.decisions == {"llm": 1}
         assert (asked.costs.totals["input_tokens"], asked.costs.totals["output_tokens"]) == (111, 7)
-        assert "birthday" in asked.results[0].text
+        assert any("birthday" in r.text for r in asked.results)  # the answer, in the top k
         kept = await agent.aretrieve(KARIM, scope=scope, k=4)
         assert kept.route == "split" and kept.costs.decisions == {"offline": 2}  # route, split
         assert kept.costs.totals["llm_calls"] == 0 and len(server.requests) == 1

@@ -16,6 +16,7 @@ from memroute.graph.state import QUESTION_RANK
 from memroute.nlp import Entity
 from memroute.planners.offline.parsed import judge_chain, names_of, who_is
 from memroute.planners.offline.resolve import answered, descriptor, find_bridge, resolve
+from tests.reasons import names as reason_names
 
 LISBON = "What does the person who moved to Lisbon love to eat?"
 LISBON_HOP1 = ["Clara moved to Lisbon in 2023.", "People in Lisbon love to eat custard tarts.",
@@ -26,11 +27,13 @@ def test_the_chain_resolves_the_person_then_asks_about_her() -> None:
     first = judge_chain(LISBON, LISBON_HOP1, [LISBON])
     assert not first.is_sufficient
     assert first.new_query == "What does Clara love to eat?"  # not "People", not "Tom"
-    assert "'the person who moved to Lisbon' is Clara" in first.reason
+    # golden: a hop's reason names what it resolved and to whom
+    assert reason_names(first.reason, "the person who moved to Lisbon", "Clara"), first.reason
     second = judge_chain(LISBON, [*LISBON_HOP1, "Clara loves grilled sardines."],
                          [LISBON, first.new_query])
     assert second.is_sufficient and second.confidence >= 0.8
-    assert 'answered: "Clara loves grilled sardines."' in second.reason
+    assert second.answer_index == 3 and second.new_query == ""
+    assert reason_names(second.reason, "Clara loves grilled sardines"), second.reason
 
 
 def test_a_chain_of_relations_stated_at_once_resolves_at_once() -> None:
@@ -91,12 +94,14 @@ def test_the_chain_says_why_it_stops_without_an_answer() -> None:
     first = judge_chain(question, evidence, [question])
     assert first.new_query == "Which band does Declan Moore play in?"
     stop = judge_chain(question, evidence, [question, first.new_query])
-    assert stop.is_sufficient and "needs a reader" in stop.reason
+    assert stop.is_sufficient and not stop.new_query and stop.answer_index is None
+    assert reason_names(stop.reason, "my manager", "Declan Moore"), stop.reason
     unresolved = judge_chain(question, ["We went hiking on Sunday."], [question])
     assert unresolved.new_query == "Who is my manager?"  # asked whole, never "my manager"
     nothing = judge_chain(question, ["We went hiking on Sunday."],
                           [question, unresolved.new_query])
-    assert nothing.is_sufficient and "no name within" in nothing.reason
+    assert nothing.is_sufficient and not nothing.new_query and nothing.answer_index is None
+    assert reason_names(nothing.reason, "my manager"), nothing.reason
 
 
 def test_what_cannot_be_resolved_is_expansion_by_name() -> None:
@@ -104,7 +109,9 @@ def test_what_cannot_be_resolved_is_expansion_by_name() -> None:
     evidence = ["Kiss and Tell (1945 film): Kiss and Tell is a 1945 comedy film starring "
                 "Shirley Temple as the teenage Corliss Archer."]
     judged = judge_chain(question, evidence, [question])
-    assert not judged.is_sufficient and judged.reason.startswith("expansion:")
+    # expansion searches the name the evidence leads to, with the question's words
+    assert not judged.is_sufficient and "Shirley Temple" in judged.new_query
+    assert reason_names(judged.reason, "Shirley Temple"), judged.reason
 
 
 def _record(uid: str, score: float, rank: int | None = None) -> dict:
@@ -139,7 +146,7 @@ async def test_on_a_store_auto_resolves_and_keeps_what_direct_found(memory, k: i
     # the resolved question is asked, unless the question's own search already answered it
     assert auto.route == "chain" and auto.queries[0] == LISBON
     assert set(auto.queries) <= {LISBON, "What does Clara love to eat?"}
-    assert "is Clara" in auto.hops[0]["reason"]
+    assert reason_names(auto.hops[0]["reason"], "Clara")
     assert "Clara loves grilled sardines." in [r.nucleus.content for r in auto.results]
     share = [r.uid for r in direct.results][:round(QUESTION_SHARE * k + 0.49)]
     assert set(share) <= {r.uid for r in auto.results}
@@ -199,7 +206,7 @@ async def test_a_resolved_question_left_unanswered_searches_the_name_tied_to_it(
     question = "Who recommended the practice of the dentist that I see on April 3?"
     auto = await agent.aretrieve(question, scope=scope, k=5)
     assert auto.queries[-1] == "Beacon Dental", auto.queries
-    assert "searching Beacon Dental, named in" in auto.hops[-2]["reason"]
+    assert reason_names(auto.hops[-2]["reason"], "Beacon Dental")
     assert turns[4][1] in [r.nucleus.content for r in auto.results]
 
 

@@ -17,6 +17,7 @@ from memroute.planners.offline.bridging import ChainHeuristics, bridge_candidate
 from memroute.planners.offline.parsed import (bridge_found, judge_chain, judge_with_entities,
                                               rank_bridges)
 from memroute.planners.offline.planner import OfflinePlanner
+from tests.reasons import names
 
 QUESTION = "Which label released the debut album of the band that Mara Quint founded?"
 # "Federal" comes first in the sentence and scores the same as the band: no entity vouches
@@ -54,7 +55,7 @@ def test_the_first_bridge_is_a_stored_entity() -> None:
     # "Quint (surname)"), so only an unvouched word is pushed down
     ranked = [c.entity for c in rank_bridges(QUESTION, HOP1, [QUESTION], ChainHeuristics(),
                                              STORED)]
-    assert ranked.index("Federal") == len(ranked) - 1
+    assert ranked.index("Velvet Harbor") < ranked.index("Federal")  # vouched first
 
 
 def test_later_expansions_keep_the_surface_order() -> None:
@@ -64,7 +65,9 @@ def test_later_expansions_keep_the_surface_order() -> None:
                          Entity("Brightwater Records", "brightwater records", "ORG")]]
     later = judge_with_entities(QUESTION, hop2, [QUESTION, first.new_query],
                                 ChainHeuristics(keep=2), stored2)
-    assert "Federal" in later.new_query and later.reason.startswith("expansion:")
+    assert "Federal" in later.new_query and not later.is_sufficient
+    # golden: an expansion's reason names what it expands
+    assert names(later.reason, "Federal", "Brightwater Records"), later.reason
 
 
 def test_each_compared_subject_bridges_through_an_entity() -> None:
@@ -96,10 +99,12 @@ async def test_on_a_store_the_chain_resolves_the_band_before_any_expansion(memor
     agent = RetrievalAgent(memory, planner=OfflinePlanner(keep=2), context=(0, 0))
     result = await agent.aretrieve(QUESTION, scope=scope, k=3, strategy="chain")
     assert result.queries[0] == QUESTION
-    assert "'the band that Mara Quint founded' is Velvet Harbor" in result.hops[0]["reason"]
-    # answered by the first search already; over titled passages expansion follows, named so
+    assert names(result.hops[0]["reason"], "the band that Mara Quint founded", "Velvet Harbor")
+    # answered by the first search already; over titled passages expansion follows, its
+    # reason naming the entity it expands
     assert all(q == "Which label released the debut album of Velvet Harbor?"
-               or "expansion:" in h["reason"] for q, h in zip(result.queries[1:], result.hops))
+               or names(h["reason"], q.split()[0])
+               for q, h in zip(result.queries[1:], result.hops))
     assert ALBUM in [r.nucleus.content for r in result.results]
 
 
@@ -185,11 +190,12 @@ def test_an_unresolved_description_over_titles_says_why_it_expands() -> None:
             "Oslo: Oslo is the capital of Norway."]
     first = judge_chain(QUESTION, hop1, [QUESTION])
     assert not first.is_sufficient and first.new_query.startswith("Oslo")
-    assert first.reason.startswith(
-        "no sentence ties a name to 'the band that Mara Quint founded' yet")
-    assert "; expansion: Oslo" in first.reason
+    # golden: the reason names the description it could not resolve before what it expands
+    described = "the band that Mara Quint founded"
+    assert names(first.reason, described, "Oslo"), first.reason
+    assert first.reason.index(described) < first.reason.index("Oslo")
     hop2 = [*hop1, "Grieg Academy: The Grieg Academy is a music school in Bergen."]
     second = judge_chain(QUESTION, hop2, [QUESTION, first.new_query])
     last = judge_chain(QUESTION, hop2, [QUESTION, first.new_query, second.new_query])
-    assert last.is_sufficient and last.reason.startswith("no sentence ties a name")
-    assert last.reason.endswith("2 expansions searched")
+    assert not second.is_sufficient and second.new_query.startswith("Grieg Academy")
+    assert last.is_sufficient and not last.new_query and names(last.reason, described)

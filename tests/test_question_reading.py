@@ -25,6 +25,7 @@ async def test_the_event_is_read_once_per_question(monkeypatch) -> None:
     planner = OfflinePlanner(use_nlp=True)
     as_of = datetime(2025, 6, 1, tzinfo=timezone.utc)
     route = await planner.route(QUESTION, as_of=as_of)
+    # golden: the reason names the event that made the chain
     assert route.value.route == "chain" and "operation" in route.value.reason
     evidence = ["Operation on my knee is booked for 3 May.", "The surgeon said to rest it."]
     times = [datetime(2025, 4, 20, tzinfo=timezone.utc), datetime(2025, 5, 6, tzinfo=timezone.utc)]

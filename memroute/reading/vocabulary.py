@@ -19,9 +19,16 @@ class Words:
 
     sentence: str
     words: frozenset[str]
+    source: str = "general"
+    """Where the words came from: "general" (the language's own), or the tune question or
+    fixture a rule was read off."""
 
     def __iter__(self):
         return iter(sorted(self.words))
+
+    def alternation(self) -> str:
+        """The words as a regular expression's alternatives, the longest first."""
+        return "|".join(re.escape(w) for w in sorted(self.words, key=lambda w: (-len(w), w)))
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,8 @@ class Phrases:
 
     sentence: str
     phrases: tuple[str, ...]
+    source: str = "general"
+    """Where the phrases came from, as `Words.source`."""
 
     def alternation(self) -> str:
         """The phrases as a regular expression's alternatives, in order."""
@@ -40,12 +49,12 @@ class Phrases:
         return r"\b(" + self.alternation() + r")\b"
 
 
-def words(sentence: str, text: str) -> Words:
-    return Words(sentence, frozenset(text.split()))
+def words(sentence: str, text: str, source: str = "general") -> Words:
+    return Words(sentence, frozenset(text.split()), source)
 
 
-def phrases(sentence: str, listed: tuple[str, ...]) -> Phrases:
-    return Phrases(sentence, listed)
+def phrases(sentence: str, listed: tuple[str, ...], source: str = "general") -> Phrases:
+    return Phrases(sentence, listed, source)
 
 
 # People and roles, each word in one group; the sets the rules use are unions of groups.
@@ -72,7 +81,9 @@ SERVICES = words(
     doctor electrician employee employer gardener gp hairdresser instructor intern landlady
     landlord lawyer lecturer manager mechanic midwife nanny nurse optician orthodontist
     pharmacist physician physio physiotherapist plumber professor psychiatrist psychologist
-    realtor solicitor stylist supervisor surgeon tenant therapist trainer tutor vet""")
+    realtor solicitor stylist supervisor surgeon tenant therapist trainer tutor vet""",
+    source="general; chiropractor, midwife, pharmacist, physio, physiotherapist and solicitor "
+           "from half C c5-q11 ('Where did my physio do her training?', commit b34d197)")
 WORK_ROLES = words(
     'a role of a named work or body ("the director of Harbor Lights"), or a person\'s',
     """actor actress architect author captain cinematographer coach composer creator designer
@@ -160,7 +171,9 @@ INTERJECTIONS = words(
     'interjections and greetings opening a chat turn: never part of a name ("Hey Maria")',
     """ah aha argh aw aww btw bummer cheers congrats congratulations dang darn geez gosh haha
     hello hey hi hmm hooray huh jeez lol meh nope oh ok okay omg ooh oops ouch phew thanks ugh
-    uh um whoa woah woohoo wow yay yeah yep yes yikes yup""")
+    uh um whoa woah woohoo wow yay yeah yep yes yikes yup""",
+    source="LoCoMo turns of the fixture's padding ('Woah Joanna', 'Bummer', 'Woohoo'; commits "
+           "b34d197, 6fdc850)")
 CONNECTORS = words(
     'lowercase words inside a capitalised name ("Bank of America"); not "and", which joins two',
     """& da de del den der di du for la le of the van von y""")
@@ -192,17 +205,21 @@ CLAUSE_STOPS = words(
     """are based born famous held is like likes located love loves was were""")
 PLACE_PREPOSITIONS = words(
     'prepositions that put a place before its name, not a person ("round the corner in Brynmill '
-    'with her husband"; half E tune, e2 "What does Nia\'s husband do?")',
-    """at in near""")
+    'with her husband")',
+    """at in near""",
+    source="half E e2-q7 ('What does Nia's husband do?')")
 CLAUSE_OPENERS = words(
     'words that open a described thing\'s clause, or are its subject ("the dentist who")',
     """he her his i i'm i've my our she that their they we we're where which who whom you""")
 CLAUSE_PREPOSITIONS = words(
     'prepositions a described thing\'s clause goes on through ("lent us his van for the move")',
-    """at by for from in on to with""")
+    """at by for from in on to with""",
+    source="half C c5-q13 ('Who wrote the novel we're reading at book club?', commit b34d197)")
 CLAUSE_OBJECTS = words(
     'objects of a described thing\'s verb, pronouns and determiners ("lent us his van")',
-    """a an her him his it its me my our the their them us you""")
+    """a an her him his it its me my our the their them us you""",
+    source="half C c5-q12 ('What does the guy who lent us his van do for a living?', commit "
+           "b34d197)")
 OBJECT_BEFORE = words(
     'words before "you" that make it an object in the first person ("told you" -> "told me")',
     """about at by for from gave give help helped like of on support supports tell to told with""")
@@ -241,9 +258,12 @@ NOW = phrases(
     'words that make a question ask how things stand now ("Where is he working now?")',
     ('now', 'still', 'currently', 'current', 'anymore', 'any more', 'these days',
      'nowadays', 'at the moment', 'latest', 'newest',))
+PAST_AUXILIARIES = phrases(
+    'auxiliaries that put a question in the past ("Where did he live?")',
+    ('did', 'was', 'were', 'had'))
 PAST = phrases(
     'words that make a question ask about the past ("Where did he live before?")',
-    ('did', 'was', 'were', 'had', 'used to', 'before', 'previously', 'originally', 'first',
+    PAST_AUXILIARIES.phrases + ('used to', 'before', 'previously', 'originally', 'first',
      'ago', 'last',))
 SOFTENERS = phrases(
     'words before a time expression that leave its span as it is ("early in March")',
@@ -252,3 +272,181 @@ SOFTENERS = phrases(
 PARTS_OF_DAY = phrases(
     'parts of a day: a time expression of them alone names no window but today\'s ("this evening")',
     ('morning', 'afternoon', 'evening', 'night', 'tonight',))
+
+# The grammar of a question: function words its rules match ("What do Pepper and Mochi eat?").
+
+BE = words(
+    'forms of "be" opening a question or its clause ("What is the ...", "Are they the same ...")',
+    """is was are were""")
+DO_HAVE = words(
+    'forms of "do" and "have" opening a question ("Do Pepper and Mochi eat the same food?")',
+    """do does did has have""")
+AUXILIARIES_MORE = words(
+    'more auxiliaries that open a yes-or-no question ("Can both ...", "Had they ...")',
+    """had can could will would""")
+SINGULAR = {"do": "does", "are": "is", "were": "was", "have": "has"}
+"""A plural verb made singular when a question is asked of one of its subjects ("What do
+Pepper and Mochi eat?" -> "What does Pepper eat?")."""
+WH_WORDS = words(
+    'question words: a new question begins ("When is X\'s birthday and where ...")',
+    """who whom whose what when where which how why""")
+RELATIVE_PRONOUNS = phrases(
+    'words that open a relative clause after a noun ("the woman who portrayed ...")',
+    ('who', 'whom', 'whose', 'which', 'that', 'where'))
+SUBJECT_PRONOUNS = words(
+    'pronouns that stand for a subject already named, never a described thing ("it", "they")',
+    """it they he she i you we""")
+OTHERS = phrases(
+    'words that open a clause about someone other than the user ("before she retired")',
+    ('he', 'she', 'they', 'it', 'him', 'her', 'them', 'how', 'what', 'which', 'who', 'when',
+     'where'),
+    source="half C c5-q6 ('What did Ottoline Marsh do before she retired?', commit 7e675ab); "
+           "the question words general")
+POSSESSIVE_PRONOUNS = phrases(
+    'possessive pronouns of someone named before ("her wedding", "its director")',
+    ('his', 'her', 'their', 'its'))
+ARTICLES = phrases(
+    'articles before a noun ("the director of X", "a band formed in ...")',
+    ('the', 'a', 'an'))
+DETERMINERS = phrases(
+    'words that make a described thing a particular one, told by someone ("my trip")',
+    ('my', 'our', 'the', 'his', 'her', 'their'))
+FIRST_PERSON = phrases(
+    'the user speaking of themselves in a question ("my colleague", "we\'re")',
+    ('i', "i'm", "i've", "i'd", "i'll", 'my', 'me', 'our', 'we', "we're", 'mine'))
+CONTRACTED = phrases(
+    'words a contraction\'s "\'s", "\'ll" or "\'d" follows, never a name\'s possessive '
+    '("that\'s", "let\'s")',
+    ('he', 'she', 'it', 'that', 'there', 'here', 'who', 'what', 'let'),
+    source="general; that a name's \"'s\" is no contraction was read off half D check d4-q23 "
+           "(\"Fallon's Table\", commit 9516020); with the question words, never a possessor "
+           "after half C c5-q3 (\"When's Graham's knee replacement?\", commit b34d197)")
+POINTERS = words(
+    'words that point at something and own nothing ("it\'s", "there\'s")',
+    """it that there here""")
+SHARED = phrases(
+    'words that ask what several subjects share ("What do both X and Y ...")',
+    ('in common', 'both', 'same', 'each', 'either', 'neither', 'also'))
+SHARED_DROPPED = phrases(
+    'words of a shared question dropped when it is asked of each subject ("both")',
+    ('both', 'each', 'either', 'all', 'also'))
+COMPARATIVES = phrases(
+    'words that make a question compare its subjects ("Which film came out first, X or Y?")',
+    ('first', 'earlier', 'earliest', 'older', 'oldest', 'younger', 'youngest', 'later',
+     'latest', 'last', 'before', 'after', 'longer', 'longest', 'shorter', 'more', 'most',
+     'less', 'fewer', 'larger', 'largest', 'bigger', 'smaller', 'higher', 'highest', 'lower',
+     'taller', 'tallest', 'compared', 'than', 'closer', 'farther', 'further', 'greater',
+     'better'))
+PARTICIPLE_ENDINGS = phrases(
+    'endings of past participles, regular and not ("directed", "written", "sung", "built")',
+    ('ed', 'en', 'wn', 'ung', 'ote', 'ade', 'eft', 'ilt', 'orn', 'old', 'ught', 'ound'))
+PARTICIPLE_PREPOSITIONS = phrases(
+    'prepositions after a participle that make it a relation ("directed by", "formed in")',
+    ('by', 'in', 'for', 'from', 'at', 'with', 'on', 'as', 'to'))
+RELATION_PREPOSITIONS = phrases(
+    'prepositions that tie a relation to a named thing ("the director of X", "the band '
+    'behind Y")',
+    ('of', 'from', 'for', 'by', 'behind'))
+ROLE_PREPOSITIONS = words(
+    'prepositions that tie a role to a named thing in a parse ("the coach of X", "the '
+    'teacher at Y")',
+    """of from for behind by in at with""")
+WORK_KINDS = phrases(
+    'kinds of named work or body said before its name ("the director of film X")',
+    ('film', 'song', 'album', 'band', 'book', 'novel', 'series', 'show', 'game', 'team',
+     'company', 'group', 'movie', 'play', 'opera', 'magazine', 'newspaper', 'station',
+     'club'))
+ROLE_OPENERS = phrases(
+    'words before a role a question reaches through a named thing ("has the director who")',
+    ('has', 'have', 'had', 'with', 'whose', 'of'))
+DESCRIPTORS = phrases(
+    'words that tie a named person to a work in a comparison ("starring X", "by Y")',
+    ('starring', 'alongside', 'featuring', 'by', 'with'))
+NAME_LINKS = phrases(
+    'lowercase words inside a name in a question ("Bank of America", "Guillermo del Toro")',
+    ('of', 'the', 'de', 'van', 'von', 'da', 'del'))
+KIN_PREFIXES = phrases(
+    'words before a kin noun that keep it kin ("half brother", "ex wife")',
+    ('half', 'great', 'grand', 'ex'),
+    source="half C c5-q1 ('What does Dana do for work?': 'my sister-in-law Dana', commit "
+           "b34d197)")
+NOT_A_VERB = words(
+    'words of a described thing\'s clause before its verb ("the guy who lent ...")',
+    """who that which the a to my i'm""")
+
+# Time: the words of time expressions and the prepositions before them.
+
+EVENT_BEFORE = phrases(
+    'relations that put a question before an event ("before my trip to Norway")',
+    ('before', 'until', 'ahead of', 'prior to'))
+EVENT_AFTER = phrases(
+    'relations that put a question after an event ("since my operation")',
+    ('after', 'since', 'following'))
+EVENT_DURING = phrases(
+    'relations that put a question at an event ("on the camping trip")',
+    ('during', 'on', 'at'))
+CALENDAR_UNITS = phrases(
+    'calendar spans named in a time expression: a date, not an event ("last week")',
+    ('weekend', 'week', 'month', 'year'))
+DAY_WORDS = phrases(
+    'words that name one day relative to when they are said ("tomorrow")',
+    ('today', 'tomorrow', 'tonight', 'yesterday'))
+STRETCHES = words(
+    'spans a time expression measures, not one day ("for three weeks", "on Mondays")',
+    """week weeks month months year years days nights mornings evenings century centuries
+    decade decades season seasons quarter quarters""")
+NEAR = phrases(
+    'words that place a span relative to when it is said ("last weekend", "next week")',
+    ('last', 'past', 'next', 'coming'))
+NUMBER_WORDS = phrases(
+    'numbers in words counting days, weeks or months ("three weeks ago")',
+    ('a', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten'))
+DATE_PREPOSITIONS = phrases(
+    'prepositions before a date stated in a turn ("on the 3rd of May", "in June")',
+    ('on', 'in', 'during', 'of'))
+DAY_LEADS = phrases(
+    'words before a weekday named alone ("on Saturday", "this weekend")',
+    ('on', 'this', 'the', 'that', 'for', 'by', 'from', 'until', 'till'))
+ORDINAL_LEADS = phrases(
+    'words before a day of the month named alone ("on the 14th", "the weekend of the 3rd")',
+    ('on', 'the', 'weekend', 'of'))
+EXPRESSION_PREPOSITIONS = phrases(
+    'words before a time expression dropped with it from a search ("What did I book last '
+    'week?" -> "What did I book?")',
+    ('on', 'in', 'during', 'over', 'at', 'for', 'from', 'since', 'of', 'earlier', 'later'))
+CLAUSE_BREAKS = phrases(
+    'words after an event\'s phrase that begin another clause ("before my trip and what ...")',
+    ('and', 'or', 'but', 'so', 'when', 'where', 'what', 'who', 'that', 'which'))
+WEEKS = {"this week": 0, "the week": 0, "last week": -1, "next week": 1}
+"""A week named relative to when it is said, and how many weeks from that one it is."""
+NO_WINDOW = phrases(
+    'time expressions of the present or of no span, which name no window ("these days")',
+    ('these days', 'those days', 'now', 'currently', 'the past', 'the future'))
+COMMON_QUESTION_WORDS = words(
+    'words of a question too common to show the LLM planner which terms a search used',
+    """the and was were what which who whom whose when where how did does are has have had for
+    from with that this""")
+
+# Searches: words that a search's terms or a sub-query's wording leave out.
+
+RERANK_STOPS = words(
+    'words of a question or a sentence the offline reranker does not match on ("how many")',
+    """a an and are as at be by for from has have in is it its of on or that the this to was
+    were which who what when where with did does do how many much""")
+INSTRUCTIONS = words(
+    'words capitalised only because they open a question or an instruction ("Name the ...", '
+    '"List ...")',
+    """a an the and or of in on at to for from by with is are was were be been do does did has
+    have had what which who whom whose when where why how name list find tell give show i it
+    its this that these those""")
+COMPARISON_WORDS = phrases(
+    'words that make a sub-query compare rather than ask one fact ("the difference between")',
+    ('comparison', 'versus', 'difference', 'differ', 'both', 'either', 'neither', 'same as'))
+THAN_COMPARATIVES = phrases(
+    'comparatives before "than" in a sub-query that compares ("older than X")',
+    ('more', 'less', 'fewer', 'greater', 'older', 'younger', 'larger', 'smaller', 'bigger',
+     'longer', 'shorter', 'higher', 'lower', 'earlier', 'later', 'faster', 'slower'))
+CHOICE_VERBS = phrases(
+    'verbs after "which (one)" in a sub-query that chooses between options ("which one came '
+    'first, A or B")',
+    ('is', 'was', 'came', 'has', 'had'))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 
+from memroute.reading import vocabulary as V
 from memroute.strategies.base import (
     MAX_HOP_QUERIES,
     ChainJudgment,
@@ -39,11 +40,7 @@ COST_PROFILE = CostProfile(accuracy_score=0.779, token_cost=1593.0, time_cost=0.
 
 _WORD = re.compile(r"[A-Za-z0-9À-ÿ][\w'’\-]*")
 # Capitalized only because they start a question or an instruction.
-_NOT_ENTITIES = frozenset(
-    "a an the and or of in on at to for from by with is are was were be been do does did has "
-    "have had what which who whom whose when where why how name list find tell give show i "
-    "it its this that these those".split()
-)
+_NOT_ENTITIES = V.INSTRUCTIONS.words
 
 
 def stop_before_judging(hop: int, max_hops: int) -> str | None:

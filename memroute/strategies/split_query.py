@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from memroute.reading import vocabulary as V
 from memroute.strategies.base import CostProfile, query_key
 
 MAX_SUB_QUERIES = 6
@@ -22,9 +23,9 @@ COST_PROFILE = CostProfile(accuracy_score=0.678, token_cost=276.0, time_cost=0.0
 
 # Comparison or derived wording: a sub-query must ask one plain fact about one subject.
 _DERIVED = re.compile(
-    r"\b(compare[sd]?|comparison|versus|vs\.?|difference|differ|both|either|neither|same as|"
-    r"(more|less|fewer|greater|older|younger|larger|smaller|bigger|longer|shorter|higher|lower|"
-    r"earlier|later|faster|slower)\s+than|which\s+(one\s+)?(is|was|came|has|had)\b.*\bor\b)",
+    r"\b(compare[sd]?|" + V.COMPARISON_WORDS.alternation() + r"|vs\.?|"
+    r"(" + V.THAN_COMPARATIVES.alternation() + r")\s+than"
+    r"|which\s+(one\s+)?(" + V.CHOICE_VERBS.alternation() + r")\b.*\bor\b)",
     re.IGNORECASE,
 )
 

@@ -13,10 +13,11 @@ from datetime import datetime, timedelta, timezone
 
 from memroute.errors import ModelUnavailableError
 from memroute.nlp import Entity, asks, fold, parse
+from memroute.reading import vocabulary as V
 from memroute.time.expressions import nearest, utc
 
-BEFORE = ("before", "until", "ahead of", "prior to")
-AFTER = ("after", "since", "following")
+BEFORE = V.EVENT_BEFORE.phrases
+AFTER = V.EVENT_AFTER.phrases
 DURING_DAYS = 10  # an event's span when the evidence gives only its start
 SPEAKING_OF = 5  # the best hits of the event's own search speak of it, whatever their words
 # "the hospital", "the trip": the one spoken of lately; mentions more than a year before

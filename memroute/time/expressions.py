@@ -28,7 +28,8 @@ _DAY_MONTH_YEAR = re.compile(rf"\b{_DAY}\s+(?:of\s+)?({MONTH_NAMES}),?\s+(\d{{4}
 _MONTH_DAY_YEAR = re.compile(rf"\b({MONTH_NAMES})\s+{_DAY},?\s+(\d{{4}})\b")
 _MONTH_YEAR = re.compile(rf"\b({MONTH_NAMES}),?\s+(\d{{4}})\b")
 # a full date with its preposition, for the words left to search
-_STATED = re.compile(r"(?:\s*,?\s*\b(?:on|in|during|of)\s+)?(?:\bthe\s+)?(?:"
+_STATED = re.compile(r"(?:\s*,?\s*\b(?:" + V.DATE_PREPOSITIONS.alternation()
+                     + r")\s+)?(?:\bthe\s+)?(?:"
                      + "|".join(p.pattern for p in (_DAY_MONTH_YEAR, _MONTH_DAY_YEAR, _MONTH_YEAR))
                      + ")")
 
@@ -134,7 +135,7 @@ def resolve(expression: str, as_of: datetime, future: bool) -> datetime | None:
     return None if moment is None else moment.replace(tzinfo=timezone.utc)
 
 
-_WEEKS = {"this week": 0, "the week": 0, "last week": -1, "next week": 1}
+_WEEKS = V.WEEKS
 
 
 def span_of(expression: str, as_of: datetime, future: bool) -> tuple[datetime, datetime] | None:
@@ -223,14 +224,15 @@ DAY_KEY_PREFIX = "day:"
 no colon, so no name can take this form."""
 _WEEKDAY = "|".join(calendar.day_name)
 # an expression that names one day or a weekend (not a month, a season or a stretch of weeks)
-_A_DAY = re.compile(rf"\b(?:{_WEEKDAY}|today|tomorrow|tonight|yesterday|weekend)\b", re.I)
-_STRETCH = re.compile(r"\b(?:weeks?|months?|years?|days|nights|mornings|evenings|"
-                      r"centur(?:y|ies)|decades?|seasons?|quarters?|"
+_A_DAY = re.compile(rf"\b(?:{_WEEKDAY}|{V.DAY_WORDS.alternation()}|weekend)\b", re.I)
+_STRETCH = re.compile(r"\b(?:" + V.STRETCHES.alternation() + "|"
                       + "|".join(f"{d}s" for d in calendar.day_name) + r")\b", re.I)
 # a weekday or weekend named alone ("on Saturday", "this weekend"): the tense tells which one
-_BARE_DAY = re.compile(rf"^(?:(?:on|this|the|that|for|by|from|until|till)\s+)*"
+_BARE_DAY = re.compile(rf"^(?:(?:{V.DAY_LEADS.alternation()})\s+)*"
                        rf"(?:({_WEEKDAY})|weekend)$", re.I)
-_ORDINAL_DAY = re.compile(r"^(?:(?:on|the|weekend|of)\s+)*(\d{1,2})(?:st|nd|rd|th)$", re.I)
+_NEAR = re.compile(r"\b(" + V.NEAR.alternation() + r")\b", re.I)
+_ORDINAL_DAY = re.compile(r"^(?:(?:" + V.ORDINAL_LEADS.alternation()
+                          + r")\s+)*(\d{1,2})(?:st|nd|rd|th)$", re.I)
 
 
 def is_bare_day(expression: str) -> bool:
@@ -277,7 +279,7 @@ def days_named(expressions: list[str], said_at: datetime,
             if not names_a_day(text, said_at):
                 continue
             past = expression in told_in_past or text in told_in_past
-            if "weekend" in text.lower() and re.search(r"\b(last|past|next|coming)\b", text, re.I):
+            if "weekend" in text.lower() and _NEAR.search(text):
                 start, _ = weekend_of(said_at, text)
                 days += [start, start + timedelta(days=1)]
                 continue

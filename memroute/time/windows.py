@@ -78,9 +78,9 @@ HISTORY_YEARS = 10
 # name ("Tears Of April")
 _IN_A_NAME = re.compile(r"\S\s+[A-Z][\w'’\-]*\s+$")
 _RELATIVE = re.compile(
-    r"\b(?:(?:this|last|next|past|coming)\s+(?:weekend|week|month|year|"
-    + "|".join(calendar.day_name) + r")|yesterday|today|tonight|tomorrow|"
-    r"(?:\d+|a|one|two|three|four|five|six|seven|eight|nine|ten)\s+(?:days?|weeks?|months?)"
+    r"\b(?:(?:this|" + V.NEAR.alternation() + r")\s+(?:" + V.CALENDAR_UNITS.alternation() + "|"
+    + "|".join(calendar.day_name) + r")|" + V.DAY_WORDS.alternation() + "|"
+    r"(?:\d+|" + V.NUMBER_WORDS.alternation() + r")\s+(?:days?|weeks?|months?)"
     r"\s+ago)\b", re.I)
 def time_windows(question: str, as_of: datetime) -> list[Window]:
     """Every span of time ``question`` names, resolved against ``as_of`` on its own calendar
@@ -105,8 +105,7 @@ def time_windows(question: str, as_of: datetime) -> list[Window]:
                 re.fullmatch(r"(the )?\d{1,2}(st|nd|rd|th)", text, re.I)
                 and re.match(r"\s+[A-Z]", question[at + len(text):])):
             continue  # "Tears Of April", "the 1st Vice President", "the 1970s": no window
-        if re.fullmatch(r"(these|those) days|now|currently|the (past|future)|\d{1,2}", text,
-                        re.I):
+        if re.fullmatch(V.NO_WINDOW.alternation() + r"|\d{1,2}", text, re.I):
             continue
         try:
             span = span_of(text, as_of, future)
@@ -124,7 +123,7 @@ def without_expression(question: str, expression: str) -> str:
     at = question.find(expression)
     if at < 0:
         return question
-    before = re.sub(r"\b(?:on|in|during|over|at|for|from|since|of|earlier|later)\s*$", "",
+    before = re.sub(r"\b(?:" + V.EXPRESSION_PREPOSITIONS.alternation() + r")\s*$", "",
                     question[:at].rstrip(), flags=re.I)
     text = f"{before.rstrip()} {question[at + len(expression):].lstrip()}"
     return re.sub(r"\s+([?,.!])", r"\1", " ".join(text.split()))

@@ -11,12 +11,10 @@ import numpy as np
 
 from memroute.memory.rerankers.base import RerankCandidate, RerankQuery
 from memroute.memory.titles import titles_of
+from memroute.reading import vocabulary as V
 
 _TOKEN = re.compile(r"[a-z0-9]+")
-_STOP = frozenset(
-    "a an and are as at be by for from has have in is it its of on or that the this to was "
-    "were which who what when where with did does do how many much".split()
-)
+_STOP = V.RERANK_STOPS.words
 
 
 @functools.lru_cache(maxsize=16_384)

@@ -13,6 +13,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from memroute.reading import vocabulary as V
+
 QUESTION_CHARS = 2000  # of the question shown to the model
 QUERY_CHARS = 300  # of one earlier query shown to the judge
 # Evidence shown to the judge: the first (best-ranked) items, each cut to its best line
@@ -20,8 +22,7 @@ QUERY_CHARS = 300  # of one earlier query shown to the judge
 JUDGE_ITEMS = 8
 EVIDENCE_CHARS = 240
 _TERM = re.compile(r"\w{3,}")
-_COMMON = frozenset("the and was were what which who whom whose when where how did does are "
-                    "has have had for from with that this".split())
+_COMMON = V.COMMON_QUESTION_WORDS.words
 
 # Brackets in data become look-alikes the prompt never uses: no tag, no "[n]" marker survives.
 _ESCAPES = str.maketrans({"<": "‹", ">": "›", "[": "(", "]": ")"})

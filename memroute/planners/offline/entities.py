@@ -27,7 +27,7 @@ _INTERJECTIONS = V.INTERJECTIONS.words
 # "I'm", "we've", "that's": a contraction is never a name.
 _CONTRACTION = re.compile(  # a name's possessive ("Jason's") is none
     r"(?i)(?:i['’](?:m|ve|ll|d)|(?:you|we|they)['’](?:ve|ll|d|re)"
-    r"|(?:he|she|it|that|there|here|who|what|let)['’](?:s|ll|d)|[a-z]+n['’]t)")
+    r"|(?:" + V.CONTRACTED.alternation() + r")['’](?:s|ll|d)|[a-z]+n['’]t)")
 CALENDAR = frozenset(n.lower() for n in (*calendar.month_name[1:], *calendar.day_name))
 # Lowercase words allowed inside a capitalized phrase ("Kiss and Tell", "Bank of America").
 # "and" is left out: in running text it joins two entities far more often than it sits in one.

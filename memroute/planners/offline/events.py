@@ -17,18 +17,22 @@ from memroute.planners.offline.entities import STOPWORDS, fold
 from memroute.time.events import AFTER, BEFORE, EventRef
 from memroute.reading import vocabulary as V
 
+_RELATIONS = V.EVENT_BEFORE.phrases + V.EVENT_AFTER.phrases + V.EVENT_DURING.phrases
 _EVENT = re.compile(
-    r"\b(?P<relation>before|after|since|during|until|ahead of|prior to|following|on|at)\s+"
+    r"\b(?P<relation>" + "|".join(map(re.escape, _RELATIONS)) + r")\s+"
     r"(?P<event>[^?,.;!]+?)"
-    r"(?=\s*(?:[?,.;!]|$|\s+(?:and|or|but|so|when|where|what|who|that|which)\b))")
+    r"(?=\s*(?:[?,.;!]|$|\s+(?:" + V.CLAUSE_BREAKS.alternation() + r")\b))")
 # "the first weekend of August 2023", "last week": a date, not an event
 _A_DATE = re.compile(r"\b(" + "|".join(calendar.month_name[1:] + calendar.day_name[:])
-                     + r"|\d{4}|week|weekend|month|year)\b", re.I)
-_DETERMINED = re.compile(r"^(?:my|our|the|his|her|their|[A-Z][\w'’\-]*['’]s)\s+\S")
+                     + r"|\d{4}|" + V.CALENDAR_UNITS.alternation() + r")\b", re.I)
+_DETERMINED = re.compile(r"^(?:" + V.DETERMINERS.alternation() + r"|[A-Z][\w'’\-]*['’]s)\s+\S")
 _TIME_WORDS = V.TIME_WORDS.words | {n.lower() for n in (*calendar.month_name[1:],
                                                        *calendar.day_name)}
 # what makes an event of a described thing: a noun of things that happen
 _EVENT_NOUNS = re.compile(V.EVENT_NOUNS.pattern(), re.I)
+# "before she retired": the question's subject's life, not the user's
+_OTHERS = re.compile(r"(" + V.OTHERS.alternation() + r")\b", re.I)
+_PAST = re.compile(r"\b(" + V.PAST_AUXILIARIES.alternation() + r")\b")
 
 
 def event_of(question: str) -> EventRef | None:
@@ -43,8 +47,7 @@ def event_of(question: str) -> EventRef | None:
             continue
         words = tuple(w for w in fold(text).split() if w not in STOPWORDS and len(w) >= 3
                       and not w.endswith("'s") and not w[:1].isdigit())
-        if re.match(r"(he|she|they|it|him|her|them|how|what|which|who|when|where)\b", text,
-                    re.I):
+        if _OTHERS.match(text):
             continue  # "before she retired": the question's subject's life, not the user's
         if words and not set(words) <= _TIME_WORDS and not _A_DATE.search(text):
             return EventRef("during" if relation in ("on", "at") else relation, text, words)
@@ -60,7 +63,7 @@ def event_question(question: str, event: EventRef) -> str:
         past = any(t.tag_ in ("VBD", "VBN") for t in doc)
         told = any(t.pos_ in ("VERB", "AUX") for t in parse(event.text))
     except ModelUnavailableError:
-        past = bool(re.search(r"\b(did|was|were|had)\b", question))
+        past = bool(_PAST.search(question))
         told = False
     if told or not _DETERMINED.match(event.text):
         return event.text

@@ -142,9 +142,8 @@ def route_by_parse(query: str, attribute_route: str = "direct") -> tuple[str, st
     return "direct", "nothing described or named to resolve", 0.9
 
 
-_SINGULAR = {"do": "does", "are": "is", "were": "was", "have": "has", "Do": "Does",
-             "Are": "Is", "Were": "Was", "Have": "Has"}
-_SHARED_WORDS = re.compile(r"\s+\b(both|each|either|all|also)\b", re.I)
+_SINGULAR = V.SINGULAR | {k.capitalize(): v.capitalize() for k, v in V.SINGULAR.items()}
+_SHARED_WORDS = re.compile(r"\s+\b(" + V.SHARED_DROPPED.alternation() + r")\b", re.I)
 
 
 def whole_sub_questions(query: str, subjects: list[str]) -> list[str]:
@@ -172,7 +171,8 @@ def whole_sub_questions(query: str, subjects: list[str]) -> list[str]:
             for s in subjects]
 
 
-_SAME = re.compile(r"^(?P<aux>is|are|was|were|do|does|did|has|have)\s+(?P<body>.+?)\s+"
+_SAME = re.compile(r"^(?P<aux>" + V.BE.alternation() + "|" + V.DO_HAVE.alternation()
+                   + r")\s+(?P<body>.+?)\s+"
                    r"(?:the\s+)?same\s+(?P<noun>[a-z]+)(?P<tail>[^?]*)\?$", re.I)
 
 

@@ -57,7 +57,7 @@ def _hidden_head(doc, named_tokens: set[int]):
     for token in doc:
         if token.pos_ not in ("NOUN", "PRON") or _is_named(token, named_tokens):
             continue
-        if token.tag_ in WH_TAGS or token.lower_ in ("it", "they", "he", "she", "i", "you", "we"):
+        if token.tag_ in WH_TAGS or token.lower_ in V.SUBJECT_PRONOUNS.words:
             continue
         deps = {child.dep_ for child in token.children}
         if "relcl" in deps or ("acl" in deps and token.pos_ == "NOUN"):
@@ -65,8 +65,7 @@ def _hidden_head(doc, named_tokens: set[int]):
         lemma = token.lemma_.lower()
         if lemma in PERSON_NOUNS or lemma in PLACE_NOUNS:
             for child in token.children:
-                if child.dep_ == "prep" and child.lower_ in ("of", "from", "for", "behind", "by",
-                                                             "in", "at", "with") \
+                if child.dep_ == "prep" and child.lower_ in V.ROLE_PREPOSITIONS.words \
                         and any(_is_named(t, named_tokens) for t in child.subtree):
                     return token, "a role of a named thing"
                 if child.dep_ == "poss" and (_is_named(child, named_tokens)
@@ -78,9 +77,9 @@ def _hidden_head(doc, named_tokens: set[int]):
     return None, ""
 
 
-_NEXT_QUESTION = re.compile(r"\s*,?\s+(?:and|but)\s+(?=(?:who|whom|whose|what|when|where|which|"
-                            r"how|why)\b)", re.I)
-_POSSESSIVE_PRONOUN = re.compile(r"\b(his|her|their|its)\b", re.I)
+_NEXT_QUESTION = re.compile(r"\s*,?\s+(?:and|but)\s+(?=(?:" + V.WH_WORDS.alternation()
+                            + r")\b)", re.I)
+_POSSESSIVE_PRONOUN = re.compile(r"\b(" + V.POSSESSIVE_PRONOUNS.alternation() + r")\b", re.I)
 _SUBJECT_PRONOUN = re.compile(r"\b(he|she|they)\b", re.I)
 
 

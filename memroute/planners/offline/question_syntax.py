@@ -14,48 +14,45 @@ from memroute.strategies.split_query import MAX_SUB_QUERIES
 from memroute.reading import vocabulary as V
 
 # Words that make a question compare its subjects.
-_COMPARATIVE = re.compile(
-    r"\b(first|earlier|earliest|older|oldest|younger|youngest|later|latest|last|before|after|"
-    r"longer|longest|shorter|more|most|less|fewer|larger|largest|bigger|smaller|higher|"
-    r"highest|lower|taller|tallest|compared|than|closer|farther|further|greater|better)\b",
-    re.I)
+_COMPARATIVE = re.compile(r"\b(" + V.COMPARATIVES.alternation() + r")\b", re.I)
 # Words that ask what several subjects share.
-_SHARED = re.compile(r"\b(in common|both|same|each|either|neither|also)\b", re.I)
-_YES_NO = re.compile(r"^\s*(are|were|is|was|do|does|did|have|has|had|can|could|will|would)\b",
-                     re.I)
+_SHARED = re.compile(r"\b(" + V.SHARED.alternation() + r")\b", re.I)
+_YES_NO = re.compile(r"^\s*(" + "|".join((V.BE.alternation(), V.DO_HAVE.alternation(),
+                                          V.AUXILIARIES_MORE.alternation())) + r")\b", re.I)
 # Trailing options: "..., A or B?" / "...: A, B or C".
 _OPTIONS = re.compile(r"[,:]\s*(?:the\s+)?([^,:]+?(?:\s*,\s*[^,:]+?)*\s+or\s+[^,:?]+?)\s*\??\s*$",
                       re.I)
 _GROUP_GAP = re.compile(r"^\W*\s*(,|and|or|&|,\s*and|,\s*or|nor)?\s*(the)?\s*\W*$", re.I)
 _MASK = "SUBJECTX"
 # A relative clause after the first word ("the woman who portrayed ...").
-_RELATIVE = re.compile(r"(?<!^)\b(who|whom|whose|which|that|where)\s+(?!is\s+(older|younger))",
-                       re.I)
+_RELATIVE = re.compile(r"(?<!^)\b(" + V.RELATIVE_PRONOUNS.alternation()
+                       + r")\s+(?!is\s+(older|younger))", re.I)
 # A passive or participial relation ("the film directed by ...", "a band formed in ...").
 _PARTICIPLE = re.compile(
-    r"\b(\w+(ed|en|wn|ung|ote|ade|eft|ilt|orn|old|ught|ound))\s+(by|in|for|from|at|with|on|"
-    r"as|to)\b", re.I)
+    r"\b(\w+(" + V.PARTICIPLE_ENDINGS.alternation() + r"))\s+("
+    + V.PARTICIPLE_PREPOSITIONS.alternation() + r")\b", re.I)
 # A relation of a named thing: "the director of film X", "the father of X", "X's husband".
 _RELATION_NP = re.compile(
-    r"\b(the|a|an|his|her|its|their)\s+(?:[\w-]+\s+){0,3}?(of|from|for|by|behind)\s+"
-    r"(?:the\s+|a\s+|an\s+)?(?:(?:film|song|album|band|book|novel|series|show|game|team|"
-    r"company|group|movie|play|opera|magazine|newspaper|station|club)\s+)?[A-Z\"“'0-9]",
+    r"\b(" + V.ARTICLES.alternation() + "|" + V.POSSESSIVE_PRONOUNS.alternation()
+    + r")\s+(?:[\w-]+\s+){0,3}?(" + V.RELATION_PREPOSITIONS.alternation() + r")\s+"
+    r"(?:the\s+|a\s+|an\s+)?(?:(?:" + V.WORK_KINDS.alternation() + r")\s+)?[A-Z\"“'0-9]",
     re.U)
 # (the look-behinds follow the possessor's last character: "what's", "when's" are "what is")
 _POSSESSIVE = re.compile(
-    r"[\w)\"”](?<!\bthere)(?<!\bit)(?<!\bthat)(?<!\bwhat)(?<!\bwho)(?<!\bhe)(?<!\bshe)"
-    r"(?<!\bhere)(?<!\blet)(?<!\bwhen)(?<!\bwhere)(?<!\bhow)(?<!\bwhy)"
-    r"['’]s\s+(?:[a-z-]+\s+){0,2}?[a-z-]+", re.U | re.I)
-_COPULA_START = re.compile(r"^\s*(what|who|which)\s+(is|was|are|were)\s+(the|a|an)\b", re.I)
+    r"[\w)\"”]" + "".join(rf"(?<!\b{w})" for w in sorted(
+        set(V.CONTRACTED.phrases) | V.WH_WORDS.words))
+    + r"['’]s\s+(?:[a-z-]+\s+){0,2}?[a-z-]+", re.U | re.I)
+_COPULA_START = re.compile(r"^\s*(what|who|which)\s+(" + V.BE.alternation() + r")\s+("
+                           + V.ARTICLES.alternation() + r")\b", re.I)
 # People and roles a question can reach through a named thing ("the director who died first").
 _ROLES = V.ROLES
-_ROLE_OF = re.compile(r"\b(has|have|had|with|whose|of)\s+(the|a|an)?\s*\w*\s*(" +
+_ROLE_OF = re.compile(r"\b(" + V.ROLE_OPENERS.alternation() + r")\s+(the|a|an)?\s*\w*\s*(" +
                       "|".join(sorted(_ROLES)) + r")\b", re.I)
 # What a question can ask for that is a thing in its own right (its own paragraph), as
 # opposed to an attribute the subjects share ("What sport ...", "What kind of ...").
 _ENTITY_NOUNS = V.ENTITY_NOUNS
 _ATTRIBUTE_NOUNS = V.ATTRIBUTE_NOUNS.words
-_DESCRIPTOR = re.compile(rf"\b(starring|alongside|featuring|by|with)\s+(both\s+)?(the\s+)?{_MASK}",
+_DESCRIPTOR = re.compile(r"\b(" + V.DESCRIPTORS.alternation() + rf")\s+(both\s+)?(the\s+)?{_MASK}",
                          re.I)
 
 COMPARISON = "comparison of several subjects"  # a route reason

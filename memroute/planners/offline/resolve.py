@@ -44,12 +44,14 @@ RELATION_NOUNS = V.RELATIONS
 GENERIC_NOUNS = V.GENERIC
 NOT_NAMES = frozenset({"DATE", "TIME", "CARDINAL", "ORDINAL", "QUANTITY", "MONEY", "PERCENT",
                        SPEAKER_LABEL})
-_FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|me|our|we|we're|mine)\b")
-_POSSESSIVE_PRONOUN = re.compile(r"\b(his|her|their|its)\b")
-_NAME = r"(?:[A-Z][\w’'.\-]*(?:\s+(?:of|the|de|van|von|da|del)?\s*[A-Z][\w’'.\-]*)*)"
+_FIRST_PERSON = re.compile(r"\b(" + V.FIRST_PERSON.alternation() + r")\b")
+_POSSESSIVE_PRONOUN = re.compile(r"\b(" + V.POSSESSIVE_PRONOUNS.alternation() + r")\b")
+_NAME = (r"(?:[A-Z][\w’'.\-]*(?:\s+(?:" + V.NAME_LINKS.alternation()
+         + r")?\s*[A-Z][\w’'.\-]*)*)")
 _MODIFIER = r"(?:[a-z][\w\-]*\s+)"
 _CLAUSE_STOP = V.CLAUSE_STOPS.words
-_SENTENCE = re.compile(r"(?<!\b(?:Dr|Mr|Ms|St|Mt|Jr|Sr))(?<!\bMrs)[.!?]+\s+(?=[A-Z\"“'])")
+_SENTENCE = re.compile("".join(rf"(?<!\b{a.capitalize()})" for a in V.ABBREVIATIONS)
+                       + r"[.!?]+\s+(?=[A-Z\"“'])")
 _WORD = re.compile(r"[\w’'\-]+")
 
 
@@ -105,7 +107,8 @@ def _same_noun(word: str, noun: str) -> bool:
             or (len(noun) >= 5 and len(word) >= 5 and word[:5] == noun[:5]))
 
 
-_KIN_AFFIXES = re.compile(r"^(?:step ?|half |great |grand |ex )| in laws?$")  # folded
+_KIN_AFFIXES = re.compile(r"^(?:step ?|(?:" + V.KIN_PREFIXES.alternation()
+                          + r") )| in laws?$")  # folded
 
 
 def _relation(noun: str) -> bool:
@@ -140,14 +143,15 @@ def _names_a_kind(question: str, end: int) -> bool:
     return token is not None and token.tag_ == "NN"
 
 
-_NAME_PART = re.compile(r"(?P<w>[A-Z0-9][\w’'.\-]*|of|the|de|van|von)(?:\s*,)?\s+$")
+_NAME_PART = re.compile(r"(?P<w>[A-Z0-9][\w’'.\-]*|" + V.NAME_LINKS.alternation()
+                        + r")(?:\s*,)?\s+$")
 
 
 def _name_start(question: str, start: int) -> int:
     """Where the name ending before ``start`` begins, its titles and appositions included
     ("Edward Howard, 2Nd Earl Of Carlisle")."""
     while (m := _NAME_PART.search(question[:start])) and m.start() > 0:
-        if fold(m.group("w")) in ("who", "what", "which", "where", "when", "how", "whose"):
+        if fold(m.group("w")) in V.WH_WORDS.words:
             break
         start = m.start()
     return start
@@ -178,8 +182,7 @@ def _possessed(question: str) -> Descriptor | None:
     and a relation noun."""
     for m in _OWNER.finditer(question):
         name = m.group("name")
-        if name is not None and (fold(name) in ("it", "that", "what", "who", "which", "how",
-                                                 "where", "when", "why", "there", "here")
+        if name is not None and (fold(name) in V.POINTERS.words | V.WH_WORDS.words
                                  or not re.search(r"['’]s?\s+$", m.group(0))):
             continue
         words = _WORD.findall(question[m.end():])[:3]
@@ -235,7 +238,7 @@ def _clause_words(clause: str, nouns: frozenset[str] = frozenset()) -> list[str]
             break
         out.append(word)
         if re.fullmatch(r"[a-z]+(ed|ing|s)|[a-z]+", plain) and i and not word[:1].isupper() \
-                and plain not in ("who", "that", "which", "the", "a", "to", "my", "i'm"):
+                and plain not in V.NOT_A_VERB.words:
             verb_seen = True
     return out
 
