@@ -207,7 +207,7 @@ PLACE_PREPOSITIONS = words(
     'prepositions that put a place before its name, not a person ("round the corner in Brynmill '
     'with her husband")',
     """at in near""",
-    source="half E e2-q7 ('What does Nia's husband do?')")
+    source="half E tune e2-q7 ('What does Nia's husband do?')")
 CLAUSE_OPENERS = words(
     'words that open a described thing\'s clause, or are its subject ("the dentist who")',
     """he her his i i'm i've my our she that their they we we're where which who whom you""")
