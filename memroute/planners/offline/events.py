@@ -31,9 +31,22 @@ _TIME_WORDS = V.TIME_WORDS.words | {n.lower() for n in (*calendar.month_name[1:]
 _EVENT_NOUNS = re.compile(V.EVENT_NOUNS.pattern(), re.I)
 
 
+def names_no_event(text: str) -> bool:
+    """Whether a clause of time tells only where someone is, not what happens ("I'm back",
+    "I'm away", "we're home", "I've been here"): by the parse, no noun, no number and no verb
+    but "be". Such a clause dates nothing the memory tells: no event, no chain."""
+    try:
+        doc = parse(text)
+    except ModelUnavailableError:
+        return False
+    return any(t.pos_ == "PRON" for t in doc) and not any(
+        t.pos_ in ("NOUN", "PROPN", "NUM", "VERB") for t in doc)
+
+
 def event_of(question: str) -> EventRef | None:
     """The event ``question`` is asked around ("What do I need to do before my trip to
-    Norway?" -> before 'my trip to Norway'), or None. A date is no event ("before Friday")."""
+    Norway?" -> before 'my trip to Norway'), or None. A date is no event ("before Friday"),
+    nor a clause that names none ("until I'm back", `names_no_event`)."""
     for m in _EVENT.finditer(question):
         text, relation = m.group("event").strip(), m.group("relation").lower()
         if relation in ("on", "at") and relation == "on" and not (
@@ -46,7 +59,8 @@ def event_of(question: str) -> EventRef | None:
         if re.match(r"(he|she|they|it|him|her|them|how|what|which|who|when|where)\b", text,
                     re.I):
             continue  # "before she retired": the question's subject's life, not the user's
-        if words and not set(words) <= _TIME_WORDS and not _A_DATE.search(text):
+        if words and not set(words) <= _TIME_WORDS and not _A_DATE.search(text) \
+                and not names_no_event(text):
             return EventRef("during" if relation in ("on", "at") else relation, text, words)
     return None
 

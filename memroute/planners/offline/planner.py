@@ -29,7 +29,11 @@ from memroute.planners.offline.parsed import (
     route_by_parse,
     split_by_parse,
 )
-from memroute.planners.offline.question_syntax import route_by_syntax, subject_sub_queries
+from memroute.planners.offline.question_syntax import (
+    nested_relation_words,
+    route_by_syntax,
+    subject_sub_queries,
+)
 from memroute.strategies.base import (
     MAX_HOP_QUERIES,
     MAX_REASON_CHARS,
@@ -135,6 +139,8 @@ class OfflinePlanner:
                     reason += f"; {said}, searched beside it"
             else:
                 (route, reason), confidence = route_by_syntax(query), 0.5
+                if route != "direct" and (nested := nested_relation_words(query)):
+                    reason += " ('" + "', '".join(nested) + "')"  # what made it a relation
             return RouteDecision(route=route, reason=f"{reason} (confidence {confidence:.2f})"
                                  [:MAX_REASON_CHARS], confidence=confidence,
                                  newest_first=self.use_nlp and read(query).asks_now,
