@@ -19,6 +19,7 @@ from memroute.nlp import INSTALL_HINT, pipeline_available
 from memroute.planners.base import EvidenceEntities, EvidenceTimes, PlannerResult
 from memroute.planners.offline.bridging import ChainHeuristics, judge_evidence
 from memroute.planners.offline.dates import windowed_searches
+from memroute.planners.offline.entities import capitalized_phrases
 from memroute.planners.offline.events import event_question
 from memroute.planners.offline.reading import read
 from memroute.planners.offline.parsed import (
@@ -30,6 +31,7 @@ from memroute.planners.offline.parsed import (
     split_by_parse,
 )
 from memroute.planners.offline.question_syntax import (
+    comparison_subjects,
     nested_relation_words,
     route_by_syntax,
     subject_sub_queries,
@@ -139,8 +141,11 @@ class OfflinePlanner:
                     reason += f"; {said}, searched beside it"
             else:
                 (route, reason), confidence = route_by_syntax(query), 0.5
-                if route != "direct" and (nested := nested_relation_words(query)):
-                    reason += " ('" + "', '".join(nested) + "')"  # what made it a relation
+                said = route != "direct" and (nested_relation_words(query)
+                                              or comparison_subjects(query)[0]
+                                              or capitalized_phrases(query))
+                if said:  # the words that made it a relation, its subjects or its names
+                    reason += " ('" + "', '".join(said) + "')"
             return RouteDecision(route=route, reason=f"{reason} (confidence {confidence:.2f})"
                                  [:MAX_REASON_CHARS], confidence=confidence,
                                  newest_first=self.use_nlp and read(query).asks_now,
