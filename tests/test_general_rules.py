@@ -12,6 +12,7 @@ import pytest
 
 from memroute import RetrievalAgent
 from memroute.planners.offline.events import event_of
+from memroute.planners.offline.parsed import asking_sentence
 
 START = datetime(2025, 1, 6, 19, tzinfo=timezone.utc)
 AS_OF = datetime(2025, 6, 20, 12, tzinfo=timezone.utc)
@@ -57,8 +58,21 @@ async def test_a_changed_fact_asked_about_now_puts_the_newest_statement_first(fa
     assert "t0" not in uids or uids.index("t8") < uids.index("t0")
 
 
+@pytest.mark.parametrize("question, asked", [
+    ("What's my mobile number now? Filling in a form for Elin's club",
+     "What's my mobile number now?"),
+    ("When do Dr. Okafor and Dr. Brandt see me?", "When do Dr. Okafor and Dr. Brandt see me?"),
+    ("Where does Mali live? Where does Dylan live?",
+     "Where does Mali live? Where does Dylan live?"),
+])
+def test_the_sentence_that_asks_is_the_one_asking_when_it_is_the_only_one(
+        question: str, asked: str) -> None:
+    assert asking_sentence(question) == asked
+
+
 @pytest.mark.parametrize("question", ["Who's feeding the cat until I'm back?",
-                                      "What should I pack before I'm away?"])
+                                      "What should I pack before I'm away?",
+                                      "Who looks after the cat while I'm away?"])
 def test_a_clause_of_time_that_names_no_event_is_no_event(question: str) -> None:
     assert event_of(question) is None
 

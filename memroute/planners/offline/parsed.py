@@ -13,7 +13,8 @@ import re
 from collections import OrderedDict
 
 from memroute.memory.titles import split_title, without_disambiguation
-from memroute.nlp import SPEAKER_LABEL, Entity, entity_key, extract_entities
+from memroute.errors import ModelUnavailableError
+from memroute.nlp import SPEAKER_LABEL, Entity, entity_key, extract_entities, parse
 from memroute.planners.base import EvidenceEntities, EvidenceTimes
 from memroute.planners.offline.bridging import (
     FRESH_WEIGHT,
@@ -91,14 +92,15 @@ def coordinated_owners(query: str) -> dict[str, str]:
             for name in ("first", "second")}
 
 
-_SENTENCE_END = re.compile(r"(?<=[?!.])\s+")
-
-
 def asking_sentence(query: str) -> str:
     """The one sentence of ``query`` that asks, when its other sentences only say why ("need
-    it for a form"); else ``query`` itself."""
-    sentences = [s for s in _SENTENCE_END.split(query.strip()) if s.strip()]
-    asking = [s for s in sentences if s.rstrip().endswith("?")]
+    it for a form"); else ``query`` itself. Sentences as the parse reads them ("Dr. Okafor"
+    ends none)."""
+    try:
+        sentences = [s.text.strip() for s in parse(query).sents if s.text.strip()]
+    except ModelUnavailableError:
+        return query
+    asking = [s for s in sentences if s.endswith("?")]
     return asking[0] if len(sentences) > 1 and len(asking) == 1 else query
 
 
