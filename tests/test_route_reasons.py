@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from memroute.planners.offline.parsed import route_by_parse
+from memroute.planners.offline.planner import OfflinePlanner
 from tests import assistant_memory as am
 
 # the rule's own wording, which names nothing of the question
@@ -32,4 +33,17 @@ def test_every_chain_or_split_reason_names_words_of_its_question() -> None:
             said = said.replace(words, "")
         if not _words(question) & _words(said):
             unnamed.append((route, reason, question))
+    assert unnamed == []
+
+
+async def test_without_the_parse_a_relation_route_names_its_words_too() -> None:
+    """The surface fallback (no spaCy model) names the words that made a relation, not only
+    the kind of rule ("nested relation")."""
+    planner = OfflinePlanner(use_nlp=False)
+    unnamed = []
+    for question in QUESTIONS:
+        decided = (await planner.route(question)).value
+        said = re.sub(r"\(confidence [\d.]+\)", "", decided.reason.lower())
+        if decided.route != "direct" and not _words(question) & _words(said):
+            unnamed.append((decided.route, decided.reason, question))
     assert unnamed == []

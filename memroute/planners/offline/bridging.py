@@ -116,7 +116,8 @@ def judge_evidence(query: str, evidence: list[str], previous_queries: list[str],
                                    fresh_weight=FRESH_WEIGHT) if rewrites < h.expansions else []
     if not candidates:
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9,
-                             reason="no untried entity left to expand")
+                             reason="no untried entity left to expand for "
+                                    + ", ".join(key_terms(query)))
     last = rewrites + 1 == h.expansions
     entities = " ".join(c.entity for c in candidates[:h.pack if last else 1])
     return ChainJudgment(is_sufficient=False, evidence_indices=indices,

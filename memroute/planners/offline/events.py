@@ -35,11 +35,45 @@ _OTHERS = re.compile(r"(" + V.OTHERS.alternation() + r")\b", re.I)
 _PAST = re.compile(r"\b(" + V.PAST_AUXILIARIES.alternation() + r")\b")
 
 
+def names_no_event(text: str) -> bool:
+    """Whether a clause of time tells only where someone is, not what happens ("I'm back",
+    "I'm away", "we're home", "I've been here"): by the parse, no noun (but one used as an
+    adverb, "home"), no number and no verb but "be". Such a clause dates nothing the memory tells: no event, no chain."""
+    try:
+        doc = parse(text)
+    except ModelUnavailableError:
+        return False
+    return any(t.pos_ == "PRON" for t in doc) and not any(
+        t.pos_ in ("NOUN", "PROPN", "NUM", "VERB") and t.dep_ != "advmod" for t in doc)
+
+
+def _before_idle_clause(text: str) -> str | None:
+    """``text`` without a clause of time that names no event ("Biscuit while I'm away" ->
+    "Biscuit"), when it holds one; None when it holds none."""
+    try:
+        doc = parse(text)
+    except ModelUnavailableError:
+        return None
+    mark = next((t for t in doc if t.dep_ == "mark" and t.i > 0), None)
+    if mark is None or not names_no_event(text[mark.idx + len(mark.text):]):
+        return None
+    return text[:mark.idx].strip()
+
+
 def event_of(question: str) -> EventRef | None:
     """The event ``question`` is asked around ("What do I need to do before my trip to
-    Norway?" -> before 'my trip to Norway'), or None. A date is no event ("before Friday")."""
+    Norway?" -> before 'my trip to Norway'), or None. A date is no event ("before Friday"),
+    nor a clause that names none ("until I'm back", `names_no_event`), nor what such a clause
+    follows unless it names or tells one ("looks after Biscuit while I'm away")."""
     for m in _EVENT.finditer(question):
         text, relation = m.group("event").strip(), m.group("relation").lower()
+        if (head := _before_idle_clause(text)) is not None:
+            # "looks after Biscuit while I'm away": what is left is an event only as one is
+            # named ("the party") or told ("we moved")
+            told = any(t.pos_ == "VERB" for t in parse(head)) if head else False
+            if not told and not (_DETERMINED.match(head) and _EVENT_NOUNS.search(head)):
+                continue
+            text = head
         if relation in ("on", "at") and relation == "on" and not (
                 _DETERMINED.match(text) and _EVENT_NOUNS.search(text)):
             continue  # "on Tuesday", "on the 14th": a date; "on the camping trip": an event
@@ -49,7 +83,8 @@ def event_of(question: str) -> EventRef | None:
                       and not w.endswith("'s") and not w[:1].isdigit())
         if _OTHERS.match(text):
             continue  # "before she retired": the question's subject's life, not the user's
-        if words and not set(words) <= _TIME_WORDS and not _A_DATE.search(text):
+        if words and not set(words) <= _TIME_WORDS and not _A_DATE.search(text) \
+                and not names_no_event(text):
             return EventRef("during" if relation in ("on", "at") else relation, text, words)
     return None
 

@@ -13,7 +13,8 @@ import re
 from collections import OrderedDict
 
 from memroute.memory.titles import split_title, without_disambiguation
-from memroute.nlp import SPEAKER_LABEL, Entity, entity_key, extract_entities
+from memroute.errors import ModelUnavailableError
+from memroute.nlp import SPEAKER_LABEL, Entity, entity_key, extract_entities, parse
 from memroute.planners.base import EvidenceEntities, EvidenceTimes
 from memroute.planners.offline.bridging import (
     FRESH_WEIGHT,
@@ -91,12 +92,30 @@ def coordinated_owners(query: str) -> dict[str, str]:
             for name in ("first", "second")}
 
 
+def asking_sentence(query: str) -> str:
+    """The one sentence of ``query`` that asks, when its other sentences only say why ("need
+    it for a form"); else ``query`` itself. Sentences as the parse reads them ("Dr. Okafor"
+    ends none)."""
+    try:
+        sentences = [s.text.strip() for s in parse(query).sents if s.text.strip()]
+    except ModelUnavailableError:
+        return query
+    asking = [s for s in sentences if s.endswith("?")]
+    return asking[0] if len(sentences) > 1 and len(asking) == 1 else query
+
+
 def route_by_parse(query: str, attribute_route: str = "direct") -> tuple[str, str, float]:
     """The route, a reason that names what decided it, and a confidence in [0, 1]:
     independent lookups (two questions in one, coordinated or compared subjects) -> split;
     a thing described but not named (`resolve.descriptor`) -> chain, resolved then asked;
     another relation the parse cannot resolve -> chain by expansion; one subject with a
-    plain attribute -> ``attribute_route`` (direct); nothing named -> direct."""
+    plain attribute -> ``attribute_route`` (direct); nothing named -> direct. Of a question
+    with sentences that ask nothing ("What's my address now? Filling in a form for Rhys's
+    club"), the sentence that asks decides (`asking_sentence`)."""
+    asked = asking_sentence(query)
+    if asked != query:
+        route, reason, confidence = route_by_parse(asked, attribute_route)
+        return route, f"{reason} (of the sentence that asks, '{asked}')", confidence
     reading = read(query)
     qp = reading.parse
     if (event := reading.event) and reading.described is None:
@@ -121,7 +140,9 @@ def route_by_parse(query: str, attribute_route: str = "direct") -> tuple[str, st
         return "chain", (f"{qp.hidden_reason}: '{qp.hidden_head}' is not named; expansion "
                          "searches the entities the evidence leads to"), 0.7
     if route == "chain" and reason != "nested relation" and not reason.startswith("a relation"):
-        return "chain", f"{reason}; expansion searches the entities the evidence leads to", 0.7
+        said = f" ({', '.join(subjects)})" if subjects else ""
+        return ("chain", f"{reason}{said}; expansion searches the entities the evidence leads "
+                         "to", 0.7)
     if nested := nested_relation_words(_without_named_possessives(query, qp)):
         said = "', '".join(nested)
         return "chain", (f"a nested relation ('{said}'); expansion searches the entities the "
@@ -435,15 +456,29 @@ def _tied_name_judgment(query: str, qp: QuestionParse, evidence: list[str],
                         stored: EvidenceEntities, tried: list[str], indices: list[int],
                         rewrites: int) -> ChainJudgment:
     """Expansion over a conversation: one search of a name a statement ties to the
-    question's words, searched alone; sufficient when there is none (or it was searched)."""
+    question's words, with those words (`hop_about`); sufficient when there is none (or it
+    was searched)."""
     name, sentence = tied_name(query, qp, evidence, stored, tried) if rewrites == 0 else ("", "")
     if not name:
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9,
-                             reason="no name in the evidence is tied to the question"
-                             if rewrites == 0 else "the name the evidence ties to it searched")
-    return ChainJudgment(is_sufficient=False, evidence_indices=indices, new_query=name,
-                         confidence=BRIDGE_UNSURE,
+                             reason="no name in the evidence is tied to the question's words "
+                                    f"({_asked_words(query)})" if rewrites == 0
+                             else f"the name the evidence ties to it searched: \"{tried[-1]}\"")
+    return ChainJudgment(is_sufficient=False, evidence_indices=indices,
+                         new_query=hop_about(query, name), confidence=BRIDGE_UNSURE,
                          reason=f"expansion: {name}, named in \"{sentence[:120]}\"")
+
+
+def _asked_words(query: str) -> str:
+    """The question's own words a hop looked for, as its reason names them ("address, form")."""
+    return ", ".join(key_terms(query)) or query
+
+
+def hop_about(question: str, name: str) -> str:
+    """A hop that searches ``name`` for ``question``: the name with the question's words
+    (`bridging.bridge_query`), never the name alone, unless the question has no words
+    besides it (a bare name finds every turn that mentions it, whatever it says)."""
+    return bridge_query(question, name)
 
 
 def judge_with_entities(query: str, evidence: list[str], previous_queries: list[str],
@@ -468,11 +503,13 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
         if not left:
             return ChainJudgment(is_sufficient=True, evidence_indices=indices,
                                  confidence=SUFFICIENT,
-                                 reason="the question's search covered every compared subject")
+                                 reason="the question's search covered every compared "
+                                        f"subject: {', '.join(subjects)}")
         return ChainJudgment(is_sufficient=False, evidence_indices=indices, new_query=left[0],
                              concurrent_searches=[ChainSearch(query=q) for q in left[1:]],
                              confidence=BRIDGE_SURE,
-                             reason="compared subjects the question's search missed")
+                             reason="compared subjects the question's search missed: "
+                                    f"{', '.join(left)}")
     rewrites = max(0, len(tried) - 1)
     speaker = _subject_speaker(stored, qp) if h.own_turns else ""
     own = _own_searches(query, qp, speaker, h)
@@ -490,7 +527,8 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
                              reason=f"{speaker}'s own turns searched")
     if rewrites >= h.expansions:
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9,
-                             reason=f"{h.expansions} expansions searched")
+                             reason=f"{h.expansions} expansions searched: "
+                                    + ", ".join(f'"{q}"' for q in tried[1:]))
     if not _titled(evidence):
         # a conversation: expansion adds only a name the evidence ties to the question
         return _tied_name_judgment(query, qp, evidence, stored, tried, indices, rewrites)
@@ -498,7 +536,7 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
                                       bool(qp.hidden_head)):
         # the expanded entity's own facts (filed under its title) came up
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=SUFFICIENT,
-                             reason="the expanded entity's own facts came up")
+                             reason=f"the expanded entity's own facts came up: \"{tried[-1]}\"")
     if rewrites == 0 and qp.hidden_head:
         # a role compared across subjects ("the director of A or of B"): each one's entity
         described = {fold(w)[:4] for w in qp.description if len(w) >= 3}  # "stud": studied
@@ -518,8 +556,9 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
                                 fresh_weight=FRESH_WEIGHT))
     if not ranked:
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9,
-                             reason="no entity to expand" if rewrites == 0
-                             else "no untried entity left to expand")
+                             reason=f"no entity in the evidence to expand for "
+                                    f"{_asked_words(query)}" if rewrites == 0
+                             else f"no untried entity left to expand after \"{tried[-1]}\"")
     last = rewrites + 1 == h.expansions
     bridge = " ".join(c.entity for c in ranked[:h.pack if last else 1])
     clear = len(ranked) == 1 or ranked[0].score >= 2 * ranked[1].score
@@ -590,7 +629,8 @@ def _resolving_judgment(query: str, evidence: list[str], previous_queries: list[
                 if asked_only and not _titled(evidence) else ("", "")
             if name:
                 return ChainJudgment(
-                    is_sufficient=False, evidence_indices=indices, new_query=name,
+                    is_sufficient=False, evidence_indices=indices,
+                    new_query=hop_about(res.question, name),
                     confidence=BRIDGE_UNSURE,
                     reason=f"resolved: {said}; no sentence names {bridge} with the question's "
                            f"words: searching {name}, named in \"{sentence[:120]}\"")

@@ -19,6 +19,7 @@ from memroute.nlp import INSTALL_HINT, pipeline_available
 from memroute.planners.base import EvidenceEntities, EvidenceTimes, PlannerResult
 from memroute.planners.offline.bridging import ChainHeuristics, judge_evidence
 from memroute.planners.offline.dates import windowed_searches
+from memroute.planners.offline.entities import capitalized_phrases
 from memroute.planners.offline.events import event_question
 from memroute.planners.offline.reading import read
 from memroute.planners.offline.parsed import (
@@ -29,7 +30,12 @@ from memroute.planners.offline.parsed import (
     route_by_parse,
     split_by_parse,
 )
-from memroute.planners.offline.question_syntax import route_by_syntax, subject_sub_queries
+from memroute.planners.offline.question_syntax import (
+    comparison_subjects,
+    nested_relation_words,
+    route_by_syntax,
+    subject_sub_queries,
+)
 from memroute.strategies.base import (
     MAX_HOP_QUERIES,
     MAX_REASON_CHARS,
@@ -135,6 +141,11 @@ class OfflinePlanner:
                     reason += f"; {said}, searched beside it"
             else:
                 (route, reason), confidence = route_by_syntax(query), 0.5
+                said = route != "direct" and (nested_relation_words(query)
+                                              or comparison_subjects(query)[0]
+                                              or capitalized_phrases(query))
+                if said:  # the words that made it a relation, its subjects or its names
+                    reason += " ('" + "', '".join(said) + "')"
             return RouteDecision(route=route, reason=f"{reason} (confidence {confidence:.2f})"
                                  [:MAX_REASON_CHARS], confidence=confidence,
                                  newest_first=self.use_nlp and read(query).asks_now,
