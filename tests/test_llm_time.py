@@ -122,3 +122,11 @@ async def test_the_judges_next_search_stays_in_the_window_the_event_gives() -> N
     assert "2025-05-12" in str(model.calls[-1])
     undated = (await planner.judge(question, evidence, [question], 1, as_of=AS_OF)).value
     assert not (undated.produced_after or undated.produced_before)
+
+
+async def test_a_forced_direct_search_stays_the_plain_search(fake_openai, memory,
+                                                             kitchen) -> None:
+    agent = RetrievalAgent(memory, llm=fake_openai.client(), model="m", policies=FAST)
+    result = await agent.aretrieve("What did I cook last week?", scope=kitchen, k=7,
+                                   as_of=AS_OF, strategy="direct")
+    assert fake_openai.requests == [] and len(result.results) == len(TURNS)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from memroute.planners.offline.planner import OfflinePlanner
-from memroute.planners.offline.resolve import descriptor
+from memroute.reading.descriptors import descriptor
 
 
 @pytest.mark.parametrize("question", [

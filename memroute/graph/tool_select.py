@@ -75,8 +75,8 @@ def _request(state: RetrievalState, ctx: RetrievalContext, started_at: float) ->
 def confined(request: dict[str, Any], planner: Planner, asked: datetime) -> dict[str, Any]:
     """``request`` with the windows of time the question names (read at ``asked``) as the
     bound of every search of the run, when the planner `confines_to_windows` (so that no
-    search it lays out leaves them)."""
-    if not getattr(planner, "confines_to_windows", False):
+    search it lays out leaves them). ``strategy="direct"`` stays the plain search."""
+    if request["strategy"] == "direct" or not getattr(planner, "confines_to_windows", False):
         return request
     windows = read(request["query"], asked).windows
     return {**request, "windows": [w.model_dump(include={"produced_after", "produced_before",

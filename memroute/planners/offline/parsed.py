@@ -32,17 +32,9 @@ from memroute.reading.entities import (
     mentioned,
 )
 from memroute.reading.parse import QuestionParse, read_question
+from memroute.reading.descriptors import RELATION_NOUNS, Descriptor, descriptor, whole_chain
 from memroute.reading.question import read
-from memroute.planners.offline.resolve import (
-    GENERIC_NOUNS,
-    NEAR,
-    RELATION_NOUNS,
-    Descriptor,
-    answered,
-    descriptor,
-    resolve,
-    whole_chain,
-)
+from memroute.planners.offline.resolve import GENERIC_NOUNS, NEAR, answered, resolve
 from memroute.planners.offline.resolve import _names as _sentence_names
 from memroute.planners.offline.resolve import sentences as resolve_sentences
 from memroute.planners.offline.question_syntax import (

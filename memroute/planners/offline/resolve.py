@@ -19,8 +19,7 @@ import re
 from dataclasses import dataclass
 
 from memroute.memory.titles import split_title, without_disambiguation
-from memroute.errors import ModelUnavailableError
-from memroute.nlp import SPEAKER_LABEL, Entity, parse
+from memroute.nlp import SPEAKER_LABEL, Entity
 from memroute.reading.entities import (
     STOPWORDS,
     asks,
@@ -32,14 +31,12 @@ from memroute.reading.entities import (
     without_opening_interjections,
 )
 from memroute.reading import vocabulary as V
-from memroute.reading.descriptors import (  # noqa: F401 - Descriptor, descriptor: read here too
-    RELATION_NOUNS,
+from memroute.reading.descriptors import (
     Descriptor,
     _plain,
     _same_noun,
     _stem,
     descriptor,
-    whole_chain,
 )
 
 # Nouns too general to look for in the evidence: the clause describes the thing instead.
