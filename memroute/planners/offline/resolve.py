@@ -37,6 +37,7 @@ from memroute.reading.descriptors import (
     _same_noun,
     _stem,
     descriptor,
+    whole_chain,
 )
 
 # Nouns too general to look for in the evidence: the clause describes the thing instead.
