@@ -30,13 +30,15 @@ demo: install
 # 200 ms scripted LLM, SplitQuery/direct wall ratio), then the service (REST search
 # requests/s and p95 at 1, 8, 32 clients; overhead over in-process), then cold starts (new
 # processes, database running: `memroute --help`, `search`, `ask`, MCP initialize, serve ready;
-# median of 3; bench-out/cold_start.json).
+# median of 3; bench-out/cold_start.json); last, one table of them against issue 48's targets
+# (benchmarks.summary; BENCH_SUMMARY_ARGS="--evals <memroute eval runs>" adds the agent per set).
 bench: install
 	$(THREADS) $(BIN)/python -m benchmarks.memory $(BENCH_ARGS)
 	$(THREADS) $(BIN)/python -m benchmarks.tenants $(BENCH_TENANTS_ARGS)
 	$(THREADS) $(BIN)/python -m benchmarks.agent $(BENCH_AGENT_ARGS)
 	$(THREADS) $(BIN)/python -m benchmarks.service $(BENCH_SERVICE_ARGS)
 	$(THREADS) $(BIN)/python -m benchmarks.cold_start $(BENCH_COLD_ARGS)
+	$(BIN)/python -m benchmarks.summary $(BENCH_SUMMARY_ARGS)
 
 # Fault and load runs: kill loops, 2 and 4 processes starting a fresh home x10, load, and the
 # big inputs (benchmarks/big_inputs.py: the 8,192-character lexical query at 100k sentences,

@@ -7,9 +7,14 @@ ask`` on a scope holding the sample conversation (schema ``bench_cold``, filled 
 ``memroute mcp`` until the official MCP client's ``initialize`` is answered, then its
 ``tools/list`` and a first ``memory_search`` made at once; ``memroute serve`` until
 ``/v1/health`` answers and until ``/v1/ready`` is 200, then a new process searching through it
-(httpx, one ``POST /v1/search``: the floor of a CLI sending its searches to a server), and
-``memroute search`` and ``memroute ask`` through it (``MEMROUTE_SERVER_URL``).
-Floors beside them: Python's own start and the import of the MCP SDK. Targets (issue 48):
+(``http.client``, one ``POST /v1/search``, as the CLI sends it: the floor of a CLI sending
+its searches to a server), and ``memroute search`` and ``memroute ask`` through it
+(``MEMROUTE_SERVER_URL``), ``search`` twice: the first after ``/v1/ready`` (what a server just
+started adds) and again. ``memroute --version`` and an argument error (``search --k 0``) beside
+``--help``.
+Floors beside them: Python's own start and the import of the MCP SDK. Beside a command's wall
+time, its CPU seconds (user + system, median): on a loaded machine the wall time is mostly
+waiting for a core. Targets (issue 48):
 ``--help`` <= 0.3 s, ``search`` and ``ask`` <= 1.0 s, MCP ``initialize`` <= 1.0 s. Prints the
 thread settings, one table and one JSON line, and writes ``bench-out/cold_start.json``.
 ``--checkout DIR`` times another checkout's ``memroute`` (e.g. ``git archive <commit>``
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -38,26 +44,31 @@ from memroute import sample_data
 SCHEMA = "bench_cold"
 SCOPE = "bench/cold/u1"
 QUESTION = "Which clinic does Biscuit go to?"
-TARGETS_S = {"memroute --help": 0.3, "memroute search": 1.0, "memroute ask": 1.0,
-             "memroute search, served": 1.0, "memroute ask, served": 1.0,
+TARGETS_S = {"memroute --help": 0.3, "memroute --version": 0.3,
+             "memroute search --k 0 (usage error)": 0.3, "memroute search": 1.0,
+             "memroute ask": 1.0, "memroute search, served": 1.0,
+             "memroute search, served, again": 1.0, "memroute ask, served": 1.0,
              "mcp: initialize answered": 1.0}
 
 
 CHECKOUT = ROOT  # whose `memroute` runs (--checkout)
 
 
-# a search by a new process through a running `memroute serve` (httpx, one POST): the floor
-# of a CLI that would send its searches to a server
+# a search by a new process through a running `memroute serve` (http.client, one POST, as
+# the CLI sends it): the floor of a CLI that sends its searches to a server
 THIN_CLIENT = f"""
-import os, sys
-import httpx
+import http.client, json, os, sys
+from urllib.parse import urlsplit
 org, project, user = {SCOPE!r}.split("/")
-found = httpx.post(sys.argv[1] + "/v1/search", timeout=60, json={{
+url = urlsplit(sys.argv[1])
+connection = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+connection.request("POST", "/v1/search", body=json.dumps({{
     "scope": {{"org_id": org, "project_id": project, "user_id": user}},
-    "query": {QUESTION!r}, "k": 5}},
-    headers={{"Authorization": "Bearer " + os.environ["MEMROUTE_API_KEY"]}})
-found.raise_for_status()
-assert found.json()["results"]
+    "query": {QUESTION!r}, "k": 5}}),
+    headers={{"Authorization": "Bearer " + os.environ["MEMROUTE_API_KEY"],
+             "Content-Type": "application/json"}})
+found = connection.getresponse()
+assert found.status == 200 and json.loads(found.read())["results"]
 """
 
 
@@ -72,13 +83,25 @@ def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "memroute.cli", *args]
 
 
-def timed_process(command: list[str], env: dict[str, str]) -> float:
-    """Seconds from spawn to exit of ``command`` (a non-zero exit is an error)."""
+# CPU seconds (user + system) of each named timed process: on a loaded machine the
+# wall time is mostly waiting for a core, the CPU time is what the process itself spends
+CPU_S: dict[str, list[float]] = {}
+
+
+def timed_process(command: list[str], env: dict[str, str], expect: int = 0,
+                  name: str = "") -> float:
+    """Seconds from spawn to exit of ``command`` (another exit code than ``expect`` is an
+    error); its CPU seconds go to `CPU_S` under ``name``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(command, cwd=CHECKOUT, env=env, capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=300)
     seconds = time.perf_counter() - start
-    if done.returncode:
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if name:
+        CPU_S.setdefault(name, []).append(
+            after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    if done.returncode != expect:
         raise RuntimeError(f"{' '.join(command[2:])} exited {done.returncode}: "
                            f"{done.stderr[-2000:]}")
     return seconds
@@ -144,13 +167,18 @@ async def serve_times(env: dict[str, str], log_dir: str) -> dict[str, float]:
                             sys.executable, "-c", THIN_CLIENT, server.url], env)
                         through = {**env, "MEMROUTE_SERVER_URL": server.url}
                         search = await asyncio.to_thread(timed_process, cli(
-                            "search", QUESTION, "-k", "5"), through)
+                            "search", QUESTION, "-k", "5"), through, 0,
+                            "memroute search, served")
+                        again = await asyncio.to_thread(timed_process, cli(
+                            "search", QUESTION, "-k", "5"), through, 0,
+                            "memroute search, served, again")
                         ask = await asyncio.to_thread(timed_process, cli(
-                            "ask", QUESTION, "-k", "5"), through)
+                            "ask", QUESTION, "-k", "5"), through, 0, "memroute ask, served")
                         return {"serve: /v1/health answers": answered,
                                 "serve: /v1/ready answers 200": ready,
                                 "new process searching a running serve": thin,
                                 "memroute search, served": search,
+                                "memroute search, served, again": again,
                                 "memroute ask, served": ask}
                 except httpx.TransportError:
                     pass
@@ -181,17 +209,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     plain = {"python -c pass (floor)": [sys.executable, "-c", "pass"],
              "import mcp (SDK floor)": [sys.executable, "-c", "import mcp.server.mcpserver"],
              "memroute --help": cli("--help"),
+             "memroute --version": cli("--version"),
              "memroute search": cli("search", QUESTION, "-k", "5"),
              "memroute ask": cli("ask", QUESTION, "-k", "5", "--planner", "offline")}
+    usage_error = "memroute search --k 0 (usage error)"
+    timed_process(cli("search", QUESTION, "--k", "0"), env, expect=2)
+    samples |= repeat(args.runs, lambda: timed_process(
+        cli("search", QUESTION, "--k", "0"), env, 2, usage_error), usage_error)
     for name, command in plain.items():
         timed_process(command, env)  # once unmeasured: the OS file cache, not our start
-        samples |= repeat(args.runs, lambda command=command: timed_process(command, env), name)
+        samples |= repeat(args.runs, lambda command=command, name=name: timed_process(
+            command, env, 0, name), name)
     samples |= repeat(args.runs, lambda: asyncio.run(mcp_times(mcp_env)))
     serve_env = {**mcp_env, "MEMROUTE_PLANNER": "offline"}  # as `ask --planner offline`
     samples |= repeat(args.runs, lambda: asyncio.run(serve_times(serve_env, args.log_dir)))
     report["seconds"] = {name: {"median": statistics.median(values), "min": min(values),
                                 "max": max(values), "target": TARGETS_S.get(name)}
                          for name, values in samples.items()}
+    for name, values in CPU_S.items():
+        report["seconds"][name]["cpu_median"] = statistics.median(values)
     report["machine"]["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     return report
 
@@ -202,11 +238,12 @@ def print_report(report: dict[str, Any]) -> None:
           "database running; "
           f"{machine['cpus']} CPUs, Python {machine['python']}, threads {machine['threads']}, "
           f"load {machine['load_average_start']} -> {machine['load_average_end']}")
-    print(f"{'what':<36} {'median s':>9} {'min':>7} {'max':>7} {'target':>7}  ")
+    print(f"{'what':<36} {'median s':>9} {'min':>7} {'max':>7} {'cpu s':>7} {'target':>7}  ")
     for name, fig in report["seconds"].items():
         target = fig["target"]
         verdict = "" if target is None else ("ok" if fig["median"] <= target else "over")
-        print(f"{name:<36} {fig['median']:9.2f} {fig['min']:7.2f} {fig['max']:7.2f} "
+        cpu = f"{fig['cpu_median']:.2f}" if "cpu_median" in fig else ""
+        print(f"{name:<36} {fig['median']:9.2f} {fig['min']:7.2f} {fig['max']:7.2f} {cpu:>7} "
               f"{'' if target is None else f'{target:.1f}':>7}  {verdict}")
 
 

@@ -7,20 +7,24 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
+# rich loads inside the functions that draw (`--json` and `--help` never import it).
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
     from memroute.memory.models import Episode, Scope, ScoredResult, ShownWindow
 
 
 def stdout_console() -> Console:
     """A console on the current stdout (created per command, so test runners capture it)."""
+    from rich.console import Console
+
     return Console(file=sys.stdout, soft_wrap=False, highlight=False)
 
 
 def stderr_console() -> Console:
+    from rich.console import Console
+
     return Console(file=sys.stderr, highlight=False)
 
 
@@ -35,9 +39,16 @@ def redact_url(url: str) -> str:
     return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
 
 
-def scope_label(scope: Scope) -> str:
-    parts = [scope.org_id, scope.project_id, scope.user_id or "", scope.agent_id or ""]
-    return "/".join(parts).rstrip("/")
+def scope_label(scope: Scope | dict[str, str]) -> str:
+    """``org/project[/user[/agent]]`` of a `Scope` or of its fields (`scope_fields`)."""
+    if isinstance(scope, dict):
+        from memroute.memory.limits import DEFAULT_PROJECT
+
+        fields = [scope["org_id"], scope.get("project_id") or DEFAULT_PROJECT,
+                  scope.get("user_id") or "", scope.get("agent_id") or ""]
+    else:
+        fields = [scope.org_id, scope.project_id, scope.user_id or "", scope.agent_id or ""]
+    return "/".join(fields).rstrip("/")
 
 
 def episode_dict(episode: Episode) -> dict[str, Any]:
@@ -54,7 +65,7 @@ def episode_dict(episode: Episode) -> dict[str, Any]:
 def shown_windows(results: list[ScoredResult]) -> list[ShownWindow]:
     """What each result of one response shows: `disjoint_windows`, the rule the retriever and
     the agent tool follow (no episode in two results)."""
-    from memroute.memory.models import disjoint_windows
+    from memroute.memory.results import disjoint_windows
 
     return disjoint_windows(results)
 
@@ -90,6 +101,9 @@ def _short(text: str, limit: int = 160) -> str:
 def results_table(results: list[ScoredResult], title: str | None = None) -> Table:
     """Ranked results: both scores, the session and time, who said what, and the context
     turns no better result shows already (`shown_windows`)."""
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title=title, expand=False)
     table.add_column("#", justify="right", style="dim")
     table.add_column("score", justify="right")
@@ -145,6 +159,8 @@ def event_line(event: Any) -> str | None:
 
 
 def hops_table(hops: list[dict[str, Any]]) -> Table:
+    from rich.table import Table
+
     table = Table(title="ChainOfQuery hops", title_justify="left")
     for name, justify in (("hop", "right"), ("query", "left"), ("sufficient", "center"),
                           ("confidence", "right"), ("evidence", "left"), ("then", "left")):
@@ -169,6 +185,8 @@ def hops_table(hops: list[dict[str, Any]]) -> Table:
 
 def costs_table(costs: Any) -> Table:
     """Per node and in total: LLM calls, input and output tokens, wall time."""
+    from rich.table import Table
+
     table = Table(title="Cost", title_justify="left")
     table.add_column("node")
     for name in ("runs", "llm calls", "input tokens", "output tokens", "wall ms"):
@@ -187,6 +205,8 @@ def costs_table(costs: Any) -> Table:
 
 def print_explanation(console: Console, result: Any) -> None:
     """``ask --explain``: route, sub-queries or hops, the evidence, the cost table."""
+    from rich.text import Text
+
     head = Text.assemble(("route ", "bold"), result.route)
     if result.route_reason:
         head.append(f" — {result.route_reason}")

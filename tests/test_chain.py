@@ -14,7 +14,7 @@ from memroute import RetrievalAgent, Scope
 from memroute.graph.final_rerank import QUESTION_SHARE, with_question_share
 from memroute.graph.state import QUESTION_RANK
 from memroute.nlp import Entity
-from memroute.planners.offline.parsed import judge_chain, names_of
+from memroute.planners.offline.parsed import judge_chain, names_of, who_is
 from memroute.planners.offline.resolve import answered, find_bridge, resolve
 from memroute.reading.descriptors import descriptor
 
@@ -202,3 +202,14 @@ async def test_a_resolved_question_left_unanswered_searches_the_name_tied_to_it(
     assert auto.queries[-1] == "Beacon Dental", auto.queries
     assert "searching Beacon Dental, named in" in auto.hops[-2]["reason"]
     assert turns[4][1] in [r.nucleus.content for r in auto.results]
+
+
+@pytest.mark.parametrize(("question", "asked"), [
+    ("What does my wife's sister do?", "Who is my wife's sister?"),
+    ("What is Otto's girlfriend studying?", "Who is Otto's girlfriend?"),
+    ("What do Julien's parents do for work?", "Who are Julien's parents?"),
+])
+def test_a_hop_asking_who_someone_is_reads_as_a_persons_question(question: str,
+                                                                 asked: str) -> None:
+    left = resolve(question, [], []).left
+    assert who_is(question, left) == asked

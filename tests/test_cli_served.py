@@ -161,8 +161,12 @@ def test_no_server_listening_means_in_process(monkeypatch, base_env, server, com
     assert json.loads(result.stdout)["results"]
 
 
-HEAVY = ("spacy", "onnxruntime", "psycopg", "numpy", "langgraph", "memroute.memory.store",
-         "memroute.memory.embedders", "memroute.agent", "memroute.nlp", "memroute.settings")
+# a served command sends one request: not the models' module (typer's coercion loads pydantic
+# itself), no HTTP client library, no event loop, no structlog, no rich for --json
+HEAVY = ("spacy", "onnxruntime", "psycopg", "numpy", "torch", "langgraph",
+         "memroute.memory.store", "memroute.memory.embedders", "memroute.memory.models",
+         "memroute.agent", "memroute.nlp", "memroute.settings", "memroute.strategies.base",
+         "httpx", "asyncio", "structlog", "rich")
 
 
 @pytest.mark.parametrize("command", ["search", "ask"])

@@ -1,7 +1,9 @@
 """What a new process loads before it answers (issue 48): `memroute --help`, `--version` and
-argument errors load no model, no database driver and not the store; the MCP server lists its
-tools without the agent, FastAPI or a model. Checked in new processes, by the modules they
-hold (benchmarks/cold_start.py times them)."""
+argument errors load no model, no database driver, not the store, not pydantic (typer's own
+coercion loads it once a command runs), rich, structlog or `importlib.metadata`; the MCP
+server lists its tools without the agent, FastAPI or a model. Checked in new processes, by the
+modules they hold (benchmarks/cold_start.py times them; tests/test_cli_served.py checks a
+served search and ask the same way)."""
 
 from __future__ import annotations
 
@@ -13,8 +15,13 @@ import pytest
 
 from benchmarks.served import ROOT
 
-HEAVY = ("spacy", "onnxruntime", "psycopg", "numpy", "langgraph", "memroute.memory.store",
-         "memroute.agent", "memroute.nlp")
+HEAVY = ("spacy", "onnxruntime", "psycopg", "numpy", "torch", "langgraph",
+         "memroute.memory.store", "memroute.agent", "memroute.nlp")
+# what help and usage errors do not need: the tables' rich, the logs' structlog, an HTTP
+# client, asyncio, the plugged-in commands (listed from their packages' entry_points.txt)
+HELP_HEAVY = (*HEAVY, "rich", "structlog", "httpx", "asyncio", "memroute.evals")
+# nor, for `memroute --help` and `--version`, pydantic and `importlib.metadata` (which pydantic
+# imports): typer 0.29 coerces a command's parameters through pydantic once one is parsed
 
 RUN_CLI = """
 import json, sys
@@ -38,10 +45,13 @@ def loaded_by(code: str, *args: str) -> tuple[dict, str]:
 
 @pytest.mark.parametrize(("args", "code"), [
     (["--help"], 0), (["--version"], 0), (["search", "--help"], 0), (["ask", "--help"], 0),
+    (["db", "--help"], 0), (["eval", "--help"], 0),
     (["search"], 2),  # a missing argument: typer's usage error
     (["search", "q", "--k", "0"], 2),
+    (["serch", "q"], 2),  # no such command (nor a plugged-in one)
     (["ask", "q", "--strategy", "nope"], 2),  # memroute's own refusal, before any model
     (["search", "q", "--scope", "acme//u1"], 2),
+    (["search", "q", "--as-of", "yesterday"], 2),
 ])
 def test_help_version_and_argument_errors_load_no_model_and_no_store(args: list[str],
                                                                      code: int) -> None:
@@ -50,6 +60,18 @@ def test_help_version_and_argument_errors_load_no_model_and_no_store(args: list[
     assert report["loaded"] == [], (args, report)
     if args == ["--version"]:
         assert out.startswith("memroute ")
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["search", "--help"],
+                                  ["ask", "--help"], ["db", "--help"], ["search"],
+                                  ["search", "q", "--k", "0"], ["serch", "q"]])
+def test_help_and_usage_errors_load_neither_rich_nor_logs_nor_plugins(args: list[str]) -> None:
+    top = len(args) == 1 and args[0].startswith("--")
+    heavy = [*HELP_HEAVY, "pydantic", "importlib.metadata"] if top else HELP_HEAVY
+    report, out = loaded_by(RUN_CLI, json.dumps(args), json.dumps(heavy))
+    assert report["loaded"] == [], (args, report)
+    if args == ["--help"]:  # the plugged-in `eval` is listed, not loaded
+        assert "eval" in out.split("Commands:")[1]
 
 
 def test_the_mcp_server_lists_its_tools_before_the_agent_or_a_model_loads() -> None:

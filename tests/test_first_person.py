@@ -29,3 +29,32 @@ def test_a_speakers_own_relation_answers_a_question_about_them() -> None:
     resolved = resolve("What did John's colleague invite him to?", evidence,
                        [said_by("John", "Rob")], named=["John"])
     assert resolved.bridges == [("John's colleague", "Rob")], resolved
+
+
+def labelled(speaker: str | None, **labels: str) -> list[Entity]:
+    """A hit's entities with spaCy's labels (name=label)."""
+    return said_by(speaker)[:1] + [Entity(n.replace("_", " "), entity_key(n.replace("_", " ")), l)
+                                   for n, l in labels.items()]
+
+
+def test_the_users_own_relation_is_not_anothers() -> None:
+    # "Nia's husband" is not the user's ex-husband, who the user's turn names nearer
+    evidence = ["My ex-husband Declan still works at the brewery, and Nia's husband Tomasz is a "
+                "paramedic.", "My ex-husband Declan works at the brewery."]
+    entities = [labelled(None, Declan="PERSON", Tomasz="PERSON"),
+                labelled(None, Declan="PERSON")]
+    resolved = resolve("What does Nia's husband do?", evidence[1:], entities[1:], named=["Nia"])
+    assert resolved.bridges == [], resolved  # the user's own ex-husband is not Nia's
+    resolved = resolve("What does Nia's husband do?", evidence, entities, named=["Nia"])
+    assert resolved.bridges == [("Nia's husband", "Tomasz")], resolved
+    # and the other way round: her husband is not the asker's
+    mine = resolve("What does my husband do?", ["I met Nia and her husband Tomasz for lunch."],
+                   [labelled(None, Nia="PERSON", Tomasz="PERSON")])
+    assert mine.bridges == [], mine
+
+
+def test_a_persons_relation_resolves_to_a_person_not_a_place() -> None:
+    evidence = ["She lives round the corner in Brynmill with her husband, Owain."]
+    entities = [labelled(None, Brynmill="GPE", Owain="PERSON")]
+    resolved = resolve("What does Nia's husband do?", evidence, entities, named=["Nia"])
+    assert resolved.bridges == [("Nia's husband", "Owain")], resolved

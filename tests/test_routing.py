@@ -53,6 +53,19 @@ def test_descriptors_resolve_innermost_first() -> None:
         "Isla's maths tutor", "tutor", "Isla", ("maths",))
 
 
+@pytest.mark.parametrize(("question", "owner"), [
+    ("What's Rhys's football coach called again?", "Rhys"),
+    ("When's Nia's husband back?", "Nia"),
+    ("What is the work of Julien's parents?", "Julien"),
+    ("Which club does Edward Howard, 2nd Earl of Carlisle's son support?",
+     "Edward Howard, 2nd Earl of Carlisle"),
+])
+def test_an_owner_is_a_name_not_the_question_word_before_it(question: str, owner: str) -> None:
+    described = descriptor(question)
+    assert described.owner == owner
+    assert described.text.startswith(owner)
+
+
 @pytest.mark.parametrize(("question", "reason"), [
     ("Where does Karim study and where is Helga Brandt's office?", "two questions in one"),
     ("What do Pepper and Mochi eat?", "coordination of several subjects: Pepper, Mochi"),

@@ -6,12 +6,14 @@ full tracebacks). Errors print one line on stderr and exit non-zero:
 This is the only place that configures logging (structlog and the standard library).
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: typer reads every command's annotations at each
+# start, and evaluating them from strings took it 0.1 s (issue 48).
 
 import json
 import logging
+import os
 import sys
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -50,11 +52,27 @@ _log_handler: logging.Handler | None = None
 
 
 def configure_logging(debug: bool) -> None:
-    """Warnings and errors on stderr by default; everything with ``--debug``."""
-    import structlog
+    """Warnings and errors on stderr by default; everything with ``--debug``. structlog is
+    configured when the first memroute logger is made (a served search never imports it)."""
+    from memroute._log import before_first_logger
 
     global _log_handler
     level = logging.DEBUG if debug else logging.WARNING
+    before_first_logger(lambda: _configure_structlog(level, debug))
+    root = logging.getLogger()
+    if _log_handler is None:
+        _log_handler = logging.StreamHandler(_Stderr())  # type: ignore[arg-type]
+        _log_handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        root.addHandler(_log_handler)
+    _log_handler.setLevel(level)
+    root.setLevel(level)
+    logging.captureWarnings(True)  # Python warnings are logs too: shown with --debug only
+    logging.getLogger("py.warnings").setLevel(logging.DEBUG if debug else logging.ERROR)
+
+
+def _configure_structlog(level: int, debug: bool) -> None:
+    import structlog
+
     processors: list[Any] = [structlog.processors.add_log_level]
     if debug:
         processors.append(structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=False))
@@ -65,15 +83,6 @@ def configure_logging(debug: bool) -> None:
         logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),
         cache_logger_on_first_use=False,
     )
-    root = logging.getLogger()
-    if _log_handler is None:
-        _log_handler = logging.StreamHandler(_Stderr())  # type: ignore[arg-type]
-        _log_handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-        root.addHandler(_log_handler)
-    _log_handler.setLevel(level)
-    root.setLevel(level)
-    logging.captureWarnings(True)  # Python warnings are logs too: shown with --debug only
-    logging.getLogger("py.warnings").setLevel(logging.DEBUG if debug else logging.ERROR)
 
 
 def setup_command(json_output: bool, debug: bool) -> None:
@@ -101,17 +110,30 @@ class MemrouteGroup(TyperGroup):
     demand."""
 
     def list_commands(self, ctx: typer.Context) -> list[str]:
-        from importlib.metadata import entry_points
-
         names = list(super().list_commands(ctx))
-        plugged = [ep.name for ep in entry_points(group=COMMAND_ENTRY_POINTS)]
-        return names + [name for name in plugged if name not in names]
+        return names + [name for name in plugged_commands() if name not in names]
 
     def get_command(self, ctx: typer.Context, cmd_name: str) -> Any:
         command = super().get_command(ctx, cmd_name)
         if command is None:
             command = _plugged_command(cmd_name)
         return command
+
+    def format_commands(self, ctx: typer.Context, formatter: Any) -> None:
+        """The commands' one-line helps; a plugged-in command is named, not loaded (loading
+        `memroute eval` to show its line would double the time `--help` takes)."""
+        own = [(name, command) for name in TyperGroup.list_commands(self, ctx)
+               if (command := TyperGroup.get_command(self, ctx, name)) is not None
+               and not command.hidden]
+        plugged = [name for name in plugged_commands() if name not in dict(own)]
+        if not own and not plugged:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in [*dict(own), *plugged])
+        rows = [(name, command.get_short_help_str(limit)) for name, command in own]
+        rows += [(name, f"Plugged in by an installed package; memroute {name} --help.")
+                 for name in plugged]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: typer.Context) -> Any:
         rest = [*getattr(ctx, "_protected_args", []), *ctx.args]
@@ -131,14 +153,60 @@ class MemrouteGroup(TyperGroup):
             raise typer.Exit(exit_code_for(exc)) from None
 
 
+_plugged: dict[str, str] | None = None
+
+
+def plugged_commands() -> dict[str, str]:
+    """``name: "module:attribute"`` of every command an installed package plugs in (its
+    ``memroute.cli`` entry points), first on ``sys.path`` first. Read from the packages'
+    ``entry_points.txt`` directly: `importlib.metadata` reads every package's metadata
+    (0.1-0.2 s, as long as the rest of `--help`)."""
+    global _plugged
+    if _plugged is None:
+        _plugged = {}
+        for text in _entry_point_files():
+            for line in _section(text, f"[{COMMAND_ENTRY_POINTS}]").splitlines():
+                name, sep, target = line.partition("=")
+                if sep and name.strip() and not name.lstrip().startswith(("#", ";")):
+                    _plugged.setdefault(name.strip(), target.strip())
+    return _plugged
+
+
+def _entry_point_files() -> Iterator[str]:
+    """The ``entry_points.txt`` of each installed package, in ``sys.path`` order."""
+    for folder in sys.path:
+        try:
+            names = sorted(os.listdir(folder or "."))
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith((".dist-info", ".egg-info")):
+                try:
+                    with open(os.path.join(folder or ".", name, "entry_points.txt"),
+                              encoding="utf-8") as file:
+                        yield file.read()
+                except OSError:
+                    continue
+
+
+def _section(text: str, header: str) -> str:
+    """The lines of an ini-style ``text`` under ``header`` ("" without it)."""
+    if header not in text:
+        return ""
+    return text.split(header, 1)[1].split("\n[", 1)[0]
+
+
 def _plugged_command(name: str) -> Any:
     """The click command an installed package registers under ``name``, or ``None``."""
-    from importlib.metadata import entry_points
+    import importlib
 
-    found = tuple(entry_points(group=COMMAND_ENTRY_POINTS, name=name))
-    if not found:
+    target = plugged_commands().get(name)
+    if target is None:
         return None
-    command = found[0].load()
+    module, _, attribute = target.partition("[")[0].strip().partition(":")
+    command: Any = importlib.import_module(module.strip())
+    for part in attribute.strip().split(".") if attribute.strip() else ():
+        command = getattr(command, part)
     return typer.main.get_command(command) if isinstance(command, typer.Typer) else command
 
 
@@ -148,22 +216,28 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document o
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show debug logs and tracebacks.")]
 ScopeOpt = Annotated[str, typer.Option(
     "--scope", "-s", envvar="MEMROUTE_SCOPE",
-    help="Whose memory: org\\[/project\\[/user\\[/agent]]] (env MEMROUTE_SCOPE).")]
+    help="Whose memory: org[/project[/user[/agent]]] (env MEMROUTE_SCOPE).")]
 
 
-def parse_scope(text: str):
-    """A `Scope` from ``org[/project[/user[/agent]]]`` (the same model as every face's): an
-    empty part ("acme/p/", "acme//u1") is an input error, never a wider scope."""
+def scope_fields(text: str) -> dict[str, str]:
+    """``org[/project[/user[/agent]]]`` as a `Scope`'s fields (no pydantic: a served command
+    sends them, and the server checks them as every face does); an empty part ("acme/p/",
+    "acme//u1") is an input error, never a wider scope."""
     from memroute.errors import InvalidInputError
-    from memroute.memory.models import coerce_scope
 
     parts = text.strip().split("/")
     if len(parts) > 4 or not all(parts):
         raise InvalidInputError(
             f"invalid scope {text!r}: use org[/project[/user[/agent]]] with no empty part, "
             "e.g. acme/support/u42 (the default project is 'default')")
-    return coerce_scope(dict(zip(("org_id", "project_id", "user_id", "agent_id"), parts,
-                                 strict=False)))
+    return dict(zip(("org_id", "project_id", "user_id", "agent_id"), parts, strict=False))
+
+
+def parse_scope(text: str):
+    """A `Scope` from ``org[/project[/user[/agent]]]`` (the same model as every face's)."""
+    from memroute.memory.models import coerce_scope
+
+    return coerce_scope(scope_fields(text))
 
 
 def parse_filters(text: str | None) -> dict[str, Any] | None:
@@ -198,10 +272,12 @@ async def open_memory(settings=None):
 
 app = typer.Typer(
     name="memroute", cls=MemrouteGroup, no_args_is_help=True, add_completion=False,
-    pretty_exceptions_enable=False, rich_markup_mode="rich",
+    # Plain help, as click writes it: typer's rich help imports rich and markdown-it (0.4 s).
+    pretty_exceptions_enable=False, rich_markup_mode=None,
     help="memroute: a retrieval agent over episodic memory on PostgreSQL + pgvector.",
 )
-db_app = typer.Typer(no_args_is_help=True, help="The database: embedded server and scopes.")
+db_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                     help="The database: embedded server and scopes.")
 app.add_typer(db_app, name="db")
 
 

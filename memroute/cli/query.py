@@ -1,6 +1,7 @@
 """``memroute search`` (direct search) and ``memroute ask`` (the retrieval agent)."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: typer reads every command's annotations at each
+# start, and evaluating them from strings took it 0.1 s (issue 48).
 
 from typing import Annotated, Any
 
@@ -16,6 +17,7 @@ from memroute.cli._app import (
     parse_filters,
     parse_scope,
     run,
+    scope_fields,
     setup_command,
     state,
 )
@@ -54,12 +56,17 @@ def search(
     query is searched as written: --as-of bounds what is returned, and 'last week' in the
     query is words to match (`memroute ask` reads it as time)."""
     setup_command(json_output, debug)
+    from memroute.cli import served
     from memroute.time.as_of import as_of_text
 
-    target = parse_scope(scope)
+    target = scope_fields(scope)
     where = parse_filters(filters)
     when = as_of_text(as_of)
-    results, hint = run(_search_where_set(target, query, _check_k(k), where, when))
+    _check_k(k)
+    answer = None
+    if (url := served.server_url()) is not None:  # a running `memroute serve`, if it answers
+        answer = served.search(url, target, query, k, where, when)
+    results, hint = answer or run(_search(parse_scope(scope), query, k, where, when))
     if json_output:
         out.emit_json({
             "query": query, "scope": out.scope_label(target), "k": k, "filters": where,
@@ -85,19 +92,6 @@ def _print_hint(hint: str | None) -> None:
         out.stderr_console().print(
             f"hint: {hint}; name the scope with --scope org[/project[/user[/agent]]] (or "
             "MEMROUTE_SCOPE)", markup=False, highlight=False, soft_wrap=True)
-
-
-async def _search_where_set(scope: Any, query: str, k: int, filters: dict | None,
-                            as_of: str | None) -> tuple[Any, str | None]:
-    """Through ``MEMROUTE_SERVER_URL``'s running `memroute serve` when it is set and
-    answers, else in this process."""
-    from memroute.cli import served
-
-    if (url := served.server_url()) is not None:
-        answer = await served.search(url, scope, query, k, filters, as_of)
-        if answer is not None:
-            return answer
-    return await _search(scope, query, k, filters, as_of)
 
 
 async def _search(scope: Any, query: str, k: int, filters: dict | None,
@@ -136,13 +130,12 @@ def ask(
 ) -> None:
     """Retrieve with the agent: it routes the question (direct, split or chain) and searches."""
     setup_command(json_output, debug)
+    from memroute.cli import served
     from memroute.errors import InvalidInputError
-    from memroute.strategies.base import STRATEGIES
+    from memroute.strategies.names import STRATEGIES
 
     if strategy not in STRATEGIES:
         raise InvalidInputError(f"unknown --strategy {strategy!r}: use {', '.join(STRATEGIES)}")
-    from memroute.cli import served
-
     url = served.server_url()
     if url is not None and planner is not None:
         raise InvalidInputError(
@@ -156,7 +149,7 @@ def ask(
             raise InvalidInputError(
                 f"unknown --planner {planner!r}: use {', '.join(PLANNER_CHOICES)}")
     _check_k(k)
-    target = parse_scope(scope)
+    target = scope_fields(scope)
     budget = None
     if max_llm_calls is not None or max_tokens is not None:
         budget = {"max_llm_calls": max_llm_calls, "max_input_tokens": max_tokens,
@@ -166,11 +159,12 @@ def ask(
     options = {"scope": target, "k": k, "filters": parse_filters(filters),
                "strategy": strategy, "budget": budget, "as_of": as_of_text(as_of)}
     answer = None
-    if url is not None:
-        answer = run(served.ask(url, query, options, _show_event))
+    if url is not None:  # a running `memroute serve`, if it answers
+        answer = served.ask(url, query, options, _show_event)
     if answer is None:
         from memroute.nlp import reusing_query_pipeline
 
+        options["scope"] = parse_scope(scope)
         with reusing_query_pipeline():  # the planner's parse gives the searches entity keys
             answer = run(_ask(query, planner, options))
     result, hint = answer

@@ -1,7 +1,8 @@
 """``memroute serve`` (REST + MCP over HTTP), ``memroute mcp`` (MCP over stdio) and
 ``memroute keys`` (API keys). Needs the ``serve`` extra."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: typer reads every command's annotations at each
+# start, and evaluating them from strings took it 0.1 s (issue 48).
 
 import json
 from typing import Annotated, Any
@@ -11,7 +12,7 @@ import typer
 from memroute import cli_output as out
 from memroute.cli._app import DebugOpt, JsonOpt, app, run, setup_command
 
-keys_app = typer.Typer(no_args_is_help=True,
+keys_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                        help="API keys of the service: each bound to an org (and optionally "
                             "to projects and users).")
 app.add_typer(keys_app, name="keys")

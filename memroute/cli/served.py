@@ -9,8 +9,11 @@ answers with an error is that error (never another scope, never a second try).
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from memroute import errors
@@ -48,49 +51,107 @@ def error_of(status: int, body: Any) -> errors.MemrouteError:
     return errors.MemrouteError(f"memroute serve answered {status} {kind}: {message}".strip())
 
 
-async def post(url: str, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class ServedEpisode:
+    """An episode of a served answer: `Episode`'s fields as read (the server validated them;
+    no pydantic in this process)."""
+
+    content: str
+    session_id: str
+    producer: str
+    produced_at: datetime
+    metadata: dict[str, Any]
+    uid: str | None
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> ServedEpisode:
+        return cls(content=data["content"], session_id=data["session_id"],
+                   producer=data["producer"],
+                   produced_at=datetime.fromisoformat(data["produced_at"]),
+                   metadata=data.get("metadata") or {}, uid=data.get("uid"))
+
+
+class _Request:
+    """One request to the server (`http.client`: a new process sends one, and httpx costs as
+    much to import as the rest of the served command). Connecting is allowed
+    ``CONNECT_TIMEOUT_S``, each read ``READ_TIMEOUT_S``; the connection is direct (no proxy)."""
+
+    def __init__(self, url: str, path: str, body: dict[str, Any]) -> None:
+        import http.client
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(url + path)
+        kind = (http.client.HTTPSConnection if parts.scheme == "https"
+                else http.client.HTTPConnection)
+        self.connection = kind(parts.hostname or "127.0.0.1", parts.port,
+                               timeout=CONNECT_TIMEOUT_S)
+        self.target = parts.path + (f"?{parts.query}" if parts.query else "")
+        self.payload = json.dumps(body).encode()
+        self.headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if key := os.environ.get(API_KEY_ENV):
+            self.headers["Authorization"] = f"Bearer {key}"
+
+    def send(self) -> Any:
+        """The response (status and headers read), or OSError / HTTPException."""
+        self.connection.connect()
+        self.connection.sock.settimeout(READ_TIMEOUT_S)
+        self.connection.request("POST", self.target, body=self.payload, headers=self.headers)
+        return self.connection.getresponse()
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def _unreachable(url: str, exc: BaseException, doing: str) -> None:
+    sys.stderr.write(f"note: memroute serve at {url} not reachable "
+                     f"({type(exc).__name__}); {doing} in process\n")
+
+
+def _json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+def post(url: str, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
     """``body`` posted to ``url + path``: the answer's JSON, None if the server cannot be
     reached (a note on stderr), or the typed error it answered with (raised)."""
-    import httpx
+    import http.client
 
-    key = os.environ.get(API_KEY_ENV)
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    timeout = httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
+    request = _Request(url, path, body)
     try:
-        async with httpx.AsyncClient(timeout=timeout) as client:
-            response = await client.post(url + path, json=body, headers=headers)
-    except httpx.TransportError as exc:  # refused, timed out, cut: searching reads nothing twice
-        sys.stderr.write(f"note: memroute serve at {url} not reachable "
-                         f"({type(exc).__name__}); searching in process\n")
+        response = request.send()
+        raw = response.read()
+    except (OSError, http.client.HTTPException) as exc:  # refused, timed out, cut: searching
+        _unreachable(url, exc, "searching")              # reads nothing twice
         return None
-    try:
-        payload = response.json()
-    except ValueError:
-        payload = None
-    if response.status_code >= 400 or not isinstance(payload, dict):
-        raise error_of(response.status_code, payload)
+    finally:
+        request.close()
+    payload = _json(raw)
+    if response.status >= 400 or not isinstance(payload, dict):
+        raise error_of(response.status, payload)
     return payload
 
 
 def scored_result(hit: dict[str, Any], reranker: str, query: str | None) -> Any:
     """A `ScoredResult` from a REST hit."""
-    from memroute.memory.models import Episode, ScoredResult
+    from memroute.memory.results import ScoredResult
 
     return ScoredResult(
-        nucleus=Episode.model_validate(hit["nucleus"]),
-        episodes=[Episode.model_validate(e) for e in hit["episodes"]],
+        nucleus=ServedEpisode.of(hit["nucleus"]),
+        episodes=[ServedEpisode.of(e) for e in hit["episodes"]],
         matched_sentence=hit["matched_sentence"], vector_score=hit["vector_score"],
         rerank_score=hit["rerank_score"], lexical_score=hit.get("lexical_score"),
         reranker=reranker, query=query, score=hit["score"])
 
 
-async def search(url: str, scope: Any, query: str, k: int, filters: dict | None,
-                 as_of: str | None) -> tuple[ServedResults, str | None] | None:
+def search(url: str, scope: dict[str, str], query: str, k: int, filters: dict | None,
+           as_of: str | None) -> tuple[ServedResults, str | None] | None:
     """``POST /v1/search``: (results, hint) as `memroute search` prints them, or None if the
     server cannot be reached."""
-    body = {"scope": scope.model_dump(exclude_none=True), "query": query, "k": k,
-            "filters": filters, "as_of": as_of}
-    payload = await post(url, "/v1/search", body)
+    body = {"scope": scope, "query": query, "k": k, "filters": filters, "as_of": as_of}
+    payload = post(url, "/v1/search", body)
     if payload is None:
         return None
     reranker = payload.get("reranker", "none")
@@ -138,37 +199,31 @@ class ServedAnswer:
         return data
 
 
-async def ask(url: str, query: str, options: dict[str, Any],
-              on_event: Any) -> tuple[ServedAnswer, str | None] | None:
+def ask(url: str, query: str, options: dict[str, Any],
+        on_event: Any) -> tuple[ServedAnswer, str | None] | None:
     """``POST /v1/retrieve/stream``: each step to ``on_event`` (an object with the streamed
     event's fields), then (answer, hint); None if the server cannot be reached."""
-    import json
+    import http.client
     from types import SimpleNamespace
 
-    import httpx
-
     budget = {k: v for k, v in (options["budget"] or {}).items() if v is not None} or None
-    body = {"scope": options["scope"].model_dump(exclude_none=True), "query": query,
-            "k": options["k"], "filters": options["filters"], "as_of": options["as_of"],
+    body = {"scope": options["scope"], "query": query, "k": options["k"],
+            "filters": options["filters"], "as_of": options["as_of"],
             "strategy": options["strategy"], "budget": budget}
-    key = os.environ.get(API_KEY_ENV)
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    timeout = httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
+    request = _Request(url, "/v1/retrieve/stream", body)
     final: dict[str, Any] | None = None
-    started = False
     try:
-        async with httpx.AsyncClient(timeout=timeout) as client, client.stream(
-                "POST", url + "/v1/retrieve/stream", json=body, headers=headers) as response:
-            if response.status_code >= 400:
-                await response.aread()
-                try:
-                    error_body = response.json()
-                except ValueError:
-                    error_body = None
-                raise error_of(response.status_code, error_body)
-            started = True
-            name = ""
-            async for line in response.aiter_lines():
+        try:
+            response = request.send()
+        except (OSError, http.client.HTTPException) as exc:
+            _unreachable(url, exc, "asking")
+            return None
+        if response.status >= 400:
+            raise error_of(response.status, _json(response.read()))
+        name = ""
+        try:
+            for raw in response:  # the server was reached: its steps are shown as they come
+                line = raw.decode("utf-8").rstrip("\r\n")
                 if line.startswith("event: "):
                     name = line[7:]
                 elif line.startswith("data: "):
@@ -179,13 +234,11 @@ async def ask(url: str, query: str, options: dict[str, Any],
                         raise error_of(500, data)
                     else:
                         on_event(SimpleNamespace(**data))
-    except httpx.TransportError as exc:
-        if started:  # the server was reached: its steps were shown, so this is the error
+        except (OSError, http.client.HTTPException) as exc:
             raise errors.MemrouteError(f"memroute serve at {url} stopped answering "
                                        f"({type(exc).__name__})") from exc
-        sys.stderr.write(f"note: memroute serve at {url} not reachable "
-                         f"({type(exc).__name__}); asking in process\n")
-        return None
+    finally:
+        request.close()
     if final is None:
         raise errors.MemrouteError(f"memroute serve at {url} ended the answer without a result")
     return ServedAnswer(final), final.get("hint")

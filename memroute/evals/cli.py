@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False,
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Evaluate retrieval on a benchmark, per the evaluation protocol.")
 
 

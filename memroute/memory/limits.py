@@ -2,6 +2,7 @@
 
 from memroute.time.limits import MAX_WINDOW_DAYS  # noqa: F401  (time declares it)
 
+DEFAULT_PROJECT = "default"  # the project of a scope that names none
 MAX_QUERY_CHARS = 8192  # of one query
 MAX_LEXICAL_TERMS = 32  # distinct terms (after stemming and stop words) the lexical lane uses
 LEXICAL_CANDIDATES = 800  # matching sentences the lexical lane ranks, at most

@@ -5,14 +5,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from memroute.errors import InvalidInputError
-from memroute.memory.limits import MAX_ID_CHARS
+from memroute.memory.limits import DEFAULT_PROJECT, MAX_ID_CHARS
+# declared without pydantic (a served CLI command prints them), importable from here too
+from memroute.memory.results import ScoredResult, ShownWindow, disjoint_windows  # noqa: F401
 
 MAX_CONTENT_CHARS = 1_000_000
 # produced_at must lie in years 1..9999 once converted to UTC: the range both PostgreSQL's
@@ -97,7 +99,7 @@ class Scope(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     org_id: str
-    project_id: str = "default"
+    project_id: str = DEFAULT_PROJECT
     user_id: str | None = None
     agent_id: str | None = None
 
@@ -220,51 +222,6 @@ def with_default_uids(scope: Scope, episodes: list[Episode]) -> list[Episode]:
     return done
 
 
-@dataclass(frozen=True)
-class ScoredResult:
-    """One search hit: the matched episode (nucleus), its context cluster and its scores.
-
-    ``score`` is what results are ordered by, on every face: non-increasing down a list.
-    ``rerank_score`` is the hit's own score from the last rerank that scored it; the two
-    differ only where a rule placed a hit above better-scored ones (the agent's final
-    rerank: `memroute.graph.final_rerank.ordered_scores`). ``vector_score`` and
-    ``lexical_score`` are its lanes' scores."""
-
-    nucleus: Episode
-    episodes: list[Episode]
-    matched_sentence: str
-    vector_score: float
-    rerank_score: float
-    lexical_score: float | None = None
-    reranker: str = "none"
-    query: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    # The stored embeddings of the cluster's sentences, so a later rerank needs no store read.
-    sentence_embeddings: Any = field(default=None, repr=False, compare=False)
-    # The rows of ``sentence_embeddings`` that belong to the nucleus (start, stop).
-    nucleus_rows: tuple[int, int] | None = field(default=None, repr=False, compare=False)
-    score: float = None  # type: ignore[assignment]  # None given: ``rerank_score``
-
-    def __post_init__(self) -> None:
-        if self.score is None:
-            object.__setattr__(self, "score", self.rerank_score)
-
-    def nucleus_embeddings(self) -> Any:
-        """The stored embeddings of the nucleus's own sentences (all rows if unknown)."""
-        if self.nucleus_rows is None or self.sentence_embeddings is None:
-            return self.sentence_embeddings
-        return self.sentence_embeddings[self.nucleus_rows[0]:self.nucleus_rows[1]]
-
-    @property
-    def uid(self) -> str:
-        return self.nucleus.uid or ""
-
-    @property
-    def text(self) -> str:
-        """The cluster's content, one episode per line, chronological."""
-        return "\n".join(e.content for e in self.episodes)
-
-
 def flatten(results: list[ScoredResult]) -> list[Episode]:
     """The episodes of all results, deduplicated by uid, in chronological order."""
     seen: dict[str, Episode] = {}
@@ -282,36 +239,3 @@ class StoredEpisode:
     episode: Episode
     created_at: datetime
     scope: Scope
-
-
-@dataclass(frozen=True)
-class ShownWindow:
-    """What one document of a response shows of a result: its nucleus and the neighbours no
-    other document of the response shows (chronological), and the neighbours left out."""
-
-    episodes: list[Episode]
-    shown_elsewhere: list[str]
-
-    @property
-    def text(self) -> str:
-        return "\n".join(e.content for e in self.episodes)
-
-
-def disjoint_windows(results: list[ScoredResult]) -> list[ShownWindow]:
-    """Per result (best first), the part of its context window one response shows, so that no
-    episode appears in two documents: a neighbour is left out when a better result already
-    shows it or when it is another result's nucleus."""
-    nuclei = {r.uid for r in results}
-    shown: set[str] = set()
-    windows = []
-    for result in results:
-        keep, elsewhere = [], []
-        for episode in result.episodes or [result.nucleus]:
-            if episode.uid == result.uid or (episode.uid not in shown
-                                             and episode.uid not in nuclei):
-                keep.append(episode)
-            else:
-                elsewhere.append(episode.uid or "")
-        shown.update(e.uid for e in keep)
-        windows.append(ShownWindow(keep, elsewhere))
-    return windows

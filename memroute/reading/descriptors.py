@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from memroute.errors import ModelUnavailableError
-from memroute.nlp import parse
+from memroute.nlp import WH_TAGS, parse
 from memroute.reading import vocabulary as V
 from memroute.reading.entities import STOPWORDS, fold
 
@@ -121,6 +121,26 @@ def _name_start(question: str, start: int) -> int:
     return start
 
 
+def _owner_start(question: str, start: int, end: int) -> int:
+    """Where an owner's name between ``start`` and ``end`` begins: never at a question word
+    and its verb ("What's Rhys's coach": Rhys) nor at a joining word ("the work of Julien's
+    parents": Julien), by the question's parse."""
+    try:
+        doc = parse(question)
+    except ModelUnavailableError:
+        return start
+    for token in doc:
+        if token.idx < start:
+            continue
+        if token.idx >= end or token.idx > start:
+            break
+        if not (token.tag_ in WH_TAGS or token.tag_ in ("IN", "DT", "POS") or token.pos_ == "AUX"
+                or token.lower_ in ("'s", "’s")):
+            break
+        start = token.idx + len(token.text_with_ws)
+    return start
+
+
 def _possessed(question: str) -> Descriptor | None:
     """"my brother", "Anders's fiancée", "my pottery tutor": an owner, up to two modifiers,
     and a relation noun."""
@@ -138,7 +158,11 @@ def _possessed(question: str) -> Descriptor | None:
                 if _names_a_kind(question, end):
                     return None
                 start = _name_start(question, m.start()) if name else m.start()
-                owner = question[start:m.start()] + name if name else "my"
+                if name:
+                    start = _owner_start(question, start, m.start() + len(name))
+                    if start >= m.start() + len(name):
+                        break
+                owner = question[start:m.start() + len(name)] if name else "my"
                 return Descriptor(question[start:end], fold(plain), owner.strip(),
                                   tuple(words[:i]))
             if not re.fullmatch(r"[A-Za-z\-]+", word):

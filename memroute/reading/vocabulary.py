@@ -119,6 +119,9 @@ RELATIONS = (KIN.words | KIN_FAMILIAR.words | CLOSE.words | PEERS.words | SERVIC
              | WORK_ROLES.words | PETS.words | PETS_MORE.words)
 """Who or what a memory relates to someone: people by their role, pets by their kind."""
 NOT_PEOPLE = PETS.words | PETS_MORE.words
+PEOPLE_RELATIONS = (KIN.words | KIN_FAMILIAR.words | CLOSE.words | PEERS.words
+                    | SERVICES.words)
+"""A person's relation to someone ("my colleague", "Nia's husband"): what it names is a person."""
 """A relation that is no person (a resolution of a person's relation is never one)."""
 GENERIC = SOMEONE.words | PERSON.words | VAGUE.words
 """Nouns too general to look for in the evidence."""
@@ -187,6 +190,10 @@ ATTRIBUTE_NOUNS = words(
 CLAUSE_STOPS = words(
     'words that end a described thing\'s clause after its verb ("the guy who lent us his van is")',
     """are based born famous held is like likes located love loves was were""")
+PLACE_PREPOSITIONS = words(
+    'prepositions that put a place before its name, not a person ("round the corner in Brynmill '
+    'with her husband"; half E tune, e2 "What does Nia\'s husband do?")',
+    """at in near""")
 CLAUSE_OPENERS = words(
     'words that open a described thing\'s clause, or are its subject ("the dentist who")',
     """he her his i i'm i've my our she that their they we we're where which who whom you""")

@@ -10,17 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
 from memroute.memory.limits import MAX_WINDOW_DAYS
-
-Route = Literal["direct", "split", "chain"]
-"""A path through the graph, as chosen by ToolSelect (or forced by a strategy override)."""
-Strategy = Literal["auto", "direct", "split", "chain"]
-"""What a caller asks for: ``auto`` lets ToolSelect choose the route."""
-STRATEGIES: tuple[Strategy, ...] = ("auto", "direct", "split", "chain")
+from memroute.strategies.names import STRATEGIES, Route, Strategy  # noqa: F401  (declared there)
 MAX_REASON_CHARS = 500  # of a route decision's reason
 MAX_PRODUCER_CHARS = 200  # of the speaker a chain's rewrite is confined to
 MAX_HOP_QUERIES = 4  # searches one chain hop may send at once

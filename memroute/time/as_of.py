@@ -19,9 +19,7 @@ offset would leave the years a datetime or PostgreSQL can hold).
 from __future__ import annotations
 
 from datetime import date, datetime, time, timedelta, timezone
-from typing import Annotated, Any
-
-from pydantic import PlainSerializer, PlainValidator, WithJsonSchema
+from typing import TYPE_CHECKING, Annotated, Any
 
 from memroute.errors import InvalidInputError
 
@@ -110,12 +108,27 @@ def _validated(value: Any) -> datetime | None:
         raise ValueError(str(exc)) from None
 
 
-AsOf = Annotated[
-    datetime | None,
-    PlainValidator(_validated),
-    PlainSerializer(lambda v: None if v is None else v.isoformat(), return_type=str | None),
-    WithJsonSchema({"anyOf": [{"type": "string", "format": "date-time"},
-                              {"type": "string", "format": "date"}, {"type": "null"}],
-                    "description": AS_OF_HELP}),
-]
-"""`parse_as_of` as a pydantic field type (REST bodies, MCP arguments, the retriever)."""
+def _as_of_type() -> Any:
+    from pydantic import PlainSerializer, PlainValidator, WithJsonSchema
+
+    return Annotated[
+        datetime | None,
+        PlainValidator(_validated),
+        PlainSerializer(lambda v: None if v is None else v.isoformat(), return_type=str | None),
+        WithJsonSchema({"anyOf": [{"type": "string", "format": "date-time"},
+                                  {"type": "string", "format": "date"}, {"type": "null"}],
+                        "description": AS_OF_HELP}),
+    ]
+
+
+if TYPE_CHECKING:
+    AsOf = datetime | None
+    """`parse_as_of` as a pydantic field type (REST bodies, MCP arguments, the retriever)."""
+
+
+def __getattr__(name: str) -> Any:
+    # `AsOf` is built on first use: reading an `as_of` (the CLI) imports no pydantic.
+    if name == "AsOf":
+        globals()["AsOf"] = value = _as_of_type()
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -532,11 +532,13 @@ def who_is(question: str, left: Descriptor) -> str:
     text = d.text.strip()
     if not text:
         return ""
-    text = text[:1].lower() + text[1:]
+    if not (d.owner and d.owner != "my" and text.startswith(d.owner)):
+        text = text[:1].lower() + text[1:]  # "My sister" mid-question; a name keeps its case
     if d.noun in _NOT_PEOPLE:
         return f"What is {text} called?"
-    person = d.noun in RELATION_NOUNS | GENERIC_NOUNS or d.noun.endswith(("er", "or", "ist"))
-    return f"{'Who' if person else 'What'} is {text}?"
+    single = d.noun[:-1] if d.noun.endswith("s") and d.noun[:-1] in RELATION_NOUNS else d.noun
+    person = single in RELATION_NOUNS | GENERIC_NOUNS or single.endswith(("er", "or", "ist"))
+    return f"{'Who' if person else 'What'} {'are' if single != d.noun else 'is'} {text}?"
 
 
 def _resolving_judgment(query: str, evidence: list[str], previous_queries: list[str],

@@ -53,7 +53,6 @@ _WORD = re.compile(r"[\w’'\-]+")
 NEAR = 3  # words at most between a described noun and the name the evidence ties to it
 
 
-
 def sentences(text: str) -> list[str]:
     """An item's sentences (its title's prefix dropped)."""
     out = []
@@ -80,6 +79,29 @@ def _names(sentence: str, entities: list[Entity], title: str | None) -> list[str
     folded = " ".join(_plain(sentence))
     return [n for n in dict.fromkeys(names)
             if n and fold(n) and f" {' '.join(_plain(n))} " in f" {folded} "]
+
+
+def _possessor(words: list[str], at: int, possessor: set[int]) -> str:
+    """Whose the relation noun at ``at`` is, by the word that owns it ("my ex-husband",
+    "her husband", "Nia's husband"; at most two words between): "first" for the speaker's
+    own, "other" for someone else's, "" when the sentence does not say."""
+    for i in range(at - 1, max(at - 4, -1), -1):
+        if i in possessor or _POSSESSIVE_PRONOUN.fullmatch(words[i]):
+            return "other"
+        if _FIRST_PERSON.fullmatch(words[i]):
+            return "first"
+    return ""
+
+
+def _owned_elsewhere(d: Descriptor, whose: str, speaker: str | None) -> bool:
+    """Whether a relation noun owned as ``whose`` is someone else's than ``d``'s: the asker's
+    own relation ("my husband") is not another person's ("her husband"), and another
+    person's ("Nia's husband") is not the speaker's own ("my ex-husband")."""
+    if d.owner == "my":
+        return whose == "other" and not d.whole  # a chain states its own possessors
+    if d.owner and whose == "first":
+        return speaker is None or fold(speaker) != fold(d.owner)
+    return False
 
 
 def _position(words: list[str], target: str) -> int | None:
@@ -150,6 +172,7 @@ def find_bridge(d: Descriptor, evidence: list[str], entities: list[list[Entity]]
     rest = {_stem(w) for w in _WORD.findall(known.replace(d.text, " "))
             if len(w) >= 3 and fold(w) not in STOPWORDS and not w[:1].isupper()}
     generic = d.noun in GENERIC_NOUNS
+    person = fold(d.noun) in V.PEOPLE_RELATIONS
     word_stems = {_stem(w) for w in d.words if len(w) >= 3 and not w[:1].isupper()}
     best: tuple[tuple, Bridge] | None = None
     for rank, (text, ents) in enumerate(zip(evidence, entities, strict=True)):
@@ -163,6 +186,8 @@ def find_bridge(d: Descriptor, evidence: list[str], entities: list[list[Entity]]
             # "my brother's wife, Sigrid": a possessor's name is not the one beside it
             possessor = {i for i, w in enumerate(fold(sentence).split()) if w.endswith("'s")}
             noun_at = _noun_positions(words, d.noun, possessor) if not generic else []
+            noun_at = [a for a in noun_at
+                       if not _owned_elsewhere(d, _possessor(words, a, possessor), speaker)]
             if not generic and not noun_at:
                 continue
             matched = sum(s in stems for s in word_stems)
@@ -178,8 +203,8 @@ def find_bridge(d: Descriptor, evidence: list[str], entities: list[list[Entity]]
                 if d.owner and set(_plain(name)) <= set(_plain(d.owner)):
                     continue  # a part of the owner's own name
                 at = _position(words, name)
-                if at is None:
-                    continue
+                if at is None or person and at and words[at - 1] in V.PLACE_PREPOSITIONS.words:
+                    continue  # a person's relation names a person, not the place beside them
                 end = at + len(_plain(name)) - 1
                 distance = min(min(abs(a - at), abs(a - end)) for a in anchors)
                 if distance <= NEAR:
