@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memroute.errors import InvalidInputError
-from memroute.planners.offline.dates import windowed_searches
+from memroute.reading.dates import windowed_searches
 from memroute.time import AS_OF_RANGE, parse_as_of
 from memroute.time.as_of import from_wall_clock, wall_clock
 

@@ -7,6 +7,7 @@ subtracted), not their speed.
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -18,12 +19,13 @@ from memroute.evals.store import pooled_episodes
 from memroute.prompts import load_prompt
 from memroute.planners.offline.bridging import judge_evidence
 from memroute.planners.offline.question_syntax import route_by_syntax, subject_sub_queries
-from memroute.planners.llm.prompting import QUESTION_CHARS, as_data
+from memroute.planners.llm.prompting import QUESTION_CHARS, as_data, format_asked
 from memroute.planners.llm.replies import RouteReply, SplitReply
 from memroute.planners.llm.structured import format_tokens
 from memroute.strategies import split_query
 from memroute.planners.llm.planner import LLMPlanner
 from memroute.planners.llm.tokens import count_messages
+from memroute.reading.question import read
 
 DATA = (Path(__file__).resolve().parents[2]
         / "shared/data/hotpotqa/hotpotqa_dev_distractor_800.jsonl")
@@ -35,11 +37,13 @@ EVIDENCE = ["Harbor Lights: Harbor Lights is a 1998 drama film directed by Mara 
 
 async def test_route_reply_is_the_offline_route_and_tokens_are_counted_from_the_prompt():
     planner = LLMPlanner(ScriptedPlannerChat())
+    as_of = datetime(2025, 6, 4, 9, tzinfo=timezone.utc)
     for question in (BRIDGE, COMPARISON, "What year did the bridge open?"):
-        result = await planner.route(question)
+        result = await planner.route(question, as_of=as_of)
         assert result.error is None
         assert result.value.route == route_by_syntax(question)[0]
-        sent = load_prompt("tool_select").render(query=as_data(question, QUESTION_CHARS))
+        sent = load_prompt("tool_select").render(query=as_data(question, QUESTION_CHARS),
+                                                 asked=format_asked(read(question, as_of)))
         assert result.usage.llm_calls == 1 and result.usage.estimated
         # the prompt and the json_schema response format a real model would be sent
         assert result.usage.input_tokens == count_messages(sent) + format_tokens(RouteReply)
@@ -109,7 +113,7 @@ def test_an_unknown_schema_is_refused():
 
 async def test_replies_are_cut_to_max_tokens_as_a_server_would():
     chat = ScriptedPlannerChat()
-    messages = load_prompt("split_query").render(query=COMPARISON)
+    messages = load_prompt("split_query").render(query=COMPARISON, asked="(unknown)")
     full = await chat.complete(messages, SplitReply, None)
     cut = await chat.complete(messages, SplitReply, 3)
     assert json.loads(full.text)["sub_queries"]

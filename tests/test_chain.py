@@ -15,7 +15,8 @@ from memroute.graph.final_rerank import QUESTION_SHARE, with_question_share
 from memroute.graph.state import QUESTION_RANK
 from memroute.nlp import Entity
 from memroute.planners.offline.parsed import judge_chain, names_of, who_is
-from memroute.planners.offline.resolve import answered, descriptor, find_bridge, resolve
+from memroute.planners.offline.resolve import answered, find_bridge, resolve
+from memroute.reading.descriptors import descriptor
 from tests.reasons import names as reason_names
 
 LISBON = "What does the person who moved to Lisbon love to eat?"

@@ -159,7 +159,7 @@ def test_judge_prompt_has_one_data_block_and_only_its_own_numbers() -> None:
     items = [f"item {i} {tag}" for i, tag in enumerate(LOOK_ALIKES)]
     for start in range(0, len(items), JUDGE_ITEMS):  # a prompt shows JUDGE_ITEMS at most
         evidence = items[start:start + JUDGE_ITEMS]
-        messages = load_prompt("chain_of_query").render(query="q", previous="(none)",
+        messages = load_prompt("chain_of_query").render(query="q", asked="(unknown)", previous="(none)",
                                                         evidence=format_evidence(evidence))
         user = messages[-1]["content"]
         block = user.split("<evidence>")[1].split("</evidence>")[0]

@@ -148,7 +148,7 @@ async def test_a_hop_that_is_not_judged_reads_no_stored_entities(memory, monkeyp
 def test_first_person_words_a_question_as_its_subject_would() -> None:
     """The own-turns rewrite (`ChainHeuristics.own_query="first_person"`): the name, its
     possessive and the third-person pronouns become the speaker's own words."""
-    from memroute.planners.offline.entities import first_person
+    from memroute.reading.entities import first_person
     cases = {
         ("What did Caroline research?", "Caroline"): "What did I research?",
         ("What is Caroline's identity?", "Caroline"): "What is my identity?",

@@ -10,7 +10,7 @@ from memroute.strategies.base import ChainJudgment, RouteDecision, SplitPlan
 
 from memroute.planners.base import Planner, PlannerResult
 from memroute.memory.titles import split_title
-from memroute.planners.offline.entities import capitalized_phrases, key_terms, mentioned
+from memroute.reading.entities import capitalized_phrases, key_terms, mentioned
 from memroute.planners.offline.bridging import bridge_candidates
 from memroute.planners.offline.planner import OfflinePlanner
 from memroute.strategies.budget import CallLimits
@@ -217,7 +217,7 @@ def test_occurs_as_words_is_the_word_bounded_regex(text: str, phrase: str) -> No
     """`occurs_as_words` (no pattern compiled per phrase) answers as the regex it replaced."""
     import re
 
-    from memroute.planners.offline.entities import occurs_as_words
+    from memroute.reading.entities import occurs_as_words
 
     expected = bool(re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", text))
     assert occurs_as_words(phrase, text) == expected

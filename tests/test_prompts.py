@@ -28,7 +28,8 @@ def test_router_prompt_has_calibration_examples_and_the_tie_breaker():
 
 
 def test_render_fills_every_placeholder_and_rejects_missing_ones():
-    messages = load_prompt("chain_of_query").render(query="Q?", previous="- Q?", evidence="[0] e")
+    messages = load_prompt("chain_of_query").render(query="Q?", asked="Wednesday 2025-06-04",
+                                                    previous="- Q?", evidence="[0] e")
     assert [m["role"] for m in messages] == ["system", "user"]
     assert "$" not in messages[1]["content"] and "<evidence>\n[0] e\n</evidence>" in \
         messages[1]["content"]
@@ -46,4 +47,5 @@ def test_repair_prompt_is_a_single_user_message():
 @pytest.mark.parametrize("name, limit", [("tool_select", 734), ("split_query", 860)])
 def test_prompts_stay_within_70_percent_of_memmachines_token_counts(name, limit):
     query = "Which was founded first, Oakridge College or Pinecrest University?"
-    assert count_messages(load_prompt(name).render(query=query)) <= limit
+    asked = "Wednesday 2025-06-04; 'last week' = 2025-05-26..06-01"
+    assert count_messages(load_prompt(name).render(query=query, asked=asked)) <= limit

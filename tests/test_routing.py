@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from memroute.planners.offline.planner import OfflinePlanner
-from memroute.planners.offline.resolve import descriptor
+from memroute.reading.descriptors import descriptor
 from tests.reasons import names
 
 

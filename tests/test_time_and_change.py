@@ -11,8 +11,8 @@ import pytest
 from memroute import RetrievalAgent
 from memroute.errors import InvalidInputError
 from memroute.nlp import dates_told_in_past
-from memroute.planners.offline.dates import as_told, windowed_searches
-from memroute.planners.offline.events import event_of, event_question
+from memroute.reading.dates import as_told, windowed_searches
+from memroute.reading.events import event_of, event_question
 from memroute.time.events import event_span
 from memroute.time.expressions import days_named
 from memroute.time.windows import asks_now, time_windows

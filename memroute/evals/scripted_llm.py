@@ -26,7 +26,7 @@ from memroute.planners.llm.replies import JudgeReply, RouteReply, SplitReply
 from memroute.planners.llm.structured import Completion, Message
 from memroute.planners.llm.tokens import encoding
 from memroute.planners.offline.bridging import bridge_query, judge_evidence
-from memroute.planners.offline.entities import capitalized_phrases, key_terms
+from memroute.reading.entities import capitalized_phrases, key_terms
 from memroute.planners.offline.question_syntax import route_by_syntax, subject_sub_queries
 from memroute.strategies.split_query import clean_sub_queries
 

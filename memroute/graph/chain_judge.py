@@ -20,6 +20,7 @@ from memroute.graph.state import (
     hop_hits,
     record_text,
     record_time,
+    reference_time,
     stored_entities,
 )
 from memroute.strategies import chain_of_query as strategy
@@ -88,7 +89,8 @@ def make_chain_judge(resolve: ContextResolver):
                                       state.get("pool", {}))
         texts = [record_text(state["pool"][u]) for u in uids]
         entities = [stored_entities(state["pool"][u]) for u in uids]
-        timed = ({"evidence_times": [record_time(state["pool"][u]) for u in uids]}
+        timed = ({"evidence_times": [record_time(state["pool"][u]) for u in uids],
+                  "as_of": reference_time(state)}
                  if getattr(ctx.planner, "reads_time", False) else {})
         step = PlannerStep.start(NODE, STEP, ctx, state, runtime)
         decided = await step.ask_planner(

@@ -27,12 +27,12 @@ from memroute.graph.state import (
     record_time,
 )
 from memroute.graph.trace import record_decision
-from memroute.errors import ModelUnavailableError
 from memroute.memory.limits import MAX_LIST
 from memroute.memory.models import ScoredResult, disjoint_windows
 from memroute.memory.titles import titles_of
-from memroute.nlp import SPEAKER_LABEL, Entity, asks_itself, entity_key, query_entity_keys
-from memroute.planners.offline.entities import STOPWORDS
+from memroute.nlp import SPEAKER_LABEL, Entity, asks_itself, entity_key
+from memroute.reading.entities import STOPWORDS
+from memroute.reading.question import read
 
 NODE = "final_rerank"
 _EPOCH = datetime.min.replace(tzinfo=timezone.utc)
@@ -81,10 +81,7 @@ def entity_link_keys(question: str, results: list[ScoredResult],
     """Per result, the entity keys its nucleus stores and the keys its whole window stores,
     each without the question's (its named spans and its words), the speakers' and those of
     `NOT_BRIDGES` labels: what may link one hit to another as a bridge."""
-    try:
-        skip = set(query_entity_keys(question))
-    except ModelUnavailableError:
-        skip = set()
+    skip = set(read(question).entity_keys)  # the question's reading (made before routing)
     skip |= {w.lower() for w in _WORD.findall(question)} | {entity_key(s) for s in speakers}
 
     def keys(uid: str | None) -> frozenset[str]:

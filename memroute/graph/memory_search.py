@@ -66,6 +66,22 @@ class SearchTask(TypedDict):
     question_search: NotRequired[bool]
 
 
+def window_match(produced_after: str = "", produced_before: str = "",
+                 mentions_days: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The conditions of a window of time, all to hold: the turns produced in
+    ``[produced_after, produced_before)``, or naming one of ``mentions_days``; [] for none."""
+    window: list[dict[str, Any]] = []
+    if produced_after:
+        window.append({"produced_at": {"$gte": produced_after}})
+    if produced_before:
+        window.append({"produced_at": {"$lt": produced_before}})
+    if mentions_days:
+        said = window[0] if len(window) == 1 else {"$and": window}
+        named = {MENTIONS_DAY: {"$in": list(mentions_days)}}
+        window = [{"$or": [said, named]} if window else named]
+    return window
+
+
 def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0, *,
                 beside_planner: bool = False, producer: str = "", produced_after: str = "",
                 produced_before: str = "", mentions_days: Sequence[str] = (),
@@ -80,16 +96,14 @@ def send_search(state: RetrievalState, query: str, role: Route, hop: int = 0, *,
     (`memroute.memory.bounds.ReadBound`); the speaker and the window narrow only the turns
     it matches."""
     narrower: list[dict[str, Any]] = [{"producer": producer}] if producer else []
-    window = []
-    if produced_after:
-        window.append({"produced_at": {"$gte": produced_after}})
-    if produced_before:
-        window.append({"produced_at": {"$lt": produced_before}})
-    if mentions_days:
-        said = window[0] if len(window) == 1 else {"$and": window}
-        named = {MENTIONS_DAY: {"$in": list(mentions_days)}}
-        window = [{"$or": [said, named]} if window else named]
+    window = window_match(produced_after, produced_before, mentions_days)
     narrower += window
+    # the run's windows of time (`RetrievalState.windows`): every search stays inside them
+    bounds = [m[0] if len(m) == 1 else {"$and": m} for w in state.get("windows") or []
+              if (m := window_match(w.get("produced_after", ""), w.get("produced_before", ""),
+                                    w.get("mentions_days", ())))]
+    if bounds:
+        narrower.append(bounds[0] if len(bounds) == 1 else {"$or": bounds})
     task = SearchTask(query=query, role=role, hop=hop, scope=state["scope"],
                       k=search_k(state["k"], query, state["query"], MAX_K),
                       filters=state.get("filters"),

@@ -10,7 +10,7 @@ from memroute.graph.context import ContextResolver, RetrievalContext
 from memroute.graph.events import SubQueries, as_payload
 from memroute.graph.memory_search import send_search
 from memroute.graph.planner_step import PlannerStep
-from memroute.graph.state import NodeCost, RetrievalState
+from memroute.graph.state import NodeCost, RetrievalState, reference_time
 from memroute.strategies.split_query import clean_sub_queries
 
 NODE = "split_plan"
@@ -35,8 +35,11 @@ def _fan_out(state: RetrievalState, sub_queries: list[str], update: dict,
 def make_split_plan(resolve: ContextResolver):
     async def split_plan(state: RetrievalState, runtime: Runtime) -> Command:
         """Ask the planner for independent sub-queries; clean them; fan out."""
-        step = PlannerStep.start(NODE, STEP, await resolve(runtime.context), state, runtime)
-        decided = await step.ask_planner(lambda planner: planner.split(state["query"]))
+        ctx = await resolve(runtime.context)
+        step = PlannerStep.start(NODE, STEP, ctx, state, runtime)
+        timed = ({"as_of": reference_time(state)} if getattr(ctx.planner, "reads_time", False)
+                 else {})
+        decided = await step.ask_planner(lambda planner: planner.split(state["query"], **timed))
         update: dict = {"costs": [decided.cost]}
         if decided.value is None:
             reason = decided.failure

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import operator
 import time
-from datetime import datetime
+from datetime import datetime, timezone
 from itertools import zip_longest
 from typing import Annotated, Any
 
@@ -263,8 +263,18 @@ class RetrievalState(RetrievalInput, RetrievalOutput, total=False):
     selected: Annotated[list[str], operator.add]  # uids the chain judge marked as evidence
     answer: list[str]  # the uid the chain judge accepted as the answer (kept in the top k)
     newest_first: bool  # the planner read the question as asking about now (`final_rerank`)
+    # the windows of time every search of the run is confined to (`ChainSearch` fields: the
+    # windows the question names, for a planner that `confines_to_windows`)
+    windows: list[dict[str, Any]]
     question_searched: bool  # a split: the question's own search was sent beside the planner
 
 
 OUTPUT_KEYS = tuple(RetrievalOutput.__annotations__)
+
+
+def reference_time(state: RetrievalState) -> datetime:
+    """The time the question is asked: the request's ``as_of`` (with its own offset), else
+    now."""
+    as_of = state.get("as_of")
+    return datetime.fromisoformat(as_of) if isinstance(as_of, str) else datetime.now(timezone.utc)
 

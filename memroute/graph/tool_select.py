@@ -7,7 +7,7 @@ import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -19,10 +19,12 @@ from memroute.graph.context import ContextResolver, RetrievalContext, scope_spea
 from memroute.graph.events import RouteChosen, as_payload
 from memroute.graph.memory_search import send_planned, send_search
 from memroute.graph.planner_step import PlannerStep, first_attempt_time, limits_for
-from memroute.graph.state import NodeCost, RetrievalState, node_cost
+from memroute.graph.state import NodeCost, RetrievalState, node_cost, reference_time
 from memroute.memory.bounds import ReadBound
 from memroute.memory.limits import MAX_K, MAX_QUERY_CHARS
 from memroute.memory.models import coerce_scope, text_problem
+from memroute.planners.base import Planner
+from memroute.reading.question import read
 from memroute.strategies import tool_select as strategy
 from memroute.strategies.base import STRATEGIES, ChainJudgment, ChainSearch, Route
 from memroute.strategies.budget import Budget
@@ -31,13 +33,6 @@ from memroute.strategies.chain_of_query import hop_searches
 log = get_logger(__name__)
 NODE = "tool_select"
 STEP = "router"
-
-
-def reference_time(state: RetrievalState) -> datetime:
-    """The time the question is asked: the request's ``as_of`` (with its own offset), else
-    now."""
-    as_of = state.get("as_of")
-    return datetime.fromisoformat(as_of) if isinstance(as_of, str) else datetime.now(timezone.utc)
 
 
 def _request(state: RetrievalState, ctx: RetrievalContext, started_at: float) -> dict[str, Any]:
@@ -69,12 +64,23 @@ def _request(state: RetrievalState, ctx: RetrievalContext, started_at: float) ->
         "as_of": None if bound.as_of is None else bound.as_of.isoformat(),
         "queries": Overwrite([]), "hops": Overwrite([]), "notes": Overwrite([]),
         "pool": Overwrite({}), "selected": Overwrite([]), "hop": Overwrite(0), "answer": [],
-        "newest_first": False,
+        "newest_first": False, "windows": [],
         "last_searches": Overwrite([]), "search_rounds": Overwrite(0),
         "sub_queries": [], "stop_reason": "", "results": [],
         "planner": ctx.planner.name,
         "prompt_versions": Overwrite(dict(ctx.planner.prompt_versions)),
     }
+
+
+def confined(request: dict[str, Any], planner: Planner, asked: datetime) -> dict[str, Any]:
+    """``request`` with the windows of time the question names (read at ``asked``) as the
+    bound of every search of the run, when the planner `confines_to_windows` (so that no
+    search it lays out leaves them). ``strategy="direct"`` stays the plain search."""
+    if request["strategy"] == "direct" or not getattr(planner, "confines_to_windows", False):
+        return request
+    windows = read(request["query"], asked).windows
+    return {**request, "windows": [w.model_dump(include={"produced_after", "produced_before",
+                                                         "mentions_days"}) for w in windows]}
 
 
 def _take_route(request: dict[str, Any], route: Route, reason: str, source: str,
@@ -120,6 +126,8 @@ def make_tool_select(resolve: ContextResolver):
         ctx = await resolve(runtime.context)
         started = time.time()
         request = _request(state, ctx, first_attempt_time(runtime))
+        asked = reference_time(request)
+        request = confined(request, ctx.planner, asked)
         if request["strategy"] != "auto":
             return _take_route(request, request["strategy"], "strategy override", "override",
                                node_cost(NODE, started), runtime)
@@ -141,14 +149,16 @@ def make_tool_select(resolve: ContextResolver):
             if ctx.memory.settings.query_cache_size else asyncio.sleep(0))
         await asyncio.sleep(0)  # the embedding's first step hands it to its thread
         try:
+            reads_time = getattr(ctx.planner, "reads_time", False)
+            # the question's one reading, made before routing: every node and planner reads
+            # this one (`memroute.reading.question`)
+            read(request["query"], asked if reads_time else None)
             speakers = (await scope_speakers(ctx, request)
                         if getattr(ctx.planner, "wants_speakers", False) else [])
             decided = await step.ask_planner(
                 lambda planner: planner.route(request["query"], speakers, **(
-                    {"as_of": reference_time(request)}
-                    if getattr(planner, "reads_time", False) else {}))
-                if speakers or getattr(planner, "reads_time", False)
-                else planner.route(request["query"]))
+                    {"as_of": asked} if reads_time else {}))
+                if speakers or reads_time else planner.route(request["query"]))
         finally:
             with contextlib.suppress(Exception):  # a failed embedding fails in the search
                 await embedding
@@ -175,5 +185,6 @@ def fall_back(state: RetrievalState, reason: str, cost: NodeCost, ctx: Retrieval
               runtime: Runtime) -> Command:
     """After retries: search the query directly, with the cause as the stop reason."""
     request = _request(state, ctx, state.get("started_at") or time.time())
+    request = confined(request, ctx.planner, reference_time(request))
     return _take_route(request, "direct", reason, "fallback", cost, runtime, stop_reason=reason,
                        notes=[reason])

@@ -44,8 +44,11 @@ class Planner(Protocol):
     they return a `PlannerResult` with ``value=None`` and an ``error``. Transient errors
     (rate limits, timeouts, 5xx) may propagate so the graph's retry policy can retry them.
 
-    The graph uses every member declared here, and the optional ``wants_speakers`` and
-    ``reads_time`` (`route`)."""
+    The graph uses every member declared here, and the optional ``wants_speakers``,
+    ``reads_time`` and ``confines_to_windows``: a planner with a true
+    ``confines_to_windows`` has every search of a run confined to the windows of time the
+    question names (`memroute.reading.question.QuestionReading.windows`), whatever it lays
+    out."""
 
     name: str
     spends_llm_calls: bool
@@ -63,7 +66,10 @@ class Planner(Protocol):
         names ("last week")."""
         ...
 
-    async def split(self, query: str) -> PlannerResult[SplitPlan]: ...
+    async def split(self, query: str) -> PlannerResult[SplitPlan]:
+        """``as_of`` (keyword, only for a planner with a true ``reads_time``): the time the
+        question is asked."""
+        ...
 
     async def judge(self, query: str, evidence: list[str], previous_queries: list[str],
                     hop: int, evidence_entities: EvidenceEntities = None,
@@ -72,7 +78,7 @@ class Planner(Protocol):
         (``None`` for an item stored without entities, or for all of them).
         ``evidence_times`` (keyword, only for a planner with a true ``reads_time``): when
         each item was produced, so that a later statement supersedes an earlier one and an
-        event's date bounds the next search."""
+        event's date bounds the next search, and ``as_of``, the time the question is asked."""
         ...
 
     @property

@@ -83,8 +83,13 @@ class CascadePlanner:
 
     @property
     def reads_time(self) -> bool:
-        """The offline planner's (an LLM's route carries no windows of time)."""
+        """The offline planner's (the LLM planner is given ``as_of`` when it reads time)."""
         return getattr(self.offline, "reads_time", False)
+
+    def _at(self, as_of: datetime | None) -> dict:
+        """``as_of`` for the LLM planner's call when it reads time (and one is given)."""
+        return {"as_of": as_of} if as_of is not None and getattr(
+            self.llm, "reads_time", False) else {}
 
     async def route(self, query: str, speakers: Sequence[str] = (),
                     as_of: datetime | None = None) -> PlannerResult[RouteDecision]:
@@ -93,26 +98,29 @@ class CascadePlanner:
                        else self.offline.route(query))
         confidence = first.value.confidence if first.value is not None else None
         result = await self._decide("route", query, 0, first, confidence,
-                                    lambda: self.llm.route(query))
+                                    lambda: self.llm.route(query, **self._at(as_of)))
         if result.value is not None:
             result.value = result.value.model_copy(update={
                 "reason": f"[{result.decided_by}] {result.value.reason}"[:MAX_REASON_CHARS]})
         return result
 
-    async def split(self, query: str) -> PlannerResult[SplitPlan]:
+    async def split(self, query: str, *, as_of: datetime | None = None
+                    ) -> PlannerResult[SplitPlan]:
         first = await self.offline.split(query)
         confidence = (SPLIT_CONFIDENCE if first.value is not None and first.value.sub_queries
                       else None)
         return await self._decide("split", query, 0, first, confidence,
-                                  lambda: self.llm.split(query))
+                                  lambda: self.llm.split(query, **self._at(as_of)))
 
     async def judge(self, query: str, evidence: list[str], previous_queries: list[str],
                     hop: int, evidence_entities: EvidenceEntities = None, *,
-                    evidence_times: EvidenceTimes = None) -> PlannerResult[ChainJudgment]:
+                    evidence_times: EvidenceTimes = None, as_of: datetime | None = None,
+                    ) -> PlannerResult[ChainJudgment]:
         timed = {"evidence_times": evidence_times} if evidence_times and self.reads_time else {}
         first = await self.offline.judge(query, evidence, previous_queries, hop,
                                          evidence_entities, **timed)
         confidence = first.value.confidence if first.value is not None else None
         # the model reads the evidence itself: the stored entities are the offline judge's
         return await self._decide("judge", query, hop, first, confidence, lambda: self.llm.judge(
-            query, evidence, previous_queries, hop))
+            query, evidence, previous_queries, hop, **self._at(as_of),
+            **({"evidence_times": evidence_times} if self._at(as_of) else {})))

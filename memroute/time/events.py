@@ -2,7 +2,7 @@
 trip to Norway") gives its date (a date the sentence states, read against when it was said,
 else when it was said), and the window the question's relation asks about (before, after or
 since, during). Which event a question names is the planner's reading
-(`memroute.planners.offline.events`).
+(`memroute.reading.events`).
 """
 
 from __future__ import annotations

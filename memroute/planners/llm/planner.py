@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from memroute.planners.base import EvidenceEntities, PlannerResult
+from memroute.planners.base import EvidenceEntities, EvidenceTimes, PlannerResult
 from memroute.planners.llm import replies
 from memroute.planners.llm.backends import make_backend
 from memroute.planners.llm.prompting import (
@@ -20,15 +21,18 @@ from memroute.planners.llm.prompting import (
     SPLIT,
     PromptSpec,
     as_data,
+    format_asked,
     format_evidence,
     format_queries,
 )
 from memroute.planners.llm.structured import LLMResult, StructuredLLM
 from memroute.planners.llm.tokens import encoding
 from memroute.prompts import load_prompt
+from memroute.reading.question import QuestionReading, read
 from memroute.settings import MemrouteSettings
 from memroute.strategies.base import ChainJudgment, RouteDecision, SplitPlan
 from memroute.strategies.budget import CallLimits
+from memroute.time.events import EventSpan, event_span
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -80,24 +84,58 @@ class LLMPlanner:
                               min_output_tokens=spec.min_output_tokens)
 
     wants_speakers = False  # the model routes from the question alone
+    # Every prompt says when the question is asked (``as_of``, else now) and the windows of
+    # time and the event its reading names; the graph confines every search of the run to
+    # those windows (`memroute.graph.tool_select.confined`): no query the model writes
+    # leaves them.
+    reads_time = True
+    confines_to_windows = True
 
-    async def route(self, query: str, speakers: Sequence[str] = ()) -> PlannerResult[RouteDecision]:
+    @staticmethod
+    def _reading(query: str, as_of: datetime | None) -> QuestionReading:
+        return read(query, as_of or datetime.now(timezone.utc))
+
+    async def route(self, query: str, speakers: Sequence[str] = (),
+                    as_of: datetime | None = None) -> PlannerResult[RouteDecision]:
         result = await self._ask(self.router_llm, ROUTE, replies.RouteReply,
-                                 query=as_data(query, QUESTION_CHARS))
+                                 query=as_data(query, QUESTION_CHARS),
+                                 asked=format_asked(self._reading(query, as_of)))
         return result.to_planner(result.value and replies.to_decision(result.value))
 
-    async def split(self, query: str) -> PlannerResult[SplitPlan]:
+    async def split(self, query: str, *, as_of: datetime | None = None
+                    ) -> PlannerResult[SplitPlan]:
         result = await self._ask(self.llm, SPLIT, replies.SplitReply,
-                                 query=as_data(query, QUESTION_CHARS))
+                                 query=as_data(query, QUESTION_CHARS),
+                                 asked=format_asked(self._reading(query, as_of)))
         return result.to_planner(result.value and replies.to_plan(result.value))
 
     async def judge(self, query: str, evidence: list[str], previous_queries: list[str],
-                    hop: int, evidence_entities: EvidenceEntities = None,
+                    hop: int, evidence_entities: EvidenceEntities = None, *,
+                    evidence_times: EvidenceTimes = None, as_of: datetime | None = None,
                     ) -> PlannerResult[ChainJudgment]:
-        """(``evidence_entities`` is not sent: the model reads the evidence itself.)"""
+        """(``evidence_entities`` is not sent: the model reads the evidence itself; each
+        item's day, ``evidence_times``, is.)"""
+        reading = self._reading(query, as_of)
+        span = self._event_span(reading, evidence, evidence_times, evidence_entities)
         result = await self._ask(self.llm, JUDGE, replies.JudgeReply,
                                  query=as_data(query, QUESTION_CHARS),
+                                 asked=format_asked(reading, span),
                                  previous=format_queries(previous_queries, query),
-                                 evidence=format_evidence(evidence, query, previous_queries))
-        return result.to_planner(result.value and replies.to_judgment(
-            result.value, min(len(evidence), JUDGE_ITEMS)))
+                                 evidence=format_evidence(evidence, query, previous_queries,
+                                                          evidence_times, reading.as_of))
+        judgment = result.value and replies.to_judgment(result.value,
+                                                        min(len(evidence), JUDGE_ITEMS))
+        if judgment and span is not None and judgment.new_query:
+            # the next search stays in the window the event's date gives its relation
+            judgment = judgment.model_copy(update={
+                "produced_after": "" if span.after is None else span.after.isoformat(),
+                "produced_before": "" if span.before is None else span.before.isoformat()})
+        return result.to_planner(judgment)
+
+    @staticmethod
+    def _event_span(reading: QuestionReading, evidence: list[str], times: EvidenceTimes,
+                    entities: EvidenceEntities) -> EventSpan | None:
+        """Where the evidence dates the event the question is asked around, if it does."""
+        if reading.event is None or not times or len(times) != len(evidence):
+            return None
+        return event_span(reading.event, evidence, list(times), entities)

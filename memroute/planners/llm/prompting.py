@@ -12,6 +12,14 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from memroute.time.as_of import wall_clock
+
+if TYPE_CHECKING:
+    from memroute.reading.question import QuestionReading
+    from memroute.time.events import EventSpan
 
 from memroute.reading import vocabulary as V
 
@@ -77,12 +85,38 @@ def excerpt(text: str, terms: set[str], limit: int = EVIDENCE_CHARS) -> str:
 
 
 def format_evidence(evidence: list[str], question: str = "",
-                    previous: list[str] | None = None) -> str:
+                    previous: list[str] | None = None,
+                    times: list[datetime | None] | None = None,
+                    as_of: datetime | None = None) -> str:
     """The first `JUDGE_ITEMS` items, numbered, each an `excerpt` around the words of the
-    question and the earlier queries."""
+    question and the earlier queries, after the day it was said when ``times`` gives it (on
+    ``as_of``'s calendar)."""
     terms = set(_TERM.findall(" ".join([question, *(previous or [])]).casefold())) - _COMMON
-    return "\n".join(f"[{i}] {excerpt(text, terms)}"
+    times = times or []
+    zone = as_of.tzinfo if as_of is not None and as_of.tzinfo is not None else None
+
+    def said(i: int) -> str:
+        when = times[i] if i < len(times) else None
+        return "" if when is None else f"({when.astimezone(zone).date().isoformat()}) "
+    return "\n".join(f"[{i}] {said(i)}{excerpt(text, terms)}"
                      for i, text in enumerate(evidence[:JUDGE_ITEMS])) or "(none)"
+
+
+def format_asked(reading: QuestionReading, span: EventSpan | None = None) -> str:
+    """When the question is asked (its ``as_of``'s day, on its own calendar), the windows of
+    time it names and the event it is asked around, as its reading has them ("Wednesday
+    2025-06-04; 'last week' = 2025-05-26..06-01"), and where the evidence dates that event
+    (``span``)."""
+    parts = []
+    if reading.as_of is not None:
+        day = wall_clock(reading.as_of)
+        parts.append(f"{day:%A} {day.date().isoformat()}")
+    if reading.windows_said:
+        parts.append(reading.windows_said)
+    if reading.event is not None:
+        parts.append(span.said(reading.event) if span is not None else
+                     f"asked {reading.event.relation} the event '{reading.event.text}'")
+    return as_data("; ".join(parts), QUESTION_CHARS) or "(unknown)"
 
 
 THE_QUESTION = "(the question)"  # an earlier query that was the question itself

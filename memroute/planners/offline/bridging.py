@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from memroute.memory.titles import split_title
 from memroute.strategies.base import ChainJudgment
-from memroute.planners.offline.entities import (
+from memroute.reading.entities import (
     capitalized_phrases,
     fold,
     key_terms,

@@ -23,7 +23,7 @@ from memroute.planners.offline.bridging import (
     bridge_candidates,
     bridge_query,
 )
-from memroute.planners.offline.entities import (
+from memroute.reading.entities import (
     CALENDAR,
     STOPWORDS,
     asks,
@@ -32,18 +32,10 @@ from memroute.planners.offline.entities import (
     key_terms,
     mentioned,
 )
-from memroute.planners.offline.question_parse import QuestionParse, read_question
-from memroute.planners.offline.reading import read
-from memroute.planners.offline.resolve import (
-    GENERIC_NOUNS,
-    NEAR,
-    RELATION_NOUNS,
-    Descriptor,
-    answered,
-    descriptor,
-    resolve,
-    whole_chain,
-)
+from memroute.reading.parse import QuestionParse, read_question
+from memroute.reading.descriptors import RELATION_NOUNS, Descriptor, descriptor, whole_chain
+from memroute.reading.question import read
+from memroute.planners.offline.resolve import GENERIC_NOUNS, NEAR, answered, resolve
 from memroute.planners.offline.resolve import _names as _sentence_names
 from memroute.planners.offline.resolve import sentences as resolve_sentences
 from memroute.planners.offline.question_syntax import (
@@ -107,7 +99,7 @@ def asking_sentence(query: str) -> str:
 def route_by_parse(query: str, attribute_route: str = "direct") -> tuple[str, str, float]:
     """The route, a reason that names what decided it, and a confidence in [0, 1]:
     independent lookups (two questions in one, coordinated or compared subjects) -> split;
-    a thing described but not named (`resolve.descriptor`) -> chain, resolved then asked;
+    a thing described but not named (`memroute.reading.descriptors`) -> chain, resolved then asked;
     another relation the parse cannot resolve -> chain by expansion; one subject with a
     plain attribute -> ``attribute_route`` (direct); nothing named -> direct. Of a question
     with sentences that ask nothing ("What's my address now? Filling in a form for Rhys's
@@ -212,7 +204,7 @@ def _asking_which(question: str) -> str:
 def split_by_parse(query: str) -> list[str]:
     """One question per coordinated clause, else the question once per coordinated
     subject (`whole_sub_questions`), else one sub-query per compared subject."""
-    qp = read_question(query)
+    qp = read(query).parse or read_question(query)
     if qp.clauses:
         return qp.clauses
     if owners := coordinated_owners(query):
@@ -356,7 +348,7 @@ def first_round_searches(query: str, speakers: list[str],
     speakers, for a comparison (its subjects are searched instead) or with ``own_turns`` off."""
     if not (speakers and h.own_turns) or compared_subjects(query):
         return []
-    qp = read_question(query)
+    qp = read(query).parse or read_question(query)
     speaker = _subject_speaker([[Entity(s, entity_key(s), SPEAKER_LABEL) for s in speakers]],
                                qp)
     return _own_searches(query, qp, speaker, h)
@@ -491,7 +483,7 @@ def judge_with_entities(query: str, evidence: list[str], previous_queries: list[
     h = heuristics
     if stored is not None and len(stored) != len(evidence):
         stored = None
-    qp = read_question(query)
+    qp = read(query).parse or read_question(query)
     keep = min(h.keep, len(evidence))
     indices = list(range(keep))
     tried = [q for q in previous_queries if q.strip()]

@@ -18,10 +18,10 @@ from memroute._log import get_logger
 from memroute.nlp import INSTALL_HINT, pipeline_available
 from memroute.planners.base import EvidenceEntities, EvidenceTimes, PlannerResult
 from memroute.planners.offline.bridging import ChainHeuristics, judge_evidence
-from memroute.planners.offline.dates import windowed_searches
-from memroute.planners.offline.entities import capitalized_phrases
-from memroute.planners.offline.events import event_question
-from memroute.planners.offline.reading import read
+from memroute.reading.dates import windowed_searches
+from memroute.reading.entities import capitalized_phrases
+from memroute.reading.events import event_question
+from memroute.reading.question import read
 from memroute.planners.offline.parsed import (
     SUBJECTS_AFTER_SEARCH,
     compared_subjects,
@@ -131,11 +131,10 @@ class OfflinePlanner:
                     # when it was, beside the question (over passages filed under titles the
                     # judge reads no event: their times are not the world's)
                     searches = [ChainSearch(query=event_question(query, event)), *searches]
-                described = reading.described
                 # a date inside a description ("the dentist I see on April 3") describes
-                timed, said = windowed_searches(
-                    query, as_of, skip=described.text if described else "") \
-                    if as_of else ([], "")
+                # (`memroute.reading.dates.windowed_searches`)
+                timed, said = ((read(query, as_of).windows, read(query, as_of).windows_said)
+                               if as_of else ([], ""))
                 if route in ("chain", "direct") and timed:
                     searches = [*timed, *searches]
                     reason += f"; {said}, searched beside it"
@@ -153,7 +152,9 @@ class OfflinePlanner:
                                  first_searches=searches[:MAX_HOP_QUERIES - 1])
         return await self._run(build)
 
-    async def split(self, query: str) -> PlannerResult[SplitPlan]:
+    async def split(self, query: str, *, as_of: datetime | None = None
+                    ) -> PlannerResult[SplitPlan]:
+        """(``as_of`` is not read: a split's sub-questions name no time of their own.)"""
         def build() -> SplitPlan:
             subs = (split_by_parse(query) if self.use_nlp and query.strip()
                     else subject_sub_queries(query))
@@ -162,7 +163,9 @@ class OfflinePlanner:
 
     async def judge(self, query: str, evidence: list[str], previous_queries: list[str],
                     hop: int, evidence_entities: EvidenceEntities = None, *,
-                    evidence_times: EvidenceTimes = None) -> PlannerResult[ChainJudgment]:
+                    evidence_times: EvidenceTimes = None, as_of: datetime | None = None,
+                    ) -> PlannerResult[ChainJudgment]:
+        """(``as_of`` is not read: the evidence's times date the event.)"""
         if self.use_nlp and query.strip():
             return await self._run(lambda: judge_chain(
                 query, list(evidence), list(previous_queries), self.heuristics,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from memroute.planners.offline.entities import capitalized_phrases, key_terms
+from memroute.reading.entities import capitalized_phrases, key_terms
 from memroute.strategies.split_query import MAX_SUB_QUERIES
 from memroute.reading import vocabulary as V
 

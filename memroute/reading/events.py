@@ -13,7 +13,7 @@ import re
 
 from memroute.errors import ModelUnavailableError
 from memroute.nlp import parse
-from memroute.planners.offline.entities import STOPWORDS, fold
+from memroute.reading.entities import STOPWORDS, fold
 from memroute.time.events import AFTER, BEFORE, EventRef
 from memroute.reading import vocabulary as V
 

@@ -1,4 +1,5 @@
-"""Rule-based text analysis for the offline planner: entities, key terms, stored titles.
+"""Rule-based text analysis read by a question's reading and the offline planner: entities,
+key terms, stored titles.
 
 No models and no data downloads: capitalized phrases, quoted phrases and the ``Title:`` prefix
 of stored contents stand in for named entities. English only.

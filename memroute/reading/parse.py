@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from memroute.nlp import WH_TAGS, entity_key, named_spans, parse
-from memroute.planners.offline.entities import STOPWORDS
+from memroute.reading.entities import STOPWORDS
 from memroute.reading import vocabulary as V
 
 # Nouns for a person or place reached through another thing ("the director of X").
