@@ -103,15 +103,17 @@ def mcp_stdio(
 async def _mcp_stdio(token: str) -> None:
     """Serve at once and open the service in the background: ``initialize`` and
     ``tools/list`` are answered meanwhile, and a tool call waits for the opening (or gets
-    its typed error). A wrong key or a failed opening is also this command's error when
-    stdin closes (its one line on stderr, its exit code)."""
-    from memroute.service.context import ServiceOpener, open_service
+    its typed error). The opening begins once ``initialize`` is answered (with the client's
+    next message, or a tool call): its imports in a worker thread would take the
+    interpreter from the handshake. A wrong key or a failed opening is also this command's
+    error when stdin closes (its one line on stderr, its exit code)."""
+    from memroute.service.context import ServiceOpener
     from memroute.service.mcp_server import build_mcp_server, serve_stdio
-    from memroute.settings import get_settings
 
     async def opening():
         from memroute.service.auth import authenticate
-        from memroute.service.context import close_service
+        from memroute.service.context import close_service, open_service
+        from memroute.settings import get_settings
 
         service = await open_service(get_settings())
         try:
@@ -122,9 +124,8 @@ async def _mcp_stdio(token: str) -> None:
         return service
 
     opener = ServiceOpener(opening)
-    opener.start()
     try:
-        await serve_stdio(build_mcp_server(opener.get, lambda ctx: token))
+        await serve_stdio(build_mcp_server(opener.get, lambda ctx: token), opener.start)
         if await opener.wait() == "failed":
             raise opener.error  # type: ignore[misc]
     finally:
