@@ -1,7 +1,8 @@
 """What a new process loads before it answers (issue 48): `memroute --help`, `--version` and
 argument errors load no model, no database driver, not the store, not pydantic (typer's own
 coercion loads it once a command runs), rich, structlog or `importlib.metadata`; the MCP
-server lists its tools without the agent, FastAPI or a model. Checked in new processes, by the
+server lists its tools without the agent, FastAPI or a model, and `memroute mcp` answers
+``initialize`` before the settings, the store or a model load. Checked in new processes, by the
 modules they hold (benchmarks/cold_start.py times them; tests/test_cli_served.py checks a
 served search and ask the same way)."""
 
@@ -10,10 +11,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from benchmarks.served import ROOT
+from benchmarks.served import ROOT, free_port, service_env
 
 HEAVY = ("spacy", "onnxruntime", "psycopg", "numpy", "torch", "langgraph",
          "memroute.memory.store", "memroute.agent", "memroute.nlp")
@@ -88,3 +90,47 @@ print(json.dumps({"tools": sorted(t.name for t in tools), "loaded": heavy}), fil
     assert report["tools"] == ["memory_add", "memory_delete", "memory_retrieve",
                                "memory_search"]
     assert report["loaded"] == [], report
+
+
+# `memroute mcp` as a client starts it, its stdout a pipe whose first write (the answer to
+# ``initialize``) first reports the modules loaded by then on stderr
+RUN_MCP_REPORTING = """
+import io, json, os, sys
+heavy = json.loads(sys.argv[1])
+class Wire(io.RawIOBase):
+    answered = False
+    def writable(self):
+        return True
+    def write(self, data):
+        if not Wire.answered:
+            Wire.answered = True
+            print(json.dumps({"loaded": [m for m in heavy if m in sys.modules]}),
+                  file=sys.stderr, flush=True)
+        return os.write(1, data)
+sys.stdout = io.TextIOWrapper(io.BufferedWriter(Wire()), write_through=True)
+from memroute.cli import main
+sys.argv = ["memroute", "mcp"]
+main()
+"""
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {},
+    "clientInfo": {"name": "test", "version": "0"}}}
+
+
+def test_memroute_mcp_answers_initialize_before_the_settings_the_store_or_a_model_load(
+        tmp_path: Path) -> None:
+    # no database answers there: the service's opening, once begun, fails (exit 3)
+    env = service_env(f"postgresql://memroute@127.0.0.1:{free_port()}/none", "cold_mcp",
+                      tmp_path, MEMROUTE_API_KEY="a-key")
+    heavy = [*HEAVY, "fastapi", "langchain_core", "structlog", "rich", "pydantic_settings",
+             "memroute.settings", "memroute.service.keys"]
+    done = subprocess.run([sys.executable, "-c", RUN_MCP_REPORTING, json.dumps(heavy)],
+                          cwd=ROOT, env=env, input=json.dumps(INITIALIZE) + "\n",
+                          capture_output=True, text=True, timeout=120)
+    answer = json.loads(done.stdout.splitlines()[0])
+    assert answer["id"] == 1 and answer["result"]["serverInfo"]["name"] == "memroute"
+    report = json.loads(done.stderr.splitlines()[0])
+    assert report["loaded"] == [], report
+    # stdin closed after ``initialize`` alone: the opening ran then, and its failure is
+    # the command's error
+    assert done.returncode == 3 and "cannot connect to the database" in done.stderr

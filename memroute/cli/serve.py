@@ -4,7 +4,10 @@
 # No `from __future__ import annotations`: typer reads every command's annotations at each
 # start, and evaluating them from strings took it 0.1 s (issue 48).
 
+import contextlib
 import json
+import sys
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 import typer
@@ -103,15 +106,17 @@ def mcp_stdio(
 async def _mcp_stdio(token: str) -> None:
     """Serve at once and open the service in the background: ``initialize`` and
     ``tools/list`` are answered meanwhile, and a tool call waits for the opening (or gets
-    its typed error). A wrong key or a failed opening is also this command's error when
-    stdin closes (its one line on stderr, its exit code)."""
-    from memroute.service.context import ServiceOpener, open_service
+    its typed error). The opening begins once ``initialize`` is answered (with the client's
+    next message, or a tool call): its imports in a worker thread would take the
+    interpreter from the handshake. A wrong key or a failed opening is also this command's
+    error when stdin closes (its one line on stderr, its exit code)."""
+    from memroute.service.context import ServiceOpener
     from memroute.service.mcp_server import build_mcp_server, serve_stdio
-    from memroute.settings import get_settings
 
     async def opening():
         from memroute.service.auth import authenticate
-        from memroute.service.context import close_service
+        from memroute.service.context import close_service, open_service
+        from memroute.settings import get_settings
 
         service = await open_service(get_settings())
         try:
@@ -122,13 +127,29 @@ async def _mcp_stdio(token: str) -> None:
         return service
 
     opener = ServiceOpener(opening)
-    opener.start()
     try:
-        await serve_stdio(build_mcp_server(opener.get, lambda ctx: token))
+        with _rich_unimportable():
+            server = build_mcp_server(opener.get, lambda ctx: token)
+        await serve_stdio(server, opener.start)
         if await opener.wait() == "failed":
             raise opener.error  # type: ignore[misc]
     finally:
         await opener.close()
+
+
+@contextlib.contextmanager
+def _rich_unimportable() -> Iterator[None]:
+    """The MCP SDK's server gives the root logger a rich handler, which `logging.basicConfig`
+    drops (the CLI's handler is there): with rich unimportable meanwhile, the SDK takes a plain
+    one and rich (0.1 s of CPU) is not loaded for it. Only while no other thread runs."""
+    if "rich.console" in sys.modules:
+        yield
+        return
+    sys.modules["rich.console"] = None  # type: ignore[assignment]  (an import raises ImportError)
+    try:
+        yield
+    finally:
+        del sys.modules["rich.console"]
 
 
 async def _with_keys(action: Any) -> Any:

@@ -21,7 +21,7 @@ import contextlib
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http import HTTPStatus
 from io import TextIOWrapper
 from typing import Any, BinaryIO
@@ -95,12 +95,15 @@ def claimed_stdin() -> Iterator[BinaryIO]:
 class CheckedLines:
     """The lines of a stdio channel as the SDK's transport iterates them (its ``stdin``):
     each line `refusal` refuses is answered on the transport's write stream (given by
-    `answer_on` once the transport is open) and never reaches the SDK."""
+    `answer_on` once the transport is open) and never reaches the SDK. ``after_first``
+    runs once, when a message arrives after the first one."""
 
-    def __init__(self, wire: BinaryIO) -> None:
+    def __init__(self, wire: BinaryIO, after_first: Callable[[], None] | None = None) -> None:
         self._lines = anyio.wrap_file(TextIOWrapper(wire, encoding="utf-8", errors="replace"))
         self._write: Any = None
         self._open = anyio.Event()
+        self._passed = 0
+        self._after_first = after_first
 
     def answer_on(self, write_stream: Any) -> None:
         self._write = write_stream
@@ -113,6 +116,9 @@ class CheckedLines:
         while line := await self._lines.readline():
             reply = refusal(line)
             if reply is None:
+                self._passed += 1
+                if self._passed == 2 and self._after_first is not None:
+                    self._after_first()
                 return line
             await self._open.wait()
             await self._write.send(SessionMessage(reply))

@@ -20,7 +20,6 @@ from mcp.server.stdio import stdio_server
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memroute import __version__
-from memroute._log import get_logger
 from memroute.errors import InvalidInputError, MemrouteError
 from memroute.hints import HINT_HELP, empty_scope_hint
 from memroute.memory.limits import MAX_ID_CHARS, MAX_K, MAX_LIST, MAX_QUERY_CHARS
@@ -35,8 +34,6 @@ from memroute.tool_input import MemorySearchInput
 
 if TYPE_CHECKING:
     from memroute.service.context import Service
-
-log = get_logger(__name__)
 
 INSTRUCTIONS = (
     "Long-term episodic memory (conversation turns, notes). Use memory_search to look facts "
@@ -143,7 +140,10 @@ class MemrouteTool(Tool):
                 cause = cause.__cause__
             if cause is not None:
                 return error_result(cause, self.name)
-            log.error("mcp.tool_crashed", tool=self.name, exc_info=exc.__cause__ or exc)
+            from memroute._log import get_logger  # structlog (and rich) load on a crash only
+
+            get_logger(__name__).error("mcp.tool_crashed", tool=self.name,
+                                       exc_info=exc.__cause__ or exc)
             return mcp_types.CallToolResult(is_error=True, content=[mcp_types.TextContent(
                 type="text", text=f"[InternalError] {self.name} failed (see the server log)")])
 
@@ -277,14 +277,16 @@ class MemrouteMCPServer(MCPServer):
         return await super().call_tool(name, arguments, context)
 
 
-async def serve_stdio(server: MCPServer) -> None:
+async def serve_stdio(server: MCPServer,
+                      after_first_message: Callable[[], None] | None = None) -> None:
     """Serve ``server`` on stdin/stdout as `MCPServer.run_stdio_async` does, but answer every
     line that is not one JSON-RPC message the server can take with its JSON-RPC error
     (`memroute.service.jsonrpc.refusal`), as the HTTP endpoint answers such a body; the
-    session goes on."""
+    session goes on. ``after_first_message`` runs when a second message arrives (a client
+    sends ``notifications/initialized`` once ``initialize`` is answered)."""
     lowlevel = server._lowlevel_server  # what run_stdio_async runs
     with claimed_stdin() as wire:
-        lines = CheckedLines(wire)
+        lines = CheckedLines(wire, after_first_message)
         async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore
             lines.answer_on(write_stream)
             await lowlevel.run(read_stream, write_stream,
