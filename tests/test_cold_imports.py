@@ -122,7 +122,7 @@ def test_memroute_mcp_answers_initialize_before_the_settings_the_store_or_a_mode
     # no database answers there: the service's opening, once begun, fails (exit 3)
     env = service_env(f"postgresql://memroute@127.0.0.1:{free_port()}/none", "cold_mcp",
                       tmp_path, MEMROUTE_API_KEY="a-key")
-    heavy = [*HEAVY, "fastapi", "langchain_core", "structlog", "rich", "pydantic_settings",
+    heavy = [*HEAVY, "fastapi", "langchain_core", "structlog", "pydantic_settings",
              "memroute.settings", "memroute.service.keys"]
     done = subprocess.run([sys.executable, "-c", RUN_MCP_REPORTING, json.dumps(heavy)],
                           cwd=ROOT, env=env, input=json.dumps(INITIALIZE) + "\n",

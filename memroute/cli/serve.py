@@ -4,10 +4,7 @@
 # No `from __future__ import annotations`: typer reads every command's annotations at each
 # start, and evaluating them from strings took it 0.1 s (issue 48).
 
-import contextlib
 import json
-import sys
-from collections.abc import Iterator
 from typing import Annotated, Any
 
 import typer
@@ -128,28 +125,11 @@ async def _mcp_stdio(token: str) -> None:
 
     opener = ServiceOpener(opening)
     try:
-        with _rich_unimportable():
-            server = build_mcp_server(opener.get, lambda ctx: token)
-        await serve_stdio(server, opener.start)
+        await serve_stdio(build_mcp_server(opener.get, lambda ctx: token), opener.start)
         if await opener.wait() == "failed":
             raise opener.error  # type: ignore[misc]
     finally:
         await opener.close()
-
-
-@contextlib.contextmanager
-def _rich_unimportable() -> Iterator[None]:
-    """The MCP SDK's server gives the root logger a rich handler, which `logging.basicConfig`
-    drops (the CLI's handler is there): with rich unimportable meanwhile, the SDK takes a plain
-    one and rich (0.1 s of CPU) is not loaded for it. Only while no other thread runs."""
-    if "rich.console" in sys.modules:
-        yield
-        return
-    sys.modules["rich.console"] = None  # type: ignore[assignment]  (an import raises ImportError)
-    try:
-        yield
-    finally:
-        del sys.modules["rich.console"]
 
 
 async def _with_keys(action: Any) -> Any:
