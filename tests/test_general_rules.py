@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from memroute import RetrievalAgent
-from memroute.planners.offline.events import event_of
+from memroute.reading.events import event_of
 from memroute.planners.offline.parsed import asking_sentence
 
 START = datetime(2025, 1, 6, 19, tzinfo=timezone.utc)
