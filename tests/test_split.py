@@ -108,8 +108,8 @@ async def test_on_a_store_a_comparison_takes_one_search_per_missing_subject(memo
 
 
 class _OneSubQuery(OfflinePlanner):
-    async def split(self, query: str):
-        result = await super().split(query)
+    async def split(self, query: str, **kwargs):
+        result = await super().split(query, **kwargs)
         result.value = SplitPlan(sub_queries=result.value.sub_queries[:1])
         return result
 
