@@ -448,8 +448,8 @@ def _tied_name_judgment(query: str, qp: QuestionParse, evidence: list[str],
                         stored: EvidenceEntities, tried: list[str], indices: list[int],
                         rewrites: int) -> ChainJudgment:
     """Expansion over a conversation: one search of a name a statement ties to the
-    question's words, with those words (`hop_about`); sufficient when there is none (or it
-    was searched)."""
+    question's words, with those words (`bridge_query`: never the name alone); sufficient
+    when there is none (or it was searched)."""
     name, sentence = tied_name(query, qp, evidence, stored, tried) if rewrites == 0 else ("", "")
     if not name:
         return ChainJudgment(is_sufficient=True, evidence_indices=indices, confidence=0.9,
@@ -457,20 +457,13 @@ def _tied_name_judgment(query: str, qp: QuestionParse, evidence: list[str],
                                     f"({_asked_words(query)})" if rewrites == 0
                              else f"the name the evidence ties to it searched: \"{tried[-1]}\"")
     return ChainJudgment(is_sufficient=False, evidence_indices=indices,
-                         new_query=hop_about(query, name), confidence=BRIDGE_UNSURE,
+                         new_query=bridge_query(query, name), confidence=BRIDGE_UNSURE,
                          reason=f"expansion: {name}, named in \"{sentence[:120]}\"")
 
 
 def _asked_words(query: str) -> str:
     """The question's own words a hop looked for, as its reason names them ("address, form")."""
     return ", ".join(key_terms(query)) or query
-
-
-def hop_about(question: str, name: str) -> str:
-    """A hop that searches ``name`` for ``question``: the name with the question's words
-    (`bridging.bridge_query`), never the name alone, unless the question has no words
-    besides it (a bare name finds every turn that mentions it, whatever it says)."""
-    return bridge_query(question, name)
 
 
 def judge_with_entities(query: str, evidence: list[str], previous_queries: list[str],
@@ -622,7 +615,7 @@ def _resolving_judgment(query: str, evidence: list[str], previous_queries: list[
             if name:
                 return ChainJudgment(
                     is_sufficient=False, evidence_indices=indices,
-                    new_query=hop_about(res.question, name),
+                    new_query=bridge_query(res.question, name),
                     confidence=BRIDGE_UNSURE,
                     reason=f"resolved: {said}; no sentence names {bridge} with the question's "
                            f"words: searching {name}, named in \"{sentence[:120]}\"")
